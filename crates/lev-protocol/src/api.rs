@@ -1,0 +1,421 @@
+//! Bodies of the HTTP API (SPEC section 3) that are not interactions or answers.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::envelope::Envelope;
+use crate::interaction::{Interaction, InteractionStatus};
+use crate::response::StoredResponse;
+
+/// Every error body: `{"error": {"code", "message"}}`, with the winning answer
+/// beside it on a 409 `already_answered`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+    /// The answer that won, on 409 `already_answered`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<StoredResponse>,
+}
+
+/// The inside of an [`ErrorBody`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// A stable snake_case code.
+    pub code: String,
+    /// What went wrong, for a person.
+    pub message: String,
+}
+
+/// `GET /v1/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// Always `ok` when the server answers.
+    pub status: String,
+    /// The server's version.
+    pub version: String,
+    /// `sqlite` or `postgres`.
+    pub store: String,
+}
+
+/// `GET /v1/keys`: the trusted public keys.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Jwks {
+    /// The keys, newest first.
+    pub keys: Vec<Jwk>,
+}
+
+/// One Ed25519 public key as a JWK.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Jwk {
+    /// `OKP`.
+    pub kty: String,
+    /// `Ed25519`.
+    pub crv: String,
+    /// The raw public key, base64url without padding.
+    pub x: String,
+    /// The key id (16 hex digits).
+    #[serde(default)]
+    pub kid: String,
+    /// `EdDSA`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alg: Option<String>,
+    /// `sig`.
+    #[serde(default, rename = "use", skip_serializing_if = "Option::is_none")]
+    pub use_: Option<String>,
+}
+
+/// A page of `GET /v1/interactions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InteractionPage {
+    /// Newest first.
+    pub items: Vec<InteractionView>,
+    /// Pass as `cursor` for the next page; absent on the last.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/interactions/{id}`, and an item of a listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InteractionView {
+    /// The stored interaction.
+    pub request: Interaction,
+    /// Its answer, once answered.
+    #[serde(default)]
+    pub response: Option<StoredResponse>,
+    /// The signed decision, for a decided tool approval.
+    #[serde(default)]
+    pub approval: Option<Envelope>,
+}
+
+/// `GET /v1/interactions/{id}/wait`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitResponse {
+    /// `pending` when the wait timed out, else the final status.
+    pub status: InteractionStatus,
+    /// The answer, when answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<StoredResponse>,
+    /// The signed decision, for a decided tool approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Envelope>,
+    /// Who answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
+}
+
+/// `POST /v1/interactions/{id}/respond`: 200.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RespondResult {
+    /// The stored answer.
+    pub response: StoredResponse,
+    /// The signed decision, for a tool approval.
+    #[serde(default)]
+    pub approval: Option<Envelope>,
+}
+
+/// `POST /v1/gate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateRequest {
+    /// The session.
+    pub session_id: String,
+    /// The conversation the call belongs to.
+    #[serde(default)]
+    pub conversation_id: String,
+    /// The turn that made the call.
+    #[serde(default)]
+    pub turn_id: String,
+    /// The tool-call id; with the session, the idempotency key.
+    pub request_id: String,
+    /// The person the run acts for.
+    #[serde(default)]
+    pub caller: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The proposed args, exact JSON text.
+    pub args_json: String,
+    /// The sandbox (permission) mode the call runs under.
+    #[serde(default)]
+    pub sandbox_mode: String,
+    /// Capabilities the call needs, on top of the policy's for the tool.
+    #[serde(default)]
+    pub required_capabilities: Vec<String>,
+    /// How long a person has to answer, when it asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+    /// As for interactions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<Vec<String>>,
+}
+
+/// The gate's answer (always 200).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum GateResponse {
+    /// Allowed: run it after verifying the envelope.
+    Allow {
+        /// The signed approval.
+        approval: Envelope,
+    },
+    /// Denied by a rule.
+    Deny {
+        /// Why.
+        reason: String,
+        /// The signed denial, when one was made.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approval: Option<Envelope>,
+    },
+    /// A person (or the operator) must decide: wait on the interaction.
+    Ask {
+        /// The interaction to wait on.
+        interaction_id: String,
+    },
+}
+
+/// `POST /v1/nonces/consume`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NonceConsume {
+    /// The approval's nonce.
+    pub nonce: String,
+}
+
+/// A session or always grant, as `GET /v1/grants` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Grant {
+    /// `gr_...`.
+    pub id: String,
+    /// `session` or `always`.
+    pub scope: crate::response::ApprovalScope,
+    /// Whose calls it approves.
+    pub caller: String,
+    /// The conversation, for a session grant.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+    /// The sandbox mode it holds under.
+    pub sandbox_mode: String,
+    /// The tool it approves.
+    pub tool_name: String,
+    /// The shortfall it covers (sorted).
+    pub covered_capabilities: Vec<String>,
+    /// JSON pointer -> regex the args must match, if narrowed.
+    #[serde(default)]
+    pub grant_args: Option<BTreeMap<String, String>>,
+    /// Who granted it.
+    pub approver: String,
+    /// The interaction whose answer made it.
+    #[serde(default)]
+    pub interaction_id: Option<String>,
+    /// When it was made.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// A task's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Created, not yet started.
+    Pending,
+    /// The operator is running it.
+    Running,
+    /// Finished well.
+    Succeeded,
+    /// Finished badly.
+    Failed,
+}
+
+impl TaskStatus {
+    /// Whether the task is finished.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+/// A sub-agent task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// `tk_...`.
+    pub id: String,
+    /// The session that spawned it.
+    pub session_id: String,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// The spawn as the worker sent it.
+    pub spawn: Value,
+    /// The last result posted over HTTP.
+    #[serde(default)]
+    pub last_result: Option<Value>,
+    /// The last lines of output.
+    #[serde(default)]
+    pub output_tail: Option<String>,
+    /// The error, when it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// When it was created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When it last changed.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+/// `POST /v1/sessions/{sid}/ask`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskRequest {
+    /// The question, any JSON.
+    pub question: Value,
+    /// How long to wait for the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+}
+
+/// The answer to an [`AskRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskResponse {
+    /// The answer, any JSON.
+    pub answer: Value,
+    /// The operator's or the person's token name.
+    pub answered_by: String,
+}
+
+/// `POST /v1/sessions/{sid}/spawn`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    /// What to spawn, any JSON.
+    pub spawn: Value,
+    /// Bound on the whole call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+}
+
+/// The outcome of a [`SpawnRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnResponse {
+    /// The task that ran it.
+    pub task_id: String,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// Its result.
+    #[serde(default)]
+    pub value: Value,
+    /// Its error, when it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A token's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Creates interactions, calls the gate, waits.
+    Worker,
+    /// Connects to a session's operator WebSocket.
+    Operator,
+    /// Answers interactions.
+    Approver,
+    /// May do everything.
+    Admin,
+}
+
+impl Role {
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Worker => "worker",
+            Self::Operator => "operator",
+            Self::Approver => "approver",
+            Self::Admin => "admin",
+        }
+    }
+
+    /// Parse the wire form.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "worker" => Self::Worker,
+            "operator" => Self::Operator,
+            "approver" => Self::Approver,
+            "admin" => Self::Admin,
+            _ => return None,
+        })
+    }
+}
+
+/// `POST /v1/tokens`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCreate {
+    /// The token's name: the identity written into decisions.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// For worker tokens: the caller every request acts for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+}
+
+/// The answer to [`TokenCreate`]: the secret, shown once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCreated {
+    /// The name.
+    pub name: String,
+    /// The role.
+    pub role: Role,
+    /// The secret.
+    pub token: String,
+}
+
+/// A token as `GET /v1/tokens` lists it (never the secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    /// The name.
+    pub name: String,
+    /// The role.
+    pub role: Role,
+    /// The bound caller, for worker tokens.
+    #[serde(default)]
+    pub caller: Option<String>,
+    /// When it was made.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// One entry of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// Position in the log, from 1.
+    pub seq: u64,
+    /// When it was written (RFC 3339, as hashed).
+    pub at: String,
+    /// What happened: `interaction.created`, `interaction.answered`, `token.created`, ...
+    pub action: String,
+    /// Who did it (a token name, `policy`, `timeout`, `system`).
+    pub actor: String,
+    /// The details.
+    pub data: Value,
+    /// The previous entry's hash (64 zeros for the first).
+    pub prev_hash: String,
+    /// SHA-256 over this entry's canonical form, lowercase hex.
+    pub hash: String,
+}
+
+/// The chain's head, signed by the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditHead {
+    /// The last entry's seq (0 for an empty log).
+    pub seq: u64,
+    /// The last entry's hash.
+    pub hash: String,
+    /// The head signed as a DSSE envelope.
+    pub signature: Envelope,
+}
+
+/// `GET /v1/audit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditPage {
+    /// Entries after `?after=`, oldest first.
+    pub entries: Vec<AuditEntry>,
+    /// The head of the whole chain.
+    pub head: AuditHead,
+}

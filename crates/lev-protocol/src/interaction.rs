@@ -1,0 +1,271 @@
+//! Questions a worker asks: [`InteractionRequest`] and its stored form [`Interaction`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+/// A question or approval request from a worker.
+///
+/// On create, `id` is optional (the server assigns an `ir_` id); the same id with
+/// an identical body is idempotent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InteractionRequest {
+    /// The interaction's id; the server assigns one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The session this question belongs to. Required.
+    pub session_id: String,
+    /// The conversation inside the session, if the worker tracks one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// The turn that asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// The person the run acts for (set by the control plane for bound tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+    /// One line shown above the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What is asked.
+    pub kind: InteractionKind,
+    /// Seconds until the server applies `on_timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+    /// What happens past `timeout_s`; default `deny` for tool approvals, `cancel` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<OnTimeout>,
+    /// Who sees it, in order; default `["human"]`. A route starting with
+    /// `operator` lets the session's operator triage it first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<Vec<String>>,
+    /// Opaque data for the worker's own use, at most 16 KiB serialised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl InteractionRequest {
+    /// A request of `kind` in `session_id`, every optional field absent.
+    pub fn new(session_id: impl Into<String>, kind: InteractionKind) -> Self {
+        Self {
+            id: None,
+            session_id: session_id.into(),
+            conversation_id: None,
+            turn_id: None,
+            caller: None,
+            title: None,
+            kind,
+            timeout_s: None,
+            on_timeout: None,
+            route: None,
+            metadata: None,
+        }
+    }
+
+    /// The `on_timeout` in force: the request's own, else the kind's default.
+    pub fn effective_on_timeout(&self) -> OnTimeout {
+        self.on_timeout.clone().unwrap_or(match self.kind {
+            InteractionKind::ToolApproval { .. } => OnTimeout::Deny,
+            _ => OnTimeout::Cancel,
+        })
+    }
+
+    /// The route in force: the request's own, else `["human"]`.
+    pub fn effective_route(&self) -> Vec<String> {
+        self.route
+            .clone()
+            .unwrap_or_else(|| vec!["human".to_owned()])
+    }
+
+    /// Whether the session's operator should see this first.
+    pub fn routes_to_operator_first(&self) -> bool {
+        self.route
+            .as_ref()
+            .and_then(|r| r.first())
+            .is_some_and(|first| first.starts_with("operator"))
+    }
+}
+
+/// What an interaction asks, tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum InteractionKind {
+    /// A question answered with text (and optionally files).
+    FreeText {
+        /// The question.
+        prompt: String,
+    },
+    /// A question answered by picking one option.
+    MultipleChoice {
+        /// The question.
+        prompt: String,
+        /// 1 to 64 options, each at most 1 KiB.
+        options: Vec<String>,
+    },
+    /// A tool call that needs approval.
+    ToolApproval {
+        /// The tool to run.
+        tool_name: String,
+        /// The proposed arguments, as the exact JSON text the worker sent.
+        args_json: String,
+        /// Capabilities the call needs that its sandbox mode does not grant.
+        #[serde(default)]
+        missing_capabilities: Vec<String>,
+        /// The sandbox (permission) mode the call runs under.
+        #[serde(default)]
+        sandbox_mode: String,
+        /// Optional labelled answers (0 to 64).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        options: Vec<String>,
+    },
+    /// Points to look at; answered with text.
+    InteractionPoints {
+        /// The question.
+        prompt: String,
+        /// The points, each shown to the person.
+        points: Vec<Point>,
+    },
+}
+
+impl InteractionKind {
+    /// The kind's tag as it appears on the wire.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::FreeText { .. } => "free_text",
+            Self::MultipleChoice { .. } => "multiple_choice",
+            Self::ToolApproval { .. } => "tool_approval",
+            Self::InteractionPoints { .. } => "interaction_points",
+        }
+    }
+}
+
+/// One point of an `interaction_points` question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Point {
+    /// The point's id, unique within the question.
+    pub id: String,
+    /// What the point says.
+    pub text: String,
+}
+
+/// What happens to an interaction past its `timeout_s`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnTimeout {
+    /// Status `expired`; a waiter treats it as a plain deny.
+    Deny,
+    /// Status `cancelled`.
+    Cancel,
+    /// Answered with this `choice_index` (multiple choice only), `answered_by` `timeout`.
+    Choice(usize),
+}
+
+impl Serialize for OnTimeout {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct ChoiceRepr {
+            choice: usize,
+        }
+        match self {
+            Self::Deny => s.serialize_str("deny"),
+            Self::Cancel => s.serialize_str("cancel"),
+            Self::Choice(choice) => ChoiceRepr { choice: *choice }.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for OnTimeout {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Word(String),
+            Choice { choice: usize },
+        }
+        match Repr::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(r#"expected "deny", "cancel" or {"choice": N}"#)
+        })? {
+            Repr::Word(w) if w == "deny" => Ok(Self::Deny),
+            Repr::Word(w) if w == "cancel" => Ok(Self::Cancel),
+            Repr::Word(w) => Err(serde::de::Error::custom(format!(
+                r#"expected "deny", "cancel" or {{"choice": N}}, found "{w}""#
+            ))),
+            Repr::Choice { choice } => Ok(Self::Choice(choice)),
+        }
+    }
+}
+
+/// Where an interaction stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InteractionStatus {
+    /// Waiting for an answer.
+    Pending,
+    /// Answered (by a person, an operator, a grant or a timeout's `choice`).
+    Answered,
+    /// Timed out with `on_timeout: deny`.
+    Expired,
+    /// Cancelled by the worker, or timed out with `on_timeout: cancel`.
+    Cancelled,
+}
+
+impl InteractionStatus {
+    /// The status as written on the wire and in storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Answered => "answered",
+            Self::Expired => "expired",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parse the wire form.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => Self::Pending,
+            "answered" => Self::Answered,
+            "expired" => Self::Expired,
+            "cancelled" => Self::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Whether no answer can change it any more.
+    pub fn is_final(self) -> bool {
+        self != Self::Pending
+    }
+}
+
+/// An interaction as the server stores and returns it: the request with its
+/// assigned id and the fields the server adds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interaction {
+    /// The request, `id` always set.
+    #[serde(flatten)]
+    pub request: InteractionRequest,
+    /// Where it stands.
+    pub status: InteractionStatus,
+    /// When the server stored it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When `on_timeout` applies, if it has a timeout.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub expires_at: Option<OffsetDateTime>,
+    /// When it was answered.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub answered_at: Option<OffsetDateTime>,
+    /// Who answered: a token name, `policy`, `timeout`, or an operator's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
+}
+
+impl Interaction {
+    /// The interaction's id (the server always sets it).
+    pub fn id(&self) -> &str {
+        self.request.id.as_deref().unwrap_or_default()
+    }
+}
+
+/// Arbitrary key/value metadata, for callers who want a typed map.
+pub type Metadata = BTreeMap<String, serde_json::Value>;

@@ -1,0 +1,29 @@
+//! lev's wire types.
+//!
+//! Every type here is a promise of backward compatibility: a `derive(Deserialize)`
+//! must keep accepting what older clients wrote. Committed fixtures under
+//! `tests/fixtures/` hold one message of each kind and variant, old ones included.
+//!
+//! This crate knows nothing of storage, HTTP, signatures or policy. It holds the
+//! shapes that cross the wire, the identifier rules, and the validation of an
+//! answer against the question it answers (a pure function of the two).
+
+pub mod api;
+pub mod envelope;
+pub mod ids;
+pub mod interaction;
+pub mod json;
+pub mod operator;
+pub mod response;
+pub mod validate;
+
+pub use envelope::{Envelope, EnvelopeSignature};
+pub use interaction::{
+    Interaction, InteractionKind, InteractionRequest, InteractionStatus, OnTimeout, Point,
+};
+pub use operator::{ClientMsg, ServerMsg, WorkerResult};
+pub use response::{ApprovalScope, InboundPart, InteractionResponse, StoredPart, StoredResponse};
+pub use validate::{Limits, ValidationError, ValidationErrorKind};
+
+/// The approval envelope's DSSE payload type. Anything else is refused.
+pub const APPROVAL_PAYLOAD_TYPE: &str = "application/vnd.lev.approval+json; version=1";
