@@ -1,0 +1,38 @@
+//! Signed approvals: the proof that what runs is exactly what was approved.
+//!
+//! A decision on a tool call is an [`ApprovalPayload`] signed with Ed25519 inside
+//! a DSSE [`Envelope`](lev_protocol::Envelope). A verifier checks it with
+//! [`verify`] against a set of [`TrustedKeys`] and a [`Clock`], gets a
+//! [`VerifiedResponse`], asks it whether it [`authorizes_call`](VerifiedResponse::authorizes_call)
+//! the exact call at hand, checks the context, and spends the nonce once in a
+//! [`NonceLedger`].
+//!
+//! # Invariants
+//! - No IO: no files, no network, no system clock except through [`SystemClock`].
+//! - Only `verify_strict`: plain and batch Ed25519 verification accept forgeries
+//!   under small-order keys; weak keys are never trusted.
+//! - The payload parse is strict: an unknown field, a duplicated key, a wrong type
+//!   or a missing field is refused.
+
+mod b64;
+pub mod clock;
+pub mod dsse;
+pub mod grant;
+pub mod keys;
+pub mod ledger;
+pub mod payload;
+pub mod verify;
+
+pub use b64::{decode_base64, encode_base64, encode_base64url};
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use dsse::{pae, sign_envelope, sign_payload};
+pub use grant::{ArgsMatcher, GrantMatch, GrantRule, PatternError, shortfall};
+pub use keys::{KeyError, SigningKeyPair, TrustedKeys, key_id};
+pub use ledger::{InMemoryNonceLedger, NonceLedger, NonceSpent};
+pub use payload::{ApprovalPayload, PAYLOAD_VERSION, new_nonce};
+pub use verify::{
+    ContextMismatch, VerifiedResponse, VerifyError, resolve_approved_call, verify, verify_json,
+};
+
+/// Allowed clock skew when checking `issued_at` and `expires_at`.
+pub const CLOCK_SKEW: time::Duration = time::Duration::seconds(60);
