@@ -14,6 +14,7 @@
 //! - The payload parse is strict: an unknown field, a duplicated key, a wrong type
 //!   or a missing field is refused.
 
+pub mod audit;
 mod b64;
 pub mod clock;
 pub mod dsse;
