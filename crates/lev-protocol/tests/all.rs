@@ -1,0 +1,18 @@
+//! The one integration test binary of `lev-protocol`.
+//!
+//! - `fixtures`: every committed JSON fixture under `tests/fixtures/` parses
+//!   into the value it stands for, and round-trips.
+//! - `seeds`: the rules the seed documents state (`deny_with_feedback`,
+//!   `deny_feedback`, `approval(id, false, scope)`, `spawn_ack`'s `ok`).
+//! - `validation`: `validate_request` and `validate_response` against the
+//!   SPEC (section 2's table, section 9's limits).
+//! - `props`: property tests (JSON round trips, strict JSON, feedback).
+
+#[path = "all/fixtures.rs"]
+mod fixtures;
+#[path = "all/props.rs"]
+mod props;
+#[path = "all/seeds.rs"]
+mod seeds;
+#[path = "all/validation.rs"]
+mod validation;
