@@ -1,0 +1,250 @@
+//! lev's storage: the [`Store`] trait, and its SQLite backend.
+//!
+//! # Invariants
+//! - A write that returns `Ok` is committed (WAL, `synchronous=FULL`): it
+//!   survives the process being killed at any instant.
+//! - Every state change commits its event (for `GET /v1/events`) and its audit
+//!   entry in the same transaction as the change itself, so the log never
+//!   misses or invents a change.
+//! - Answers are compare-and-set from `pending`: exactly one wins.
+//! - Committed events are announced on [`Store::subscribe`] only after the
+//!   commit, so nobody is woken by something that could still roll back.
+//! - The store knows nothing of HTTP, auth or policy: it keeps what the server
+//!   decided. Migrations are per backend and never edited once released.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use lev_protocol::api::{AuditEntry, InteractionView, Role, TokenInfo};
+use lev_protocol::{Envelope, Interaction, InteractionStatus, StoredResponse};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+pub mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+/// Why a store call failed. None of these is the client's fault: the server
+/// answers them with 500 (or 503) and logs the details.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database said no.
+    #[error("database: {0}")]
+    Database(String),
+    /// A file of the data dir could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Stored data does not parse: the database was edited or is corrupt.
+    #[error("corrupt record {what}: {message}")]
+    Corrupt {
+        /// Which record.
+        what: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The store is shutting down.
+    #[error("the store is closed")]
+    Closed,
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Database(e.to_string())
+    }
+}
+
+/// Result of a store call.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A committed event, as `GET /v1/events` streams it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    /// Durable, increasing sequence number: the SSE event id.
+    pub seq: i64,
+    /// `interaction.created`, `interaction.answered`, ...
+    pub kind: String,
+    /// The object concerned.
+    pub data: Value,
+}
+
+/// What to append to the audit log beside a change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    /// What happened (`interaction.answered`, `token.created`, ...).
+    pub action: String,
+    /// Who did it: a token name, `policy`, `timeout`, `system`.
+    pub actor: String,
+    /// The details.
+    pub data: Value,
+}
+
+/// A new interaction, already validated, with its id and times assigned.
+#[derive(Debug, Clone)]
+pub struct NewInteraction {
+    /// The interaction as it will be stored (`status` pending).
+    pub interaction: Interaction,
+    /// The most pending interactions its session may hold (429 past it).
+    pub max_pending_per_session: u64,
+    /// Who created it (the token's name).
+    pub actor: String,
+}
+
+/// Outcome of [`Store::create_interaction`].
+#[derive(Debug, Clone)]
+pub enum CreateOutcome {
+    /// Stored now.
+    Created(Box<InteractionView>),
+    /// The same id with an identical request was stored before: idempotent.
+    Existing(Box<InteractionView>),
+    /// The same id with a different request was stored before.
+    Conflict(Box<InteractionView>),
+    /// The session has too many pending interactions.
+    TooManyPending,
+}
+
+/// An answer to store.
+#[derive(Debug, Clone)]
+pub struct NewAnswer {
+    /// The interaction.
+    pub id: String,
+    /// The answer, parts already stored as blobs.
+    pub response: StoredResponse,
+    /// The signed decision, for a tool approval.
+    pub approval: Option<Envelope>,
+    /// Who answered (token name, `timeout`, an operator's name).
+    pub answered_by: String,
+    /// When.
+    pub answered_at: OffsetDateTime,
+    /// Extra audit details (approver, caller, edit, grant...), merged into the
+    /// `interaction.answered` entry.
+    pub audit: BTreeMap<String, Value>,
+}
+
+/// Outcome of [`Store::answer_interaction`] and [`Store::cancel_interaction`].
+#[derive(Debug, Clone)]
+pub enum TransitionOutcome {
+    /// This call moved it out of `pending`.
+    Done(Box<InteractionView>),
+    /// It was already answered: the winner.
+    AlreadyAnswered(Box<InteractionView>),
+    /// It had expired or was cancelled.
+    Gone(Box<InteractionView>),
+    /// No such interaction.
+    NotFound,
+}
+
+/// Which interactions to list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// `None` for every status.
+    pub status: Option<InteractionStatus>,
+    /// Only this session.
+    pub session_id: Option<String>,
+    /// Page size.
+    pub limit: u32,
+    /// Continue below this position (from a previous page's `next_cursor`).
+    pub before: Option<i64>,
+}
+
+/// A page of interactions, newest first.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    /// The page.
+    pub items: Vec<InteractionView>,
+    /// Where the next page starts, when there is one.
+    pub next_before: Option<i64>,
+}
+
+/// An API token as stored (only the secret's hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// The public part.
+    pub info: TokenInfo,
+    /// SHA-256 of the secret, hex.
+    pub hash: String,
+}
+
+/// Outcome of [`Store::create_token`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenCreateOutcome {
+    /// Stored.
+    Created,
+    /// A token of that name exists.
+    NameTaken,
+}
+
+/// Where lev keeps its state. One implementation per backend.
+///
+/// Every write is committed before it returns `Ok` and before its events are
+/// announced on [`Store::subscribe`].
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `sqlite` or `postgres`, as `/v1/health` reports it.
+    fn kind(&self) -> &'static str;
+
+    /// Committed events, as they commit (on any replica sharing the database).
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<StoredEvent>;
+
+    /// Store a new interaction, idempotently by id.
+    async fn create_interaction(&self, new: NewInteraction) -> Result<CreateOutcome>;
+
+    /// One interaction with its answer and approval.
+    async fn get_interaction(&self, id: &str) -> Result<Option<InteractionView>>;
+
+    /// A page of interactions, newest first.
+    async fn list_interactions(&self, filter: ListFilter) -> Result<ListPage>;
+
+    /// Compare-and-set `pending` -> `answered`.
+    async fn answer_interaction(&self, answer: NewAnswer) -> Result<TransitionOutcome>;
+
+    /// Compare-and-set `pending` -> `cancelled`, by `actor`.
+    async fn cancel_interaction(&self, id: &str, actor: &str) -> Result<TransitionOutcome>;
+
+    /// Apply `on_timeout` to every pending interaction whose `expires_at` is at
+    /// or before `now`; returns those it moved.
+    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<InteractionView>>;
+
+    /// The earliest `expires_at` among pending interactions.
+    async fn next_expiry(&self) -> Result<Option<OffsetDateTime>>;
+
+    /// Events after `seq`, oldest first, at most `limit`.
+    async fn events_after(&self, seq: i64, limit: u32) -> Result<Vec<StoredEvent>>;
+
+    /// The last committed event's seq (0 when none).
+    async fn last_event_seq(&self) -> Result<i64>;
+
+    /// Store a token (its hash only).
+    async fn create_token(&self, token: TokenRecord, actor: &str) -> Result<TokenCreateOutcome>;
+
+    /// Every token, by name.
+    async fn list_tokens(&self) -> Result<Vec<TokenInfo>>;
+
+    /// Delete a token; false when there was none.
+    async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool>;
+
+    /// The token whose secret hashes to `hash`.
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>>;
+
+    /// Whether any token of `role` exists.
+    async fn has_token_with_role(&self, role: Role) -> Result<bool>;
+
+    /// Append an audit entry on its own (for changes with no row of their own).
+    async fn append_audit(&self, record: AuditRecord) -> Result<AuditEntry>;
+
+    /// Audit entries after `seq`, oldest first, at most `limit`.
+    async fn audit_after(&self, seq: u64, limit: u32) -> Result<Vec<AuditEntry>>;
+
+    /// The chain's head: the last entry's seq and hash (0 and the genesis hash when empty).
+    async fn audit_head(&self) -> Result<(u64, String)>;
+
+    /// Store an attachment's bytes under their SHA-256 (hex); idempotent.
+    async fn put_blob(&self, sha256: &str, media_type: &str, bytes: Vec<u8>) -> Result<()>;
+
+    /// An attachment's media type and bytes.
+    async fn get_blob(&self, sha256: &str) -> Result<Option<(String, Vec<u8>)>>;
+}

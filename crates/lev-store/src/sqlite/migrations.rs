@@ -1,0 +1,86 @@
+//! SQLite schema migrations. Released migrations are never edited: a change
+//! is a new migration appended to [`MIGRATIONS`].
+
+use rusqlite::Connection;
+
+use crate::Result;
+
+/// `(version, SQL)`, applied in order, each in its own transaction.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    r"
+CREATE TABLE interactions (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    id            TEXT NOT NULL UNIQUE,
+    session_id    TEXT NOT NULL,
+    request_json  TEXT NOT NULL,
+    status        TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    expires_at    TEXT,
+    expires_at_ms INTEGER,
+    answered_at   TEXT,
+    answered_by   TEXT,
+    response_json TEXT,
+    approval_json TEXT
+);
+CREATE INDEX interactions_by_status ON interactions (status, seq);
+CREATE INDEX interactions_by_session ON interactions (session_id, status, seq);
+CREATE INDEX interactions_by_expiry ON interactions (expires_at_ms) WHERE status = 'pending';
+
+CREATE TABLE tokens (
+    name       TEXT PRIMARY KEY,
+    role       TEXT NOT NULL,
+    caller     TEXT,
+    hash       TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL
+);
+
+CREATE TABLE events (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind      TEXT NOT NULL,
+    data_json TEXT NOT NULL
+);
+
+CREATE TABLE audit (
+    seq       INTEGER PRIMARY KEY,
+    at        TEXT NOT NULL,
+    action    TEXT NOT NULL,
+    actor     TEXT NOT NULL,
+    data_json TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash      TEXT NOT NULL
+);
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+
+CREATE TABLE blobs (
+    sha256     TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    size       INTEGER NOT NULL
+);
+",
+)];
+
+/// Bring the database up to the newest schema.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)",
+    )?;
+    let current: i64 = conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |r| r.get(0),
+    )?;
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, datetime('now'))",
+            [version],
+        )?;
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,746 @@
+//! The SQLite backend: one file in the data dir, WAL, `synchronous=FULL`, one
+//! writer thread with group commit, a small pool of read connections.
+
+mod migrations;
+mod writer;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use lev_approval::audit::GENESIS_HASH;
+use lev_protocol::api::{AuditEntry, InteractionView, Role, TokenInfo};
+use lev_protocol::{
+    Envelope, Interaction, InteractionRequest, InteractionResponse, InteractionStatus, OnTimeout,
+    StoredResponse,
+};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use tokio::sync::broadcast;
+
+use self::writer::{Tx, Writer, rfc3339};
+use crate::{
+    AuditRecord, CreateOutcome, ListFilter, ListPage, NewAnswer, NewInteraction, Result, Store,
+    StoreError, StoredEvent, TokenCreateOutcome, TokenRecord, TransitionOutcome,
+};
+
+/// The database file's name inside the data dir.
+pub const DB_FILE: &str = "lev.db";
+
+/// lev's state in a SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: Writer,
+    readers: Arc<Readers>,
+    events: broadcast::Sender<StoredEvent>,
+    blob_dir: PathBuf,
+}
+
+#[derive(Debug)]
+struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    fn take(&self) -> Result<Connection> {
+        if let Some(conn) = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+        {
+            return Ok(conn);
+        }
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_URI,
+        )?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(conn)
+    }
+
+    fn put(&self, conn: Connection) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < 16 {
+            idle.push(conn);
+        }
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database in `data_dir`, migrate it, and
+    /// start the writer.
+    ///
+    /// # Errors
+    /// When the directory or database cannot be opened or migrated.
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(data_dir).map_err(io_err(data_dir))?;
+        let path = data_dir.join(DB_FILE);
+        let mut conn = Connection::open(&path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        migrations::migrate(&mut conn)?;
+        let (events, _) = broadcast::channel(4096);
+        let writer = Writer::start(conn, events.clone())?;
+        let blob_dir = data_dir.join("blobs");
+        std::fs::create_dir_all(&blob_dir).map_err(io_err(&blob_dir))?;
+        Ok(Self {
+            writer,
+            readers: Arc::new(Readers {
+                path,
+                idle: Mutex::new(Vec::new()),
+            }),
+            events,
+            blob_dir,
+        })
+    }
+
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let readers = Arc::clone(&self.readers);
+        tokio::task::spawn_blocking(move || {
+            let conn = readers.take()?;
+            let result = f(&conn);
+            readers.put(conn);
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Database(format!("read task failed: {e}")))?
+    }
+
+    fn blob_path(&self, sha256: &str) -> PathBuf {
+        let prefix = sha256.get(..2).unwrap_or("xx");
+        self.blob_dir.join(prefix).join(sha256)
+    }
+}
+
+const VIEW_COLUMNS: &str = "seq, id, request_json, status, created_at, expires_at, answered_at, answered_by, response_json, approval_json";
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        what: what.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+fn parse_time(what: &str, s: &str) -> Result<OffsetDateTime> {
+    OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| corrupt(what, e))
+}
+
+/// A row of [`VIEW_COLUMNS`], decoded.
+fn view_from_row(row: &Row<'_>) -> Result<(i64, InteractionView)> {
+    let seq: i64 = row.get(0)?;
+    let id: String = row.get(1)?;
+    let what = format!("interaction {id}");
+    let request: InteractionRequest =
+        serde_json::from_str(&row.get::<_, String>(2)?).map_err(|e| corrupt(&what, e))?;
+    let status_text: String = row.get(3)?;
+    let status =
+        InteractionStatus::parse(&status_text).ok_or_else(|| corrupt(&what, "unknown status"))?;
+    let created_at = parse_time(&what, &row.get::<_, String>(4)?)?;
+    let expires_at = row
+        .get::<_, Option<String>>(5)?
+        .map(|s| parse_time(&what, &s))
+        .transpose()?;
+    let answered_at = row
+        .get::<_, Option<String>>(6)?
+        .map(|s| parse_time(&what, &s))
+        .transpose()?;
+    let answered_by: Option<String> = row.get(7)?;
+    let response: Option<StoredResponse> = row
+        .get::<_, Option<String>>(8)?
+        .map(|s| serde_json::from_str(&s))
+        .transpose()
+        .map_err(|e| corrupt(&what, e))?;
+    let approval: Option<Envelope> = row
+        .get::<_, Option<String>>(9)?
+        .map(|s| serde_json::from_str(&s))
+        .transpose()
+        .map_err(|e| corrupt(&what, e))?;
+    Ok((
+        seq,
+        InteractionView {
+            request: Interaction {
+                request,
+                status,
+                created_at,
+                expires_at,
+                answered_at,
+                answered_by,
+            },
+            response,
+            approval,
+        },
+    ))
+}
+
+fn load_view(conn: &Connection, id: &str) -> Result<Option<InteractionView>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {VIEW_COLUMNS} FROM interactions WHERE id = ?1"
+    ))?;
+    let mut rows = stmt.query([id])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(view_from_row(row)?.1)),
+        None => Ok(None),
+    }
+}
+
+fn view_json(view: &InteractionView) -> Value {
+    serde_json::to_value(view).unwrap_or(Value::Null)
+}
+
+/// What the audit log says of an interaction, beside the action.
+fn audit_summary(view: &InteractionView) -> serde_json::Map<String, Value> {
+    let req = &view.request.request;
+    let mut m = serde_json::Map::new();
+    m.insert("id".into(), json!(view.request.id()));
+    m.insert("session_id".into(), json!(req.session_id));
+    m.insert("kind".into(), json!(req.kind.type_name()));
+    if let Some(caller) = &req.caller {
+        m.insert("caller".into(), json!(caller));
+    }
+    if let lev_protocol::InteractionKind::ToolApproval {
+        tool_name,
+        args_json,
+        ..
+    } = &req.kind
+    {
+        m.insert("tool_name".into(), json!(tool_name));
+        m.insert("args_json".into(), json!(args_json));
+    }
+    m
+}
+
+fn set_final(
+    tx: &mut Tx<'_>,
+    id: &str,
+    status: InteractionStatus,
+    answered_by: Option<&str>,
+    response: Option<&StoredResponse>,
+    approval: Option<&Envelope>,
+    at: OffsetDateTime,
+) -> Result<InteractionView> {
+    let response_json = response.map(|r| serde_json::to_string(r).unwrap_or_default());
+    let approval_json = approval.map(|a| serde_json::to_string(a).unwrap_or_default());
+    tx.conn.execute(
+        "UPDATE interactions SET status = ?2, answered_at = ?3, answered_by = ?4, response_json = ?5, approval_json = ?6
+         WHERE id = ?1 AND status = 'pending'",
+        params![id, status.as_str(), rfc3339(at), answered_by, response_json, approval_json],
+    )?;
+    load_view(tx.conn, id)?.ok_or_else(|| corrupt(id, "vanished during its own update"))
+}
+
+fn event_kind(status: InteractionStatus) -> &'static str {
+    match status {
+        InteractionStatus::Pending => "interaction.created",
+        InteractionStatus::Answered => "interaction.answered",
+        InteractionStatus::Expired => "interaction.expired",
+        InteractionStatus::Cancelled => "interaction.cancelled",
+    }
+}
+
+fn precheck(
+    view: Option<InteractionView>,
+) -> std::result::Result<InteractionView, TransitionOutcome> {
+    match view {
+        None => Err(TransitionOutcome::NotFound),
+        Some(v) => match v.request.status {
+            InteractionStatus::Pending => Ok(v),
+            InteractionStatus::Answered => Err(TransitionOutcome::AlreadyAnswered(Box::new(v))),
+            InteractionStatus::Expired | InteractionStatus::Cancelled => {
+                Err(TransitionOutcome::Gone(Box::new(v)))
+            }
+        },
+    }
+}
+
+fn millis(t: OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+fn token_info_from_row(row: &Row<'_>) -> rusqlite::Result<(TokenInfo, String)> {
+    let role: String = row.get(1)?;
+    let created: String = row.get(3)?;
+    Ok((
+        TokenInfo {
+            name: row.get(0)?,
+            role: Role::parse(&role).unwrap_or(Role::Worker),
+            caller: row.get(2)?,
+            created_at: OffsetDateTime::parse(
+                &created,
+                &time::format_description::well_known::Rfc3339,
+            )
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH),
+        },
+        row.get(4)?,
+    ))
+}
+
+fn audit_from_row(row: &Row<'_>) -> Result<AuditEntry> {
+    let seq: i64 = row.get(0)?;
+    let data: String = row.get(4)?;
+    Ok(AuditEntry {
+        seq: u64::try_from(seq).unwrap_or_default(),
+        at: row.get(1)?,
+        action: row.get(2)?,
+        actor: row.get(3)?,
+        data: serde_json::from_str(&data).map_err(|e| corrupt(&format!("audit entry {seq}"), e))?,
+        prev_hash: row.get(5)?,
+        hash: row.get(6)?,
+    })
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
+        self.events.subscribe()
+    }
+
+    async fn create_interaction(&self, new: NewInteraction) -> Result<CreateOutcome> {
+        self.writer
+            .write(move |tx| {
+                let i = &new.interaction;
+                let id = i.id().to_owned();
+                let request_json = serde_json::to_string(&i.request).map_err(|e| corrupt(&id, e))?;
+                let existing: Option<String> = tx
+                    .conn
+                    .query_row("SELECT request_json FROM interactions WHERE id = ?1", [&id], |r| r.get(0))
+                    .optional()?;
+                if let Some(stored) = existing {
+                    let view = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished"))?;
+                    return Ok(if stored == request_json {
+                        CreateOutcome::Existing(Box::new(view))
+                    } else {
+                        CreateOutcome::Conflict(Box::new(view))
+                    });
+                }
+                let pending: i64 = tx.conn.query_row(
+                    "SELECT COUNT(*) FROM interactions WHERE session_id = ?1 AND status = 'pending'",
+                    [&i.request.session_id],
+                    |r| r.get(0),
+                )?;
+                if u64::try_from(pending).unwrap_or(u64::MAX) >= new.max_pending_per_session {
+                    return Ok(CreateOutcome::TooManyPending);
+                }
+                tx.conn.execute(
+                    "INSERT INTO interactions (id, session_id, request_json, status, created_at, expires_at, expires_at_ms)
+                     VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6)",
+                    params![
+                        id,
+                        i.request.session_id,
+                        request_json,
+                        rfc3339(i.created_at),
+                        i.expires_at.map(rfc3339),
+                        i.expires_at.map(millis)
+                    ],
+                )?;
+                let view = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished after insert"))?;
+                tx.event("interaction.created", view_json(&view))?;
+                tx.audit(AuditRecord {
+                    action: "interaction.created".into(),
+                    actor: new.actor,
+                    data: Value::Object(audit_summary(&view)),
+                })?;
+                Ok(CreateOutcome::Created(Box::new(view)))
+            })
+            .await
+    }
+
+    async fn get_interaction(&self, id: &str) -> Result<Option<InteractionView>> {
+        let id = id.to_owned();
+        self.read(move |conn| load_view(conn, &id)).await
+    }
+
+    async fn list_interactions(&self, filter: ListFilter) -> Result<ListPage> {
+        self.read(move |conn| {
+            let limit = i64::from(filter.limit.clamp(1, 500));
+            let mut sql = format!("SELECT {VIEW_COLUMNS} FROM interactions WHERE seq < ?1");
+            if filter.status.is_some() {
+                sql.push_str(" AND status = ?2");
+            }
+            if filter.session_id.is_some() {
+                sql.push_str(" AND session_id = ?3");
+            }
+            sql.push_str(" ORDER BY seq DESC LIMIT ?4");
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let before = filter.before.unwrap_or(i64::MAX);
+            let status = filter.status.map(InteractionStatus::as_str);
+            let mut rows = stmt.query(params![before, status, filter.session_id, limit + 1])?;
+            let mut items = Vec::new();
+            let mut last_seq = None;
+            while let Some(row) = rows.next()? {
+                if items.len() as i64 == limit {
+                    return Ok(ListPage {
+                        items,
+                        next_before: last_seq,
+                    });
+                }
+                let (seq, view) = view_from_row(row)?;
+                last_seq = Some(seq);
+                items.push(view);
+            }
+            Ok(ListPage {
+                items,
+                next_before: None,
+            })
+        })
+        .await
+    }
+
+    async fn answer_interaction(&self, answer: NewAnswer) -> Result<TransitionOutcome> {
+        self.writer
+            .write(move |tx| {
+                let view = match precheck(load_view(tx.conn, &answer.id)?) {
+                    Ok(v) => v,
+                    Err(outcome) => return Ok(outcome),
+                };
+                let view = set_final(
+                    tx,
+                    &answer.id,
+                    InteractionStatus::Answered,
+                    Some(&answer.answered_by),
+                    Some(&answer.response),
+                    answer.approval.as_ref(),
+                    answer.answered_at,
+                )
+                .map(|v| {
+                    debug_assert_eq!(v.request.id(), view.request.id());
+                    v
+                })?;
+                tx.event("interaction.answered", view_json(&view))?;
+                let mut data = audit_summary(&view);
+                data.insert("answered_by".into(), json!(answer.answered_by));
+                data.insert(
+                    "response".into(),
+                    serde_json::to_value(&answer.response).unwrap_or(Value::Null),
+                );
+                data.extend(answer.audit);
+                tx.audit(AuditRecord {
+                    action: "interaction.answered".into(),
+                    actor: answer.answered_by.clone(),
+                    data: Value::Object(data),
+                })?;
+                Ok(TransitionOutcome::Done(Box::new(view)))
+            })
+            .await
+    }
+
+    async fn cancel_interaction(&self, id: &str, actor: &str) -> Result<TransitionOutcome> {
+        let (id, actor) = (id.to_owned(), actor.to_owned());
+        self.writer
+            .write(move |tx| {
+                if let Err(outcome) = precheck(load_view(tx.conn, &id)?) {
+                    return Ok(outcome);
+                }
+                let view = set_final(
+                    tx,
+                    &id,
+                    InteractionStatus::Cancelled,
+                    None,
+                    None,
+                    None,
+                    OffsetDateTime::now_utc(),
+                )?;
+                tx.event("interaction.cancelled", view_json(&view))?;
+                tx.audit(AuditRecord {
+                    action: "interaction.cancelled".into(),
+                    actor,
+                    data: Value::Object(audit_summary(&view)),
+                })?;
+                Ok(TransitionOutcome::Done(Box::new(view)))
+            })
+            .await
+    }
+
+    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<InteractionView>> {
+        self.writer
+            .write(move |tx| {
+                let due: Vec<String> = {
+                    let mut stmt = tx.conn.prepare_cached(
+                        "SELECT id FROM interactions WHERE status = 'pending' AND expires_at_ms <= ?1
+                         ORDER BY expires_at_ms LIMIT 512",
+                    )?;
+                    let rows = stmt.query_map([millis(now)], |r| r.get::<_, String>(0))?;
+                    rows.collect::<rusqlite::Result<_>>()?
+                };
+                let mut moved = Vec::with_capacity(due.len());
+                for id in due {
+                    let Some(view) = load_view(tx.conn, &id)? else { continue };
+                    let (status, response) = match view.request.request.effective_on_timeout() {
+                        OnTimeout::Deny => (InteractionStatus::Expired, None),
+                        OnTimeout::Cancel => (InteractionStatus::Cancelled, None),
+                        OnTimeout::Choice(n) => {
+                            (InteractionStatus::Answered, Some(InteractionResponse::choice(id.clone(), n)))
+                        }
+                    };
+                    let by = response.as_ref().map(|_| "timeout");
+                    let view = set_final(tx, &id, status, by, response.as_ref(), None, now)?;
+                    tx.event(event_kind(status), view_json(&view))?;
+                    let mut data = audit_summary(&view);
+                    data.insert("status".into(), json!(status.as_str()));
+                    tx.audit(AuditRecord {
+                        action: if status == InteractionStatus::Answered {
+                            "interaction.answered".into()
+                        } else {
+                            event_kind(status).to_owned()
+                        },
+                        actor: "timeout".into(),
+                        data: Value::Object(data),
+                    })?;
+                    moved.push(view);
+                }
+                Ok(moved)
+            })
+            .await
+    }
+
+    async fn next_expiry(&self) -> Result<Option<OffsetDateTime>> {
+        self.read(|conn| {
+            let ms: Option<i64> = conn.query_row(
+                "SELECT MIN(expires_at_ms) FROM interactions WHERE status = 'pending' AND expires_at_ms IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(ms.and_then(|ms| OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()))
+        })
+        .await
+    }
+
+    async fn events_after(&self, seq: i64, limit: u32) -> Result<Vec<StoredEvent>> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, kind, data_json FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            let mut rows = stmt.query(params![seq, i64::from(limit)])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                let data: String = row.get(2)?;
+                out.push(StoredEvent {
+                    seq,
+                    kind: row.get(1)?,
+                    data: serde_json::from_str(&data)
+                        .map_err(|e| corrupt(&format!("event {seq}"), e))?,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn last_event_seq(&self) -> Result<i64> {
+        self.read(|conn| {
+            Ok(conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))?)
+        })
+        .await
+    }
+
+    async fn create_token(&self, token: TokenRecord, actor: &str) -> Result<TokenCreateOutcome> {
+        let actor = actor.to_owned();
+        self.writer
+            .write(move |tx| {
+                let exists: bool = tx
+                    .conn
+                    .query_row("SELECT 1 FROM tokens WHERE name = ?1", [&token.info.name], |_| Ok(true))
+                    .optional()?
+                    .unwrap_or(false);
+                if exists {
+                    return Ok(TokenCreateOutcome::NameTaken);
+                }
+                let info = &token.info;
+                tx.conn.execute(
+                    "INSERT INTO tokens (name, role, caller, hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![info.name, info.role.as_str(), info.caller, token.hash, rfc3339(info.created_at)],
+                )?;
+                tx.audit(AuditRecord {
+                    action: "token.created".into(),
+                    actor,
+                    data: json!({"name": info.name, "role": info.role.as_str(), "caller": info.caller}),
+                })?;
+                Ok(TokenCreateOutcome::Created)
+            })
+            .await
+    }
+
+    async fn list_tokens(&self) -> Result<Vec<TokenInfo>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT name, role, caller, created_at, hash FROM tokens ORDER BY name",
+            )?;
+            let rows = stmt.query_map([], token_info_from_row)?;
+            Ok(rows
+                .map(|r| r.map(|(info, _)| info))
+                .collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
+    async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool> {
+        let (name, actor) = (name.to_owned(), actor.to_owned());
+        self.writer
+            .write(move |tx| {
+                let n = tx
+                    .conn
+                    .execute("DELETE FROM tokens WHERE name = ?1", [&name])?;
+                if n > 0 {
+                    tx.audit(AuditRecord {
+                        action: "token.revoked".into(),
+                        actor,
+                        data: json!({"name": name}),
+                    })?;
+                }
+                Ok(n > 0)
+            })
+            .await
+    }
+
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        let hash = hash.to_owned();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT name, role, caller, created_at, hash FROM tokens WHERE hash = ?1",
+            )?;
+            Ok(stmt
+                .query_row([&hash], token_info_from_row)
+                .optional()?
+                .map(|(info, hash)| TokenRecord { info, hash }))
+        })
+        .await
+    }
+
+    async fn has_token_with_role(&self, role: Role) -> Result<bool> {
+        self.read(move |conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT 1 FROM tokens WHERE role = ?1 LIMIT 1",
+                    [role.as_str()],
+                    |_| Ok(()),
+                )
+                .optional()?
+                .is_some())
+        })
+        .await
+    }
+
+    async fn append_audit(&self, record: AuditRecord) -> Result<AuditEntry> {
+        self.writer.write(move |tx| tx.audit(record)).await
+    }
+
+    async fn audit_after(&self, seq: u64, limit: u32) -> Result<Vec<AuditEntry>> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, at, action, actor, data_json, prev_hash, hash FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            let mut rows = stmt.query(params![i64::try_from(seq).unwrap_or(i64::MAX), i64::from(limit)])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                out.push(audit_from_row(row)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn audit_head(&self) -> Result<(u64, String)> {
+        self.read(|conn| {
+            let head = conn
+                .query_row(
+                    "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                    [],
+                    |r| {
+                        Ok((
+                            u64::try_from(r.get::<_, i64>(0)?).unwrap_or_default(),
+                            r.get::<_, String>(1)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            Ok(head.unwrap_or_else(|| (0, GENESIS_HASH.to_owned())))
+        })
+        .await
+    }
+
+    async fn put_blob(&self, sha256: &str, media_type: &str, bytes: Vec<u8>) -> Result<()> {
+        let path = self.blob_path(sha256);
+        let size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+        tokio::task::spawn_blocking(move || write_durably(&path, &bytes))
+            .await
+            .map_err(|e| StoreError::Database(format!("blob task failed: {e}")))??;
+        let (sha, media) = (sha256.to_owned(), media_type.to_owned());
+        self.writer
+            .write(move |tx| {
+                tx.conn.execute(
+                    "INSERT OR IGNORE INTO blobs (sha256, media_type, size) VALUES (?1, ?2, ?3)",
+                    params![sha, media, size],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get_blob(&self, sha256: &str) -> Result<Option<(String, Vec<u8>)>> {
+        let sha = sha256.to_owned();
+        let media: Option<String> = self
+            .read(move |conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT media_type FROM blobs WHERE sha256 = ?1",
+                        [&sha],
+                        |r| r.get(0),
+                    )
+                    .optional()?)
+            })
+            .await?;
+        let Some(media) = media else { return Ok(None) };
+        let path = self.blob_path(sha256);
+        let bytes =
+            tokio::task::spawn_blocking(move || std::fs::read(&path).map_err(io_err(&path)))
+                .await
+                .map_err(|e| StoreError::Database(format!("blob task failed: {e}")))??;
+        Ok(Some((media, bytes)))
+    }
+}
+
+/// Write `bytes` to `path` so that it survives a crash: a temporary file,
+/// fsync, rename, fsync of the directory. An existing file is kept (same
+/// digest, same bytes).
+fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    let dir = path
+        .parent()
+        .ok_or_else(|| corrupt("blob path", "no parent"))?;
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+    f.write_all(bytes).map_err(io_err(&tmp))?;
+    f.sync_all().map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_err(path))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))?;
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! The one writer thread: jobs arrive on a channel, and every job waiting at
+//! that moment commits in one transaction (group commit). Each job runs in its
+//! own savepoint, so one job's failure rolls back that job alone. Replies and
+//! event announcements go out only after the commit.
+
+use std::sync::mpsc;
+
+use lev_approval::audit::{GENESIS_HASH, entry_hash};
+use lev_protocol::api::AuditEntry;
+use rusqlite::{Connection, params};
+use time::OffsetDateTime;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::{AuditRecord, Result, StoreError, StoredEvent};
+
+/// Most jobs in one transaction.
+const MAX_BATCH: usize = 256;
+
+type Reply = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
+pub(crate) type Job = Box<dyn FnOnce(&mut Tx<'_>) -> (bool, Reply) + Send>;
+
+/// What a job sees: the connection inside the open transaction, and helpers
+/// that append events and audit entries in it.
+pub(crate) struct Tx<'a> {
+    pub(crate) conn: &'a Connection,
+    state: &'a mut ChainState,
+}
+
+/// The audit chain's head and the events staged in the open transaction.
+struct ChainState {
+    audit_seq: u64,
+    audit_hash: String,
+    staged: Vec<StoredEvent>,
+}
+
+impl ChainState {
+    fn load(conn: &Connection) -> Result<Self> {
+        let head = conn
+            .query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })?;
+        let (audit_seq, audit_hash) = match head {
+            Some((seq, hash)) => (u64::try_from(seq).unwrap_or_default(), hash),
+            None => (0, GENESIS_HASH.to_owned()),
+        };
+        Ok(Self {
+            audit_seq,
+            audit_hash,
+            staged: Vec::new(),
+        })
+    }
+}
+
+pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+impl Tx<'_> {
+    /// Append an event; it is announced once the transaction commits.
+    pub(crate) fn event(&mut self, kind: &str, data: serde_json::Value) -> Result<i64> {
+        let text = data.to_string();
+        self.conn.execute(
+            "INSERT INTO events (kind, data_json) VALUES (?1, ?2)",
+            params![kind, text],
+        )?;
+        let seq = self.conn.last_insert_rowid();
+        self.state.staged.push(StoredEvent {
+            seq,
+            kind: kind.to_owned(),
+            data,
+        });
+        Ok(seq)
+    }
+
+    /// Append an audit entry, chained to the one before.
+    pub(crate) fn audit(&mut self, record: AuditRecord) -> Result<AuditEntry> {
+        let seq = self.state.audit_seq + 1;
+        let at = rfc3339(OffsetDateTime::now_utc());
+        let hash = entry_hash(
+            seq,
+            &at,
+            &record.action,
+            &record.actor,
+            &record.data,
+            &self.state.audit_hash,
+        );
+        self.conn.execute(
+            "INSERT INTO audit (seq, at, action, actor, data_json, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                i64::try_from(seq).unwrap_or(i64::MAX),
+                at,
+                record.action,
+                record.actor,
+                record.data.to_string(),
+                self.state.audit_hash,
+                hash
+            ],
+        )?;
+        let entry = AuditEntry {
+            seq,
+            at,
+            action: record.action,
+            actor: record.actor,
+            data: record.data,
+            prev_hash: std::mem::replace(&mut self.state.audit_hash, hash.clone()),
+            hash,
+        };
+        self.state.audit_seq = seq;
+        Ok(entry)
+    }
+}
+
+/// The handle jobs are sent through.
+#[derive(Clone)]
+pub(crate) struct Writer {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Writer")
+    }
+}
+
+impl Writer {
+    /// Start the writer thread on `conn`.
+    pub(crate) fn start(conn: Connection, events: broadcast::Sender<StoredEvent>) -> Result<Self> {
+        let state = ChainState::load(&conn)?;
+        let (jobs, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("lev-sqlite-writer".into())
+            .spawn(move || run(conn, state, rx, events))
+            .map_err(|e| StoreError::Database(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self { jobs })
+    }
+
+    /// Run `f` in the next group commit; resolves once committed.
+    pub(crate) async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Tx<'_>) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<T>>();
+        let job: Job = Box::new(move |t: &mut Tx<'_>| {
+            let result = f(t);
+            let ok = result.is_ok();
+            let reply: Reply = Box::new(move |commit: std::result::Result<(), String>| {
+                let _ = tx.send(match commit {
+                    Ok(()) => result,
+                    Err(e) => Err(StoreError::Database(format!("commit failed: {e}"))),
+                });
+            });
+            (ok, reply)
+        });
+        self.jobs.send(job).map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+fn run(
+    conn: Connection,
+    mut state: ChainState,
+    rx: mpsc::Receiver<Job>,
+    events: broadcast::Sender<StoredEvent>,
+) {
+    let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut replies: Vec<Reply> = Vec::with_capacity(batch.len());
+        let outcome = run_batch(&conn, &mut state, &mut batch, &mut replies);
+        match &outcome {
+            Ok(()) => {
+                for event in state.staged.drain(..) {
+                    let _ = events.send(event);
+                }
+            }
+            Err(_) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                state.staged.clear();
+                if let Ok(fresh) = ChainState::load(&conn) {
+                    state = fresh;
+                }
+            }
+        }
+        for reply in replies {
+            reply(outcome.clone());
+        }
+    }
+}
+
+fn run_batch(
+    conn: &Connection,
+    state: &mut ChainState,
+    batch: &mut Vec<Job>,
+    replies: &mut Vec<Reply>,
+) -> std::result::Result<(), String> {
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| e.to_string())?;
+    for job in batch.drain(..) {
+        let (seq, hash, staged) = (
+            state.audit_seq,
+            state.audit_hash.clone(),
+            state.staged.len(),
+        );
+        conn.execute_batch("SAVEPOINT job")
+            .map_err(|e| e.to_string())?;
+        let (ok, reply) = job(&mut Tx { conn, state });
+        if ok {
+            conn.execute_batch("RELEASE job")
+                .map_err(|e| e.to_string())?;
+        } else {
+            conn.execute_batch("ROLLBACK TO job; RELEASE job")
+                .map_err(|e| e.to_string())?;
+            state.audit_seq = seq;
+            state.audit_hash = hash;
+            state.staged.truncate(staged);
+        }
+        replies.push(reply);
+    }
+    conn.execute_batch("COMMIT").map_err(|e| e.to_string())
+}
