@@ -3,6 +3,9 @@
 //! Goal (issue #2): verify + authorize at >= 85% of the raw `verify_strict` rate.
 //! Run: `cargo bench -p lev-approval --bench approval`.
 
+// A benchmark is a harness like a test: a broken setup should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use ed25519_dalek::Signature;
 use lev_approval::{

@@ -29,6 +29,19 @@ pub enum KeyError {
     Random(String),
 }
 
+impl KeyError {
+    /// A stable snake_case name for the kind of failure: `weak_key`,
+    /// `invalid_key`, `malformed_key` or `no_randomness`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::Weak { .. } => "weak_key",
+            Self::Invalid(_) => "invalid_key",
+            Self::Malformed(_) => "malformed_key",
+            Self::Random(_) => "no_randomness",
+        }
+    }
+}
+
 /// The key id of a raw public key: the first 16 lowercase hex digits of its SHA-256.
 pub fn key_id(public_key: &[u8; 32]) -> String {
     let digest = Sha256::digest(public_key);

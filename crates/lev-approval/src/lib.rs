@@ -32,7 +32,8 @@ pub use keys::{KeyError, SigningKeyPair, TrustedKeys, key_id};
 pub use ledger::{InMemoryNonceLedger, NonceLedger, NonceSpent};
 pub use payload::{ApprovalPayload, PAYLOAD_VERSION, new_nonce};
 pub use verify::{
-    ContextMismatch, VerifiedResponse, VerifyError, resolve_approved_call, verify, verify_json,
+    Call, ContextMismatch, NotAuthorized, VerifiedResponse, VerifyError, resolve_approved_call,
+    verify, verify_json,
 };
 
 /// Allowed clock skew when checking `issued_at` and `expires_at`.

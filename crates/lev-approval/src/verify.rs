@@ -55,6 +55,24 @@ pub enum VerifyError {
     },
 }
 
+impl VerifyError {
+    /// A stable snake_case name for the kind of failure, as test vectors and
+    /// scripts name it: `malformed`, `payload_type`, `untrusted_key`,
+    /// `bad_signature`, `payload`, `version`, `expired` or `not_yet_valid`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::Malformed(_) => "malformed",
+            Self::PayloadType { .. } => "payload_type",
+            Self::UntrustedKey(_) => "untrusted_key",
+            Self::BadSignature(_) => "bad_signature",
+            Self::Payload(_) => "payload",
+            Self::Version(_) => "version",
+            Self::Expired { .. } => "expired",
+            Self::NotYetValid { .. } => "not_yet_valid",
+        }
+    }
+}
+
 /// A decoded approval payload after signature verification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct VerifiedResponse {
@@ -107,12 +125,82 @@ fn as_base64url<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("approval is for {field} {signed:?}, not {actual:?}")]
 pub struct ContextMismatch {
-    /// `conversation_id`, `caller` or `sandbox_mode`.
+    /// `conversation_id`, `caller` or `sandbox_mode` (or, from
+    /// [`VerifiedResponse::check_call`], `request_id`, `tool_name`, `args_json`).
     pub field: &'static str,
     /// What the approval says.
     pub signed: String,
     /// What the verifier runs under.
     pub actual: String,
+}
+
+/// The call a verifier is about to run, and as much of its turn as it knows.
+///
+/// `args_json` is bytes because it is compared byte for byte: text read from a
+/// file is checked as it is, never decoded and re-encoded first. A context
+/// field left `None` is not checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call<'a> {
+    /// The tool-call id.
+    pub request_id: &'a str,
+    /// The tool.
+    pub tool_name: &'a str,
+    /// The proposed args, exactly as the model emitted them.
+    pub args_json: &'a [u8],
+    /// The conversation the call runs in, when known.
+    pub conversation_id: Option<&'a str>,
+    /// Whom the call acts for, when known.
+    pub caller: Option<&'a str>,
+    /// The sandbox mode the call runs under, when known.
+    pub sandbox_mode: Option<&'a str>,
+}
+
+impl<'a> Call<'a> {
+    /// The call `(request_id, tool_name, args_json)` with no context to check.
+    pub fn new(request_id: &'a str, tool_name: &'a str, args_json: &'a str) -> Self {
+        Self {
+            request_id,
+            tool_name,
+            args_json: args_json.as_bytes(),
+            conversation_id: None,
+            caller: None,
+            sandbox_mode: None,
+        }
+    }
+}
+
+/// Why a genuine approval does not authorize a call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAuthorized {
+    /// The approval is bound to another call, or scoped to another turn.
+    #[error(transparent)]
+    Mismatch(#[from] ContextMismatch),
+    /// The approval is a denial: it authorizes nothing.
+    #[error("{}", denial_message(.reason))]
+    Denied {
+        /// The signed reason, possibly empty.
+        reason: String,
+    },
+}
+
+fn denial_message(reason: &str) -> String {
+    if reason.is_empty() {
+        "the call was denied".to_owned()
+    } else {
+        format!("the call was denied: {reason}")
+    }
+}
+
+impl NotAuthorized {
+    /// A stable snake_case name: `denied`, or the field that differs
+    /// (`request_id`, `tool_name`, `args_json`, `conversation_id`, `caller`,
+    /// `sandbox_mode`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Mismatch(m) => m.field,
+            Self::Denied { .. } => "denied",
+        }
+    }
 }
 
 impl VerifiedResponse {
@@ -124,6 +212,54 @@ impl VerifiedResponse {
             && self.request_id == request_id
             && self.tool_name == tool_name
             && self.args_json.as_bytes() == args_json.as_bytes()
+    }
+
+    /// Check that this approval authorizes `call`, and say why not: the call's
+    /// identity (request id, tool, args byte for byte) first, then the context
+    /// fields the call names, then the decision itself.
+    ///
+    /// `check_call(&Call::new(r, t, a)).is_ok()` equals `authorizes_call(r, t, a)`.
+    ///
+    /// # Errors
+    /// The first field that differs, or [`NotAuthorized::Denied`].
+    pub fn check_call(&self, call: &Call<'_>) -> Result<(), NotAuthorized> {
+        let mismatch = |field, signed: &str, actual: &[u8]| ContextMismatch {
+            field,
+            signed: signed.to_owned(),
+            actual: String::from_utf8_lossy(actual).into_owned(),
+        };
+        if self.request_id != call.request_id {
+            return Err(
+                mismatch("request_id", &self.request_id, call.request_id.as_bytes()).into(),
+            );
+        }
+        if self.tool_name != call.tool_name {
+            return Err(mismatch("tool_name", &self.tool_name, call.tool_name.as_bytes()).into());
+        }
+        if self.args_json.as_bytes() != call.args_json {
+            return Err(mismatch("args_json", &self.args_json, call.args_json).into());
+        }
+        for (field, signed, actual) in [
+            (
+                "conversation_id",
+                &self.conversation_id,
+                call.conversation_id,
+            ),
+            ("caller", &self.caller, call.caller),
+            ("sandbox_mode", &self.sandbox_mode, call.sandbox_mode),
+        ] {
+            if let Some(actual) = actual
+                && signed != actual
+            {
+                return Err(mismatch(field, signed, actual.as_bytes()).into());
+            }
+        }
+        if !self.approved {
+            return Err(NotAuthorized::Denied {
+                reason: self.reason.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// The args to execute: the edit when there is one, else the proposed args.

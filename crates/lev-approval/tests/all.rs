@@ -1,0 +1,21 @@
+//! The one integration test binary of `lev-approval`.
+//!
+//! - `vectors`: every committed vector under `tests/vectors/` gives its
+//!   verdict, and the files are what the generator makes
+//!   (`cargo run -p lev-approval --example gen_vectors`).
+//! - `vector_set`: the vector format, the generator and the reference verifier
+//!   (shared with the example).
+//! - `properties`: property tests of the call binding, the signature and grants.
+//! - `fuzz_smoke`: the fuzz target's body over a few thousand inputs, on stable.
+
+// Test helpers outside `#[test]` functions may panic on a broken setup too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "all/fuzz_smoke.rs"]
+mod fuzz_smoke;
+#[path = "all/properties.rs"]
+mod properties;
+#[path = "all/vector_set.rs"]
+mod vector_set;
+#[path = "all/vectors.rs"]
+mod vectors;

@@ -1,0 +1,80 @@
+//! The `envelope` fuzz target's body (`fuzz/body/envelope.rs`) over a few
+//! thousand random and mutated inputs, so CI checks on stable Rust what
+//! `cargo fuzz run envelope` checks at length: no input makes it panic.
+
+#[path = "../../../../fuzz/body/envelope.rs"]
+mod body;
+
+use proptest::prelude::*;
+
+/// Inputs the fuzz body should start from: real envelopes and key sets.
+fn seeds() -> Vec<Vec<u8>> {
+    let mut seeds: Vec<Vec<u8>> = super::vector_set::generate()
+        .into_iter()
+        .map(|(_, v)| serde_json::to_vec(&v.envelope).unwrap())
+        .collect();
+    let key = body::trusted_key();
+    seeds.push(key.public_base64url().into_bytes());
+    seeds.push(serde_json::to_vec(&key.public_jwk()).unwrap());
+    seeds.push(
+        format!(
+            r#"{{"keys":[{}]}}"#,
+            serde_json::to_string(&key.public_jwk()).unwrap()
+        )
+        .into_bytes(),
+    );
+    seeds
+}
+
+#[test]
+fn the_seeds_reach_past_the_signature_check() {
+    let verified = seeds()
+        .iter()
+        .filter(|s| body::run(s).verified_envelope)
+        .count();
+    assert!(
+        verified >= 10,
+        "only {verified} seeds verify: the smoke test would not reach the payload parse"
+    );
+}
+
+fn mutated() -> impl Strategy<Value = Vec<u8>> {
+    let seeds = seeds();
+    (
+        proptest::sample::select(seeds),
+        proptest::collection::vec((any::<usize>(), any::<u8>(), 0u8..4), 1..8),
+    )
+        .prop_map(|(mut bytes, edits)| {
+            for (i, b, op) in edits {
+                let at = i % (bytes.len() + 1);
+                match op {
+                    0 if at < bytes.len() => bytes[at] = b,
+                    1 => bytes.insert(at, b),
+                    2 if at < bytes.len() => {
+                        bytes.remove(at);
+                    }
+                    _ => bytes.truncate(at),
+                }
+            }
+            bytes
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        body::run(&data);
+    }
+
+    #[test]
+    fn mutated_envelopes_and_keys_never_panic(data in mutated()) {
+        body::run(&data);
+    }
+
+    #[test]
+    fn random_json_shaped_text_never_panics(data in r#"[{}\[\]":,0-9a-zA-Z_=+/ -]{0,300}"#) {
+        body::run(data.as_bytes());
+    }
+}
