@@ -1,0 +1,5 @@
+//! lev-store against a real SQLite file.
+
+mod all {
+    mod sqlite;
+}
