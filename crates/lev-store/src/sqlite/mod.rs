@@ -412,10 +412,9 @@ impl Store for SqliteStore {
     async fn answer_interaction(&self, answer: NewAnswer) -> Result<TransitionOutcome> {
         self.writer
             .write(move |tx| {
-                let view = match precheck(load_view(tx.conn, &answer.id)?) {
-                    Ok(v) => v,
-                    Err(outcome) => return Ok(outcome),
-                };
+                if let Err(outcome) = precheck(load_view(tx.conn, &answer.id)?) {
+                    return Ok(outcome);
+                }
                 let view = set_final(
                     tx,
                     &answer.id,
@@ -424,11 +423,7 @@ impl Store for SqliteStore {
                     Some(&answer.response),
                     answer.approval.as_ref(),
                     answer.answered_at,
-                )
-                .map(|v| {
-                    debug_assert_eq!(v.request.id(), view.request.id());
-                    v
-                })?;
+                )?;
                 tx.event("interaction.answered", view_json(&view))?;
                 let mut data = audit_summary(&view);
                 data.insert("answered_by".into(), json!(answer.answered_by));
