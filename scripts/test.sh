@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: formatting, lints, every test, the fuzz
+# target's build. Installs and starts what the tests need (Python packages for
+# the peer-client tests, PostgreSQL when it is down) so a fresh machine passes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "test services"
+bash scripts/services.sh
+
+step "python test environment"
+bash scripts/python-env.sh
+export LEV_TEST_PYTHON="$PWD/.venv/bin/python"
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test"
+cargo test --workspace --locked
+
+if [ -f fuzz/Cargo.toml ]; then
+  step "fuzz targets build"
+  cargo check --manifest-path fuzz/Cargo.toml --locked
+fi
+
+step "benchmarks build"
+cargo bench --workspace --locked --no-run
