@@ -22,6 +22,7 @@ pub mod grant;
 pub mod keys;
 pub mod ledger;
 pub mod payload;
+pub mod policy;
 pub mod verify;
 
 pub use b64::{decode_base64, encode_base64, encode_base64url};

@@ -1,0 +1,482 @@
+//! The gate's policy (SPEC section 6): sandbox modes and the capabilities they
+//! grant, tools and the capabilities they need, and ordered rules that allow,
+//! deny or ask.
+//!
+//! [`Policy::parse`] reads the TOML file and reports the line of any mistake;
+//! [`decide`] is the gate's decision as a pure function of the policy, the call
+//! and the grants on record.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Spanned;
+
+use crate::grant::{ArgsMatcher, GrantMatch, GrantRule, shortfall};
+
+/// The example policy shipped with lev (`lev policy example`).
+pub const EXAMPLE_POLICY: &str = include_str!("../../../examples/policy.toml");
+
+/// A mistake in a policy file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct PolicyError {
+    /// 1-based line of the mistake.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What a rule decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleDecision {
+    /// Allow, signed with approver `policy`.
+    Allow,
+    /// Deny with the rule's reason.
+    Deny,
+    /// Ask a person (or a grant), even when nothing is missing.
+    Ask,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default = "default_true")]
+    self_approval: bool,
+    #[serde(default)]
+    sandbox_modes: BTreeMap<String, Spanned<Vec<String>>>,
+    #[serde(default)]
+    tool: Vec<Spanned<RawTool>>,
+    #[serde(default)]
+    rule: Vec<Spanned<RawRule>>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    name: String,
+    #[serde(default)]
+    requires: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    tool: String,
+    #[serde(default)]
+    args: BTreeMap<String, String>,
+    decision: RuleDecision,
+    #[serde(default)]
+    reason: String,
+}
+
+/// A tool's needs.
+#[derive(Debug, Clone)]
+struct ToolNeeds {
+    glob: Glob,
+    requires: Vec<String>,
+}
+
+/// One ordered rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// The rule's tool glob, as written.
+    pub tool: String,
+    glob: Glob,
+    args: ArgsMatcher,
+    /// What it decides.
+    pub decision: RuleDecision,
+    /// Why (shown on a deny, recorded in the audit log).
+    pub reason: String,
+    /// The line it starts on, for the audit log.
+    pub line: usize,
+}
+
+/// A parsed policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// `false`: nobody approves a call whose caller is themselves.
+    pub self_approval: bool,
+    sandbox_modes: BTreeMap<String, BTreeSet<String>>,
+    tools: Vec<ToolNeeds>,
+    rules: Vec<Rule>,
+}
+
+impl Default for Policy {
+    /// The policy in force without a file: one rule `tool = "*"`,
+    /// `decision = "ask"`.
+    fn default() -> Self {
+        Self {
+            self_approval: true,
+            sandbox_modes: BTreeMap::new(),
+            tools: Vec::new(),
+            rules: vec![Rule {
+                tool: "*".into(),
+                glob: Glob::Any,
+                args: ArgsMatcher::default(),
+                decision: RuleDecision::Ask,
+                reason: "no policy file: every call asks".into(),
+                line: 0,
+            }],
+        }
+    }
+}
+
+/// A tool-name glob: `*` any run of characters, `?` one character.
+#[derive(Debug, Clone)]
+enum Glob {
+    /// `*`: every name.
+    Any,
+    /// Anything else, compiled to an anchored regex.
+    Pattern(Regex),
+}
+
+impl Glob {
+    fn is_match(&self, name: &str) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Pattern(re) => re.is_match(name),
+        }
+    }
+}
+
+fn glob_regex(glob: &str) -> Result<Glob, regex::Error> {
+    if glob == "*" {
+        return Ok(Glob::Any);
+    }
+    let mut re = String::with_capacity(glob.len() + 8);
+    re.push('^');
+    for c in glob.chars() {
+        match c {
+            '*' => re.push_str(".*"),
+            '?' => re.push('.'),
+            c => re.push_str(&regex::escape(c.encode_utf8(&mut [0; 4]))),
+        }
+    }
+    re.push('$');
+    Regex::new(&re).map(Glob::Pattern)
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset.min(text.len()))
+        .map_or(1, |t| t.matches('\n').count() + 1)
+}
+
+impl Policy {
+    /// Parse a policy file.
+    ///
+    /// # Errors
+    /// A [`PolicyError`] naming the line: TOML syntax, an unknown key, a bad
+    /// decision, a capability that is not kebab-case, a bad glob or regex.
+    pub fn parse(text: &str) -> Result<Self, PolicyError> {
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| PolicyError {
+            line: e.span().map_or(1, |s| line_of(text, s.start)),
+            message: e.message().trim().to_owned(),
+        })?;
+        let at = |span: std::ops::Range<usize>, message: String| PolicyError {
+            line: line_of(text, span.start),
+            message,
+        };
+        let check_caps =
+            |caps: &[String], span: std::ops::Range<usize>, allow_star: bool| match caps
+                .iter()
+                .find(|c| !(lev_protocol::ids::is_valid_capability(c) || (allow_star && *c == "*")))
+            {
+                Some(bad) => Err(at(
+                    span,
+                    format!(
+                        "expected kebab-case capability names such as \"fs-write\", found {bad:?}"
+                    ),
+                )),
+                None => Ok(()),
+            };
+        let mut sandbox_modes = BTreeMap::new();
+        for (mode, caps) in raw.sandbox_modes {
+            check_caps(caps.get_ref(), caps.span(), true)?;
+            sandbox_modes.insert(mode, caps.into_inner().into_iter().collect());
+        }
+        let mut tools = Vec::new();
+        for t in raw.tool {
+            let span = t.span();
+            let t = t.into_inner();
+            check_caps(&t.requires, span.clone(), false)?;
+            let glob = glob_regex(&t.name).map_err(|e| at(span, format!("tool name glob: {e}")))?;
+            tools.push(ToolNeeds {
+                glob,
+                requires: t.requires,
+            });
+        }
+        let mut rules = Vec::new();
+        for r in raw.rule {
+            let span = r.span();
+            let line = line_of(text, span.start);
+            let r = r.into_inner();
+            let glob =
+                glob_regex(&r.tool).map_err(|e| at(span.clone(), format!("tool glob: {e}")))?;
+            let args = ArgsMatcher::compile(&r.args).map_err(|e| at(span, format!("args: {e}")))?;
+            rules.push(Rule {
+                tool: r.tool,
+                glob,
+                args,
+                decision: r.decision,
+                reason: r.reason,
+                line,
+            });
+        }
+        Ok(Self {
+            self_approval: raw.self_approval,
+            sandbox_modes,
+            tools,
+            rules,
+        })
+    }
+
+    /// The capabilities `mode` grants (`"*"` for all); an unknown mode grants nothing.
+    pub fn granted(&self, mode: &str) -> BTreeSet<String> {
+        self.sandbox_modes.get(mode).cloned().unwrap_or_default()
+    }
+
+    /// What a call of `tool` needs: the request's own capabilities plus the
+    /// policy's for that tool.
+    pub fn required(&self, tool: &str, requested: &[String]) -> BTreeSet<String> {
+        let mut all: BTreeSet<String> = requested.iter().cloned().collect();
+        for t in self.tools.iter().filter(|t| t.glob.is_match(tool)) {
+            all.extend(t.requires.iter().cloned());
+        }
+        all
+    }
+
+    /// The first rule that matches the tool and all of its args patterns.
+    pub fn first_matching_rule(&self, tool: &str, args: &Value) -> Option<&Rule> {
+        self.rules
+            .iter()
+            .find(|r| r.glob.is_match(tool) && r.args.matches(args))
+    }
+
+    /// Whether a deny rule matches (the check an edited call passes again).
+    pub fn denies(&self, tool: &str, args: &Value) -> Option<&Rule> {
+        self.first_matching_rule(tool, args)
+            .filter(|r| r.decision == RuleDecision::Deny)
+    }
+}
+
+/// A tool call as the gate sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct GateCall<'a> {
+    /// Whom the call acts for.
+    pub caller: &'a str,
+    /// Its conversation.
+    pub conversation_id: &'a str,
+    /// Its sandbox mode.
+    pub sandbox_mode: &'a str,
+    /// The tool.
+    pub tool_name: &'a str,
+    /// The args, parsed.
+    pub args: &'a Value,
+    /// The request's own required capabilities.
+    pub required_capabilities: &'a [String],
+}
+
+/// The gate's decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateVerdict {
+    /// Allowed by a rule (`rule_line` is `None` when no rule matched and
+    /// nothing was missing). Signed with approver `policy`, covering `shortfall`.
+    AllowByPolicy {
+        /// The shortfall the allow covers.
+        shortfall: BTreeSet<String>,
+        /// The deciding rule's line, if a rule decided.
+        rule_line: Option<usize>,
+    },
+    /// Denied by a rule.
+    Deny {
+        /// The rule's reason.
+        reason: String,
+        /// The rule's line.
+        rule_line: usize,
+    },
+    /// Allowed by the grant at this index.
+    AllowByGrant {
+        /// Index into the grants passed to [`decide`].
+        grant: usize,
+        /// The shortfall it covered.
+        shortfall: BTreeSet<String>,
+    },
+    /// A person must decide; `shortfall` is the interaction's `missing_capabilities`.
+    Ask {
+        /// What the call lacks.
+        shortfall: BTreeSet<String>,
+    },
+}
+
+/// SPEC section 6, steps 2 to 6: the gate's decision.
+pub fn decide(policy: &Policy, call: &GateCall<'_>, grants: &[GrantRule]) -> GateVerdict {
+    let required = policy.required(call.tool_name, call.required_capabilities);
+    let missing = shortfall(
+        required.iter().map(String::as_str),
+        &policy.granted(call.sandbox_mode),
+    );
+    match policy.first_matching_rule(call.tool_name, call.args) {
+        Some(rule) if rule.decision == RuleDecision::Deny => {
+            return GateVerdict::Deny {
+                reason: rule.reason.clone(),
+                rule_line: rule.line,
+            };
+        }
+        Some(rule) if rule.decision == RuleDecision::Allow => {
+            return GateVerdict::AllowByPolicy {
+                shortfall: missing,
+                rule_line: Some(rule.line),
+            };
+        }
+        Some(_) => {}
+        None if missing.is_empty() => {
+            return GateVerdict::AllowByPolicy {
+                shortfall: missing,
+                rule_line: None,
+            };
+        }
+        None => {}
+    }
+    let facts = GrantMatch {
+        caller: call.caller,
+        conversation_id: call.conversation_id,
+        sandbox_mode: call.sandbox_mode,
+        tool_name: call.tool_name,
+        shortfall: &missing,
+        args: call.args,
+    };
+    match grants.iter().position(|g| g.covers(&facts)) {
+        Some(grant) => GateVerdict::AllowByGrant {
+            grant,
+            shortfall: missing,
+        },
+        None => GateVerdict::Ask { shortfall: missing },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call<'a>(tool: &'a str, args: &'a Value, mode: &'a str, req: &'a [String]) -> GateCall<'a> {
+        GateCall {
+            caller: "alice",
+            conversation_id: "c1",
+            sandbox_mode: mode,
+            tool_name: tool,
+            args,
+            required_capabilities: req,
+        }
+    }
+
+    #[test]
+    fn the_example_policy_parses_and_decides() {
+        let p = Policy::parse(EXAMPLE_POLICY).unwrap();
+        let rm = json!({"argv": ["rm", "-rf", "/"], "cwd": "/"});
+        assert!(matches!(
+            decide(&p, &call("shell", &rm, "workspace-write", &[]), &[]),
+            GateVerdict::Deny { .. }
+        ));
+        let ls = json!({"argv": ["ls"], "cwd": "/"});
+        assert_eq!(
+            decide(&p, &call("shell", &ls, "workspace-write", &[]), &[]),
+            GateVerdict::Ask {
+                shortfall: BTreeSet::from(["proc-exec".to_owned()])
+            }
+        );
+        assert!(matches!(
+            decide(&p, &call("shell", &ls, "danger-full-access", &[]), &[]),
+            GateVerdict::AllowByPolicy {
+                rule_line: None,
+                ..
+            }
+        ));
+        assert!(matches!(
+            decide(&p, &call("fs.read", &json!({}), "read-only", &[]), &[]),
+            GateVerdict::AllowByPolicy {
+                rule_line: Some(_),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn default_policy_asks_even_without_shortfall() {
+        let p = Policy::default();
+        assert_eq!(
+            decide(&p, &call("anything", &json!({}), "", &[]), &[]),
+            GateVerdict::Ask {
+                shortfall: BTreeSet::new()
+            }
+        );
+    }
+
+    #[test]
+    fn grants_cover_only_their_shortfall() {
+        let p = Policy::parse("[[tool]]\nname = \"shell\"\nrequires = [\"proc-exec\"]\n").unwrap();
+        let grant = GrantRule {
+            caller: "alice".into(),
+            conversation_id: Some("c1".into()),
+            sandbox_mode: "m".into(),
+            tool_name: "shell".into(),
+            covered_capabilities: BTreeSet::from(["proc-exec".to_owned()]),
+            args: None,
+        };
+        let args = json!({});
+        assert!(matches!(
+            decide(
+                &p,
+                &call("shell", &args, "m", &[]),
+                std::slice::from_ref(&grant)
+            ),
+            GateVerdict::AllowByGrant { grant: 0, .. }
+        ));
+        let net = ["net".to_owned()];
+        assert!(matches!(
+            decide(
+                &p,
+                &call("shell", &args, "m", &net),
+                std::slice::from_ref(&grant)
+            ),
+            GateVerdict::Ask { .. }
+        ));
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let cases = [
+            (
+                "self_approval = true\n[[rule]]\ntool = \"x\"\ndecision = \"maybe\"\n",
+                4,
+            ),
+            ("\n\n[[rule]]\ntool = \"x\"\ndecison = \"allow\"\n", 5),
+            ("[sandbox_modes]\n\"ro\" = [\"FS_READ\"]\n", 2),
+            (
+                "[[rule]]\ntool = \"x\"\ndecision = \"deny\"\n\n[[rule]]\ntool = \"y\"\nargs = { \"/a\" = \"(\" }\ndecision = \"deny\"\n",
+                5,
+            ),
+            ("this is not toml", 1),
+        ];
+        for (text, line) in cases {
+            let err = Policy::parse(text).unwrap_err();
+            assert_eq!(err.line, line, "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn globs() {
+        let g = glob_regex("mcp__*__read?").unwrap();
+        assert!(g.is_match("mcp__fs__reads"));
+        assert!(!g.is_match("mcp__fs__read"));
+        assert!(glob_regex("a.b").unwrap().is_match("a.b"));
+        assert!(!glob_regex("a.b").unwrap().is_match("axb"));
+    }
+}
