@@ -381,6 +381,13 @@ pub struct TokenInfo {
     pub created_at: OffsetDateTime,
 }
 
+/// `GET /v1/tokens`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TokenList {
+    /// Every token, by name.
+    pub tokens: Vec<TokenInfo>,
+}
+
 /// One entry of the audit log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {

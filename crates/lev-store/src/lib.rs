@@ -209,6 +209,9 @@ pub trait Store: Send + Sync + 'static {
     /// or before `now`; returns those it moved.
     async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<InteractionView>>;
 
+    /// How many interactions are pending (all sessions), for metrics.
+    async fn count_pending(&self) -> Result<u64>;
+
     /// The earliest `expires_at` among pending interactions.
     async fn next_expiry(&self) -> Result<Option<OffsetDateTime>>;
 

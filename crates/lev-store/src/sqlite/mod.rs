@@ -511,6 +511,18 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn count_pending(&self) -> Result<u64> {
+        self.read(|conn| {
+            let n: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM interactions WHERE status = 'pending'",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(u64::try_from(n).unwrap_or_default())
+        })
+        .await
+    }
+
     async fn next_expiry(&self) -> Result<Option<OffsetDateTime>> {
         self.read(|conn| {
             let ms: Option<i64> = conn.query_row(

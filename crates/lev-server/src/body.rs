@@ -1,0 +1,99 @@
+//! Request bodies: read under a size limit, then parsed as JSON.
+//!
+//! An over-size body is refused from its `Content-Length` before a byte of it
+//! is read, and a chunked body is cut off the moment it passes the limit: a
+//! client cannot make the server buffer more than the limit. Malformed JSON is
+//! 400; well-formed JSON of the wrong shape is 422 naming the field.
+
+use axum::body::Body;
+use axum::extract::{FromRequest, Request};
+use axum::http::header::CONTENT_LENGTH;
+use http_body_util::BodyExt as _;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// A JSON body (1 MiB at most).
+pub const JSON_LIMIT: usize = 1024 * 1024;
+/// A respond body, parts included (40 MiB at most).
+pub const RESPOND_LIMIT: usize = 40 * 1024 * 1024;
+
+/// A JSON body of at most `LIMIT` bytes, parsed into `T`.
+#[derive(Debug)]
+pub struct JsonBody<T, const LIMIT: usize = JSON_LIMIT>(pub T);
+
+impl<S, T, const LIMIT: usize> FromRequest<S> for JsonBody<T, LIMIT>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = read_limited(req, LIMIT).await?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::TooLarge(format!(
+        "the body is larger than the {} KiB this route accepts",
+        limit / 1024
+    ))
+}
+
+/// Read a request body, refusing it past `limit` bytes.
+///
+/// # Errors
+/// 413 when the declared or actual length passes `limit`; 400 when the body
+/// cannot be read.
+pub async fn read_limited(req: Request, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let mut body: Body = req.into_body();
+    let capacity = declared.map_or(8 * 1024, |n| usize::try_from(n).unwrap_or(limit));
+    let mut out = Vec::with_capacity(capacity.min(limit));
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| ApiError::Malformed(format!("cannot read the request body: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > limit {
+                return Err(too_large(limit));
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(out)
+}
+
+/// Parse JSON: a syntax error is 400, a wrong shape 422 naming the field.
+///
+/// # Errors
+/// As above.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        classify(&path, e.into_inner())
+    })?;
+    de.end().map_err(|e| classify("", e))?;
+    Ok(value)
+}
+
+fn classify(path: &str, inner: serde_json::Error) -> ApiError {
+    use serde_json::error::Category;
+    match inner.classify() {
+        Category::Syntax | Category::Eof => {
+            ApiError::Malformed(format!("expected a JSON body, {inner}"))
+        }
+        Category::Io => ApiError::Malformed(format!("cannot read the request body: {inner}")),
+        Category::Data if path.is_empty() || path == "." => ApiError::Invalid(inner.to_string()),
+        Category::Data => ApiError::Invalid(format!("{path}: {inner}")),
+    }
+}

@@ -1,0 +1,359 @@
+//! lev's HTTP server: workers' questions wait here, people's answers land
+//! here, and every decided tool approval leaves signed.
+//!
+//! [`app`] builds the router over an [`AppState`], apart from startup, so
+//! tests can drive it; [`Server::bind`] opens the data dir (store, signing
+//! key, admin token) and the socket; [`Server::serve`] serves until shutdown;
+//! [`run`] does both and prints where it listens.
+//!
+//! # Invariants
+//! - A 2xx on a write means the store committed it.
+//! - The first answer wins exactly once (the store's compare-and-set), and it
+//!   is committed before any waiter or event stream hears of it.
+//! - Client input never gets a 500; a 5xx's details go to the log only.
+//! - Bodies are refused past their limit before being read whole.
+//! - The server knows nothing of the CLI or the SDK: they speak HTTP to it.
+
+mod auth;
+mod blobs;
+mod body;
+mod error;
+mod expiry;
+mod hub;
+mod ids;
+mod keys;
+mod log;
+mod metrics;
+mod routes;
+mod state;
+mod tls;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use lev_store::SqliteStore;
+use tokio::net::TcpListener;
+
+pub use auth::{ADMIN_TOKEN_FILE, Principal};
+pub use error::ApiError;
+pub use keys::KeyRing;
+pub use state::{AppState, Settings};
+
+/// How long shutdown waits for requests in flight before giving up on them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// The router of the whole API over `state`.
+pub fn app(state: AppState) -> Router {
+    routes::router(state)
+}
+
+/// What `lev serve` was asked for.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on (`host:port`; port 0 picks a free one).
+    pub listen: String,
+    /// The data dir: database, keys, attachments, `admin.token`.
+    pub data_dir: PathBuf,
+    /// A database URL; only the default SQLite file is supported yet.
+    pub database: Option<String>,
+    /// The policy file (used by the gate, a later addition).
+    pub policy: Option<PathBuf>,
+    /// How long an ask waits for an operator to connect (later).
+    pub operator_grace: Duration,
+    /// How long a connected operator has to reply (later).
+    pub operator_reply_timeout: Duration,
+    /// Limits and lifetimes.
+    pub settings: Settings,
+    /// PEM certificate chain and key, to serve HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Allow plain HTTP beyond loopback.
+    pub insecure_http: bool,
+}
+
+impl Config {
+    /// Defaults for a data dir: loopback port 7420, SQLite, no TLS.
+    pub fn new(data_dir: PathBuf) -> Self {
+        Self {
+            listen: "127.0.0.1:7420".into(),
+            data_dir,
+            database: None,
+            policy: None,
+            operator_grace: Duration::from_secs(30),
+            operator_reply_timeout: Duration::from_secs(120),
+            settings: Settings::default(),
+            tls: None,
+            insecure_http: false,
+        }
+    }
+}
+
+/// Why the server could not start or stopped badly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A flag or its combination is wrong.
+    #[error("{0}")]
+    Config(String),
+    /// The data dir could not be opened.
+    #[error("data dir {path}: {message}")]
+    DataDir {
+        /// The data dir.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The socket could not be opened or served.
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+enum Socket {
+    Plain(TcpListener),
+    Tls(tls::TlsListener),
+}
+
+/// A server bound to its socket, with its state loaded, not yet serving.
+pub struct Server {
+    socket: Socket,
+    local_addr: SocketAddr,
+    state: AppState,
+    admin_token: Option<String>,
+    scheme: &'static str,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Open the data dir (database, signing key, admin token on first start)
+    /// and bind the socket.
+    ///
+    /// # Errors
+    /// A bad flag, an unusable data dir, or a socket that cannot be bound.
+    pub async fn bind(config: Config) -> Result<Self, ServeError> {
+        if let Some(url) = &config.database {
+            return Err(ServeError::Config(
+                if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+                    "--database: PostgreSQL is not supported yet; leave --database unset to use \
+                     SQLite in the data dir"
+                        .to_owned()
+                } else {
+                    format!(
+                        "--database: expected a postgres:// URL, found {url:?}\nhint: leave it \
+                         unset to use SQLite in the data dir"
+                    )
+                },
+            ));
+        }
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(config.listen.as_str())
+            .await
+            .map_err(|e| {
+                ServeError::Config(format!(
+                    "--listen: expected host:port, found {:?}: {e}",
+                    config.listen
+                ))
+            })?
+            .collect();
+        let loopback = !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback());
+        if !loopback && config.tls.is_none() && !config.insecure_http {
+            return Err(ServeError::Config(format!(
+                "--listen {}: listening beyond loopback needs --tls-cert and --tls-key\nhint: \
+                 --insecure-http allows it without TLS, if you must",
+                config.listen
+            )));
+        }
+        let data_err = |message: String| ServeError::DataDir {
+            path: config.data_dir.display().to_string(),
+            message,
+        };
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| data_err(e.to_string()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let _ =
+                std::fs::set_permissions(&config.data_dir, std::fs::Permissions::from_mode(0o700));
+        }
+        let acceptor = match &config.tls {
+            Some((cert, key)) => Some(tls::acceptor(cert, key).map_err(ServeError::Config)?),
+            None => None,
+        };
+        let store: Arc<dyn lev_store::Store> =
+            Arc::new(SqliteStore::open(&config.data_dir).map_err(|e| data_err(e.to_string()))?);
+        let keys = keys::load_or_create(&config.data_dir).map_err(|e| data_err(e.to_string()))?;
+        let admin_token = auth::ensure_admin_token(store.as_ref(), &config.data_dir)
+            .await
+            .map_err(|e| data_err(e.to_string()))?;
+        let tcp = TcpListener::bind(addrs.as_slice())
+            .await
+            .map_err(|source| ServeError::Listen {
+                addr: config.listen.clone(),
+                source,
+            })?;
+        let local_addr = tcp.local_addr().map_err(|source| ServeError::Listen {
+            addr: config.listen.clone(),
+            source,
+        })?;
+        let (socket, scheme) = match acceptor {
+            Some(acceptor) => (
+                Socket::Tls(tls::TlsListener::new(tcp, acceptor).map_err(|source| {
+                    ServeError::Listen {
+                        addr: config.listen.clone(),
+                        source,
+                    }
+                })?),
+                "https",
+            ),
+            None => (Socket::Plain(tcp), "http"),
+        };
+        if !loopback && config.tls.is_none() {
+            log::info(
+                "warning: --insecure-http: tokens, questions and answers cross the network in \
+                 clear text; anyone on the path can read them and act as any token they see. \
+                 Use --tls-cert and --tls-key",
+            );
+        }
+        let state = AppState::start(store, keys, config.settings.clone());
+        Ok(Self {
+            socket,
+            local_addr,
+            state,
+            admin_token,
+            scheme,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `http://HOST:PORT` (or `https`), loopback when bound to every address.
+    pub fn base_url(&self) -> String {
+        let mut addr = self.local_addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        format!("{}://{addr}", self.scheme)
+    }
+
+    /// The admin token from `admin.token`, when the file is there.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
+    }
+
+    /// The dashboard's login URL for the admin.
+    pub fn dashboard_url(&self) -> String {
+        match &self.admin_token {
+            Some(token) => format!("{}/#token={token}", self.base_url()),
+            None => format!("{}/", self.base_url()),
+        }
+    }
+
+    /// The shared state.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serve until `shutdown` resolves; then refuse new requests (503),
+    /// release waiters and event streams, and finish requests in flight
+    /// (for at most 10 s).
+    ///
+    /// # Errors
+    /// When the socket fails.
+    pub async fn serve<F>(self, shutdown: F) -> Result<(), ServeError>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let state = self.state.clone();
+        let app = app(self.state);
+        let (begun_tx, begun_rx) = tokio::sync::oneshot::channel::<()>();
+        let signal = async move {
+            shutdown.await;
+            log::info("shutting down");
+            state.begin_shutdown();
+            let _ = begun_tx.send(());
+        };
+        let served = async move {
+            match self.socket {
+                Socket::Plain(l) => axum::serve(l, app).with_graceful_shutdown(signal).await,
+                Socket::Tls(l) => axum::serve(l, app).with_graceful_shutdown(signal).await,
+            }
+        };
+        let grace = async move {
+            if begun_rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        let addr = self.local_addr.to_string();
+        tokio::select! {
+            served = served => served.map_err(|source| ServeError::Listen { addr, source }),
+            () = grace => {
+                log::info("requests still in flight after the grace period; stopping anyway");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Bind, print the listening address and the admin's dashboard URL to
+/// stderr, and serve until `shutdown` resolves.
+///
+/// # Errors
+/// As [`Server::bind`] and [`Server::serve`].
+pub async fn run<F>(config: Config, shutdown: F) -> Result<(), ServeError>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let data_dir = config.data_dir.clone();
+    let server = Server::bind(config).await?;
+    log::info(&format!("listening on {}", server.base_url()));
+    match server.admin_token() {
+        Some(_) => log::info(&format!("dashboard: {}", server.dashboard_url())),
+        None => log::info(&format!(
+            "dashboard: {} (log in with the admin token; {} is missing)",
+            server.dashboard_url(),
+            data_dir.join(ADMIN_TOKEN_FILE).display()
+        )),
+    }
+    server.serve(shutdown).await
+}
+
+/// Resolves on SIGINT or SIGTERM (Ctrl-C elsewhere).
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(mut int), Ok(mut term)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

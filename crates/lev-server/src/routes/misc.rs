@@ -1,0 +1,83 @@
+//! Health, keys, blobs and metrics.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS,
+};
+use axum::http::{HeaderValue, header::CONTENT_SECURITY_POLICY};
+use axum::response::{IntoResponse, Response};
+use lev_protocol::api::{Health, Jwks, Role};
+
+use crate::auth::Principal;
+use crate::blobs::is_sha256_hex;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// `GET /v1/health` (no token).
+pub async fn health(State(state): State<AppState>) -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        store: state.store().kind().into(),
+    })
+}
+
+/// `GET /v1/keys` (no token): the trusted public keys as a JWKS.
+pub async fn keys(State(state): State<AppState>) -> Json<Jwks> {
+    Json(state.keys().jwks.clone())
+}
+
+/// `GET /v1/blobs/{sha256}` (worker, approver): an attachment's bytes, never
+/// rendered by a browser (attachment disposition, nosniff, sandbox CSP).
+pub async fn blob(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(sha256): Path<String>,
+) -> ApiResult<Response> {
+    principal.require(&[Role::Worker, Role::Approver])?;
+    if !is_sha256_hex(&sha256) {
+        return Err(ApiError::NotFound(
+            "no such blob: expected 64 lowercase hex digits".into(),
+        ));
+    }
+    let (media_type, bytes) = state
+        .store()
+        .get_blob(&sha256)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no blob {sha256}")))?;
+    let content_type = HeaderValue::from_str(&media_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    Ok((
+        [
+            (CONTENT_TYPE, content_type),
+            (CONTENT_DISPOSITION, HeaderValue::from_static("attachment")),
+            (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+            (
+                CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("default-src 'none'; sandbox"),
+            ),
+            (
+                CACHE_CONTROL,
+                HeaderValue::from_static("private, max-age=31536000, immutable"),
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+/// `GET /metrics` (admin): Prometheus text format.
+pub async fn metrics(State(state): State<AppState>, principal: Principal) -> ApiResult<Response> {
+    principal.require(&[Role::Admin])?;
+    let pending = state.store().count_pending().await?;
+    let text = state.metrics().render(state.hub().waiting(), pending);
+    Ok((
+        [(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response())
+}

@@ -1,0 +1,90 @@
+//! The HTTP routes of SPEC section 3, and what wraps them all: the shutdown
+//! gate (503 once shutdown begins), request counting, JSON 404 and 405.
+
+mod audit;
+mod events;
+mod interactions;
+mod misc;
+mod respond;
+mod tokens;
+mod wait;
+
+use axum::Router;
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The router over `state`.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/health", get(misc::health))
+        .route("/v1/keys", get(misc::keys))
+        .route(
+            "/v1/interactions",
+            post(interactions::create).get(interactions::list),
+        )
+        .route("/v1/interactions/{id}", get(interactions::get_one))
+        .route("/v1/interactions/{id}/wait", get(wait::wait))
+        .route("/v1/interactions/{id}/respond", post(respond::respond))
+        .route("/v1/interactions/{id}/cancel", post(interactions::cancel))
+        .route("/v1/blobs/{sha256}", get(misc::blob))
+        .route("/v1/events", get(events::events))
+        .route("/v1/tokens", post(tokens::create).get(tokens::list))
+        .route("/v1/tokens/{name}", delete(tokens::revoke))
+        .route("/v1/audit", get(audit::audit))
+        .route("/metrics", get(misc::metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), gate))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route".into())
+}
+
+async fn method_not_allowed() -> Response {
+    let mut response =
+        ApiError::Malformed("this route does not take that method".into()).into_response();
+    *response.status_mut() = axum::http::StatusCode::METHOD_NOT_ALLOWED;
+    response
+}
+
+/// Refuse new requests once shutdown began, and count every request.
+async fn gate(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "other".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().as_str().to_owned();
+    let response = if state.is_shutting_down() {
+        ApiError::ShuttingDown.into_response()
+    } else {
+        next.run(req).await
+    };
+    state
+        .metrics()
+        .request(&method, &route, response.status().as_u16());
+    response
+}
+
+/// The query string parsed into `T`; a bad one is 422 naming the parameter.
+#[derive(Debug)]
+pub struct Q<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(q)| Q(q))
+            .map_err(|e| ApiError::Invalid(e.body_text()))
+    }
+}

@@ -1,0 +1,82 @@
+//! `POST /v1/tokens`, `GET /v1/tokens`, `DELETE /v1/tokens/{name}` (admin).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use lev_protocol::api::{Role, TokenCreate, TokenCreated, TokenInfo, TokenList};
+use lev_protocol::validate::check_id;
+use lev_store::{TokenCreateOutcome, TokenRecord};
+use time::OffsetDateTime;
+
+use crate::auth::{Principal, new_secret, token_hash};
+use crate::body::JsonBody;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Create a token: 201 with its secret, shown this once.
+pub async fn create(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(req): JsonBody<TokenCreate>,
+) -> ApiResult<(StatusCode, Json<TokenCreated>)> {
+    principal.require(&[Role::Admin])?;
+    check_id("name", &req.name)?;
+    if let Some(caller) = &req.caller {
+        check_id("caller", caller)?;
+        if req.role != Role::Worker {
+            return Err(ApiError::Invalid(format!(
+                "caller: only a worker token is bound to a caller, found role {}",
+                req.role.as_str()
+            )));
+        }
+    }
+    let secret = new_secret().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?;
+    let record = TokenRecord {
+        info: TokenInfo {
+            name: req.name.clone(),
+            role: req.role,
+            caller: req.caller,
+            created_at: OffsetDateTime::now_utc(),
+        },
+        hash: token_hash(&secret),
+    };
+    match state.store().create_token(record, &principal.name).await? {
+        TokenCreateOutcome::Created => Ok((
+            StatusCode::CREATED,
+            Json(TokenCreated {
+                name: req.name,
+                role: req.role,
+                token: secret,
+            }),
+        )),
+        TokenCreateOutcome::NameTaken => Err(ApiError::Conflict {
+            code: "name_taken",
+            message: format!("a token named {:?} exists; revoke it first", req.name),
+        }),
+    }
+}
+
+/// List tokens (never their secrets).
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> ApiResult<Json<TokenList>> {
+    principal.require(&[Role::Admin])?;
+    Ok(Json(TokenList {
+        tokens: state.store().list_tokens().await?,
+    }))
+}
+
+/// Revoke a token: 204, effective on the next request; 404 when none.
+pub async fn revoke(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    principal.require(&[Role::Admin])?;
+    if state.store().revoke_token(&name, &principal.name).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!("no token named {name:?}")))
+    }
+}

@@ -1,0 +1,135 @@
+//! What every handler shares: the store, the signing keys, the waiter hub,
+//! the expiry task's handle, the counters and the shutdown flag.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lev_protocol::Limits;
+use lev_store::Store;
+use tokio::sync::watch;
+
+use crate::expiry::Expiry;
+use crate::hub::Hub;
+use crate::keys::KeyRing;
+use crate::metrics::Metrics;
+
+/// Settings handlers need.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Lifetime of a signed approval (`--approval-ttl`).
+    pub approval_ttl: Duration,
+    /// Most pending interactions per session (429 past it).
+    pub max_pending_per_session: u64,
+    /// Size limits of requests.
+    pub limits: Limits,
+    /// Largest part of an answer, decoded.
+    pub max_part_bytes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            approval_ttl: Duration::from_secs(600),
+            max_pending_per_session: 10_000,
+            limits: Limits::default(),
+            max_part_bytes: 10 * 1024 * 1024,
+        }
+    }
+}
+
+/// The state shared by every handler. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    store: Arc<dyn Store>,
+    keys: KeyRing,
+    hub: Arc<Hub>,
+    expiry: Arc<Expiry>,
+    metrics: Metrics,
+    settings: Settings,
+    shutdown_tx: watch::Sender<bool>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("store", &self.0.store.kind())
+            .field("kid", &self.0.keys.active.kid())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    /// The state, with its waiter hub and expiry task started on the current
+    /// tokio runtime.
+    pub fn start(store: Arc<dyn Store>, keys: KeyRing, settings: Settings) -> Self {
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let hub = Arc::new(Hub::default());
+        let expiry = Arc::new(Expiry::default());
+        tokio::spawn(Arc::clone(&hub).run(store.subscribe(), shutdown.clone()));
+        tokio::spawn(Arc::clone(&expiry).run(Arc::clone(&store), shutdown.clone()));
+        Self(Arc::new(Inner {
+            store,
+            keys,
+            hub,
+            expiry,
+            metrics: Metrics::default(),
+            settings,
+            shutdown_tx,
+            shutdown,
+        }))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &dyn Store {
+        self.0.store.as_ref()
+    }
+
+    /// The signing keys.
+    pub fn keys(&self) -> &KeyRing {
+        &self.0.keys
+    }
+
+    /// The waiter hub.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.0.hub
+    }
+
+    /// The expiry task's handle.
+    pub fn expiry(&self) -> &Expiry {
+        &self.0.expiry
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.0.settings
+    }
+
+    /// Begin shutting down: new requests get 503, waiters and event streams
+    /// are released.
+    pub fn begin_shutdown(&self) {
+        self.0.shutdown_tx.send_replace(true);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.0.shutdown.borrow()
+    }
+
+    /// A receiver that turns `true` when shutdown begins.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.0.shutdown.clone()
+    }
+}
+
+/// Resolves once shutdown has begun (or the state is gone).
+pub async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await.map(|_| ());
+}
