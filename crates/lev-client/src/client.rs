@@ -1,0 +1,603 @@
+//! [`Client`]: one method per route of the HTTP API.
+
+use std::time::Duration;
+
+use lev_protocol::api::{
+    AuditPage, ErrorBody, Health, InteractionPage, InteractionView, Jwks, RespondResult,
+    TokenCreate, TokenCreated, TokenInfo, WaitResponse,
+};
+use lev_protocol::{Interaction, InteractionRequest, InteractionResponse, InteractionStatus};
+use reqwest::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+use crate::events::EventStream;
+
+/// How long an ordinary request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a long-poll may run past the time the server was asked to wait.
+const WAIT_SLACK: Duration = Duration::from_secs(15);
+/// The most a server waits in one long-poll (SPEC section 9).
+pub const MAX_WAIT_S: u64 = 300;
+
+/// A client of one lev server, with one token.
+///
+/// Cheap to clone: clones share one connection pool.
+///
+/// # Example
+/// ```no_run
+/// # async fn f() -> lev_client::Result<()> {
+/// let client = lev_client::Client::new("http://127.0.0.1:7420", Some("secret".into()))?;
+/// println!("{}", client.health().await?.version);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
+}
+
+/// The filter of [`Client::list_interactions`].
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// `None` lists pending interactions (the server's default); `Some(None)`
+    /// is not needed: use [`ListQuery::all`] for every status.
+    pub status: Option<StatusFilter>,
+    /// Only this session's.
+    pub session_id: Option<String>,
+    /// At most this many.
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    pub cursor: Option<String>,
+}
+
+impl ListQuery {
+    /// Interactions of every status.
+    pub fn all() -> Self {
+        Self {
+            status: Some(StatusFilter::All),
+            ..Self::default()
+        }
+    }
+}
+
+/// Which statuses a listing shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    /// Only this status.
+    Only(InteractionStatus),
+    /// Every status.
+    All,
+}
+
+impl StatusFilter {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Only(s) => s.as_str(),
+            Self::All => "all",
+        }
+    }
+}
+
+/// An attachment's bytes, as `GET /v1/blobs/{sha256}` serves them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// Its media type.
+    pub media_type: String,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl Client {
+    /// A client of the server at `base_url` (such as `http://127.0.0.1:7420`),
+    /// sending `token` as a bearer token.
+    ///
+    /// # Errors
+    /// [`Error::InvalidUrl`] when the URL is not `http://host[:port][/prefix]`.
+    /// This build speaks plain HTTP only: an `https` URL is refused here
+    /// rather than failing on the first request.
+    pub fn new(base_url: &str, token: Option<String>) -> Result<Self> {
+        let base = normalise_base(base_url)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .tcp_nodelay(true)
+            .no_proxy()
+            .build()
+            .map_err(|e| Error::InvalidUrl {
+                url: base_url.to_owned(),
+                reason: format!("cannot build an HTTP client: {e}"),
+            })?;
+        Ok(Self {
+            http,
+            base,
+            token: token.filter(|t| !t.is_empty()),
+        })
+    }
+
+    /// The same server and connection pool with another token.
+    pub fn with_token(&self, token: Option<String>) -> Self {
+        Self {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            token: token.filter(|t| !t.is_empty()),
+        }
+    }
+
+    /// The base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The token this client sends, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// `GET /v1/health`.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn health(&self) -> Result<Health> {
+        self.call(Method::GET, "/v1/health", None::<&()>, None)
+            .await
+    }
+
+    /// `GET /v1/keys`: the server's trusted public keys.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn keys(&self) -> Result<Jwks> {
+        self.call(Method::GET, "/v1/keys", None::<&()>, None).await
+    }
+
+    /// `POST /v1/interactions`: ask a question. The same id with the same
+    /// body again returns the stored interaction (idempotent create).
+    ///
+    /// # Errors
+    /// 422 for an invalid request, 409 for an id reused with another body, ...
+    pub async fn create_interaction(&self, request: &InteractionRequest) -> Result<Interaction> {
+        self.call(Method::POST, "/v1/interactions", Some(request), None)
+            .await
+    }
+
+    /// `GET /v1/interactions`, newest first.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn list_interactions(&self, query: &ListQuery) -> Result<InteractionPage> {
+        let mut params = Vec::new();
+        if let Some(status) = query.status {
+            params.push(("status", status.as_str().to_owned()));
+        }
+        if let Some(session) = &query.session_id {
+            params.push(("session_id", session.clone()));
+        }
+        if let Some(limit) = query.limit {
+            params.push(("limit", limit.to_string()));
+        }
+        if let Some(cursor) = &query.cursor {
+            params.push(("cursor", cursor.clone()));
+        }
+        let path = format!("/v1/interactions{}", query_string(&params));
+        self.call(Method::GET, &path, None::<&()>, None).await
+    }
+
+    /// `GET /v1/interactions/{id}`: the interaction, its answer and its signed decision.
+    ///
+    /// # Errors
+    /// 404 for an unknown id, ...
+    pub async fn get_interaction(&self, id: &str) -> Result<InteractionView> {
+        let path = format!("/v1/interactions/{}", segment(id));
+        self.call(Method::GET, &path, None::<&()>, None).await
+    }
+
+    /// `GET /v1/interactions/{id}/wait`: wait up to `timeout_s` seconds
+    /// (at most [`MAX_WAIT_S`]) for an answer. Status `pending` means the time
+    /// was up; see [`Client::wait_for_answer`] to wait longer.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn wait(&self, id: &str, timeout_s: u64) -> Result<WaitResponse> {
+        let timeout_s = timeout_s.min(MAX_WAIT_S);
+        let path = format!(
+            "/v1/interactions/{}/wait?timeout_s={timeout_s}",
+            segment(id)
+        );
+        let timeout = Duration::from_secs(timeout_s) + WAIT_SLACK;
+        self.call(Method::GET, &path, None::<&()>, Some(timeout))
+            .await
+    }
+
+    /// `POST /v1/interactions/{id}/respond`.
+    ///
+    /// # Errors
+    /// 409 `already_answered` when another answer won: [`Error::winner`]
+    /// holds it. 410 when the interaction expired or was cancelled, 422 for
+    /// an answer that does not fit the question.
+    pub async fn respond(&self, id: &str, response: &InteractionResponse) -> Result<RespondResult> {
+        let path = format!("/v1/interactions/{}/respond", segment(id));
+        self.call(
+            Method::POST,
+            &path,
+            Some(response),
+            Some(REQUEST_TIMEOUT * 2),
+        )
+        .await
+    }
+
+    /// `POST /v1/interactions/{id}/cancel`.
+    ///
+    /// # Errors
+    /// 409 when it was answered first, 410 when it is already over, ...
+    pub async fn cancel(&self, id: &str) -> Result<()> {
+        let path = format!("/v1/interactions/{}/cancel", segment(id));
+        self.call::<serde::de::IgnoredAny>(Method::POST, &path, None::<&()>, None)
+            .await
+            .map(drop)
+    }
+
+    /// `GET /v1/blobs/{sha256}`: an attachment's bytes.
+    ///
+    /// # Errors
+    /// 404 for an unknown digest, ...
+    pub async fn blob(&self, sha256: &str) -> Result<Blob> {
+        let path = format!("/v1/blobs/{}", segment(sha256));
+        let response = self.send(Method::GET, &path, None::<&()>, None).await?;
+        let media_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/octet-stream")
+            .to_owned();
+        let bytes = response.bytes().await.map_err(|source| Error::Transport {
+            method: "GET",
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Blob {
+            media_type,
+            bytes: bytes.to_vec(),
+        })
+    }
+
+    /// `POST /v1/tokens`: a new API token. The secret is in the answer only.
+    ///
+    /// # Errors
+    /// 409 for a name in use, 422 for a bad name or a caller on a non-worker token, ...
+    pub async fn create_token(&self, token: &TokenCreate) -> Result<TokenCreated> {
+        self.call(Method::POST, "/v1/tokens", Some(token), None)
+            .await
+    }
+
+    /// `GET /v1/tokens` (never the secrets).
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn list_tokens(&self) -> Result<Vec<TokenInfo>> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Listing {
+            Bare(Vec<TokenInfo>),
+            Tokens { tokens: Vec<TokenInfo> },
+            Items { items: Vec<TokenInfo> },
+        }
+        let listing: Listing = self
+            .call(Method::GET, "/v1/tokens", None::<&()>, None)
+            .await?;
+        Ok(match listing {
+            Listing::Bare(t) | Listing::Tokens { tokens: t } | Listing::Items { items: t } => t,
+        })
+    }
+
+    /// `DELETE /v1/tokens/{name}`.
+    ///
+    /// # Errors
+    /// 404 for an unknown name, ...
+    pub async fn revoke_token(&self, name: &str) -> Result<()> {
+        let path = format!("/v1/tokens/{}", segment(name));
+        self.send(Method::DELETE, &path, None::<&()>, None)
+            .await
+            .map(drop)
+    }
+
+    /// `GET /v1/audit?after=SEQ`: one page of the audit log and the signed head.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn audit_page(&self, after: u64) -> Result<AuditPage> {
+        let path = format!("/v1/audit?after={after}");
+        self.call(Method::GET, &path, None::<&()>, None).await
+    }
+
+    /// The whole audit log from entry 1, page after page, with the head of
+    /// the last page read.
+    ///
+    /// # Errors
+    /// Any [`Error`]; [`Error::Decode`] when the server does not move forward.
+    pub async fn audit_all(&self) -> Result<AuditPage> {
+        let mut page = self.audit_page(0).await?;
+        let mut entries = std::mem::take(&mut page.entries);
+        loop {
+            let last = entries.last().map_or(0, |e| e.seq);
+            if last >= page.head.seq {
+                break;
+            }
+            let mut next = self.audit_page(last).await?;
+            if next.entries.is_empty() {
+                page = next;
+                break;
+            }
+            if next.entries.first().is_some_and(|e| e.seq <= last) {
+                return Err(Error::Decode {
+                    path: format!("/v1/audit?after={last}"),
+                    expected: "entries after the seq asked for",
+                    found: format!("entry {}", next.entries.first().map_or(0, |e| e.seq)),
+                });
+            }
+            entries.append(&mut next.entries);
+            page = next;
+        }
+        page.entries = entries;
+        Ok(page)
+    }
+
+    /// `GET /v1/events`: the Server-Sent Events stream, from after
+    /// `last_event_id` when given.
+    ///
+    /// # Errors
+    /// Any [`Error`] before the stream starts.
+    pub async fn events(&self, last_event_id: Option<&str>) -> Result<EventStream> {
+        let url = format!("{}/v1/events", self.base);
+        let mut request = self
+            .http
+            .get(&url)
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.transport("GET", "/v1/events", e))?;
+        let response = check_status("/v1/events", response).await?;
+        Ok(EventStream::new(response))
+    }
+
+    /// Send a request and decode a JSON answer.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&(impl Serialize + ?Sized)>,
+        timeout: Option<Duration>,
+    ) -> Result<T> {
+        let method_name = method_name(&method);
+        let response = self.send(method, path, body, timeout).await?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|e| Error::Transport {
+            method: method_name,
+            path: path.to_owned(),
+            source: e,
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
+            path: path.to_owned(),
+            expected: std::any::type_name::<T>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("JSON"),
+            found: format!("{e} in a {status} answer: {}", snippet(&bytes)),
+        })
+    }
+
+    /// Send a request; a non-2xx answer becomes [`Error::Api`].
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&(impl Serialize + ?Sized)>,
+        timeout: Option<Duration>,
+    ) -> Result<reqwest::Response> {
+        let method_name = method_name(&method);
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .timeout(timeout.unwrap_or(REQUEST_TIMEOUT));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.transport(method_name, path, e))?;
+        check_status(path, response).await
+    }
+
+    fn transport(&self, method: &'static str, path: &str, source: reqwest::Error) -> Error {
+        if source.is_connect() {
+            Error::Connect {
+                url: self.base.clone(),
+                source,
+            }
+        } else {
+            Error::Transport {
+                method,
+                path: path.to_owned(),
+                source,
+            }
+        }
+    }
+}
+
+fn method_name(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::PUT => "PUT",
+        _ => "request",
+    }
+}
+
+/// Turn a non-2xx answer into [`Error::Api`], keeping the server's code,
+/// message and (on 409) the winning answer.
+async fn check_status(path: &str, response: reqwest::Response) -> Result<reqwest::Response> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let bytes = response.bytes().await.unwrap_or_default();
+    Err(api_error(path, status, &bytes))
+}
+
+fn api_error(_path: &str, status: StatusCode, bytes: &[u8]) -> Error {
+    match serde_json::from_slice::<ErrorBody>(bytes) {
+        Ok(body) => Error::Api {
+            status: status.as_u16(),
+            code: body.error.code,
+            message: body.error.message,
+            winner: body.response.map(Box::new),
+        },
+        Err(_) => {
+            let text = snippet(bytes);
+            Error::Api {
+                status: status.as_u16(),
+                code: status
+                    .canonical_reason()
+                    .unwrap_or("error")
+                    .to_ascii_lowercase()
+                    .replace(' ', "_"),
+                message: if text.is_empty() {
+                    format!("the server answered {status} with no error body")
+                } else {
+                    text
+                },
+                winner: None,
+            }
+        }
+    }
+}
+
+/// At most 200 characters of a body, for error messages.
+fn snippet(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    let mut out: String = text
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().count() > 200 {
+        out.push('…');
+    }
+    out
+}
+
+fn normalise_base(url: &str) -> Result<String> {
+    let bad = |reason: &str| Error::InvalidUrl {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let trimmed = url.trim().trim_end_matches('/');
+    let rest = if let Some(rest) = trimmed.strip_prefix("http://") {
+        rest
+    } else if trimmed.starts_with("https://") {
+        return Err(bad(
+            "this build of the client speaks plain http only (https is not compiled in)",
+        ));
+    } else {
+        return Err(bad("expected a URL starting with http://"));
+    };
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(bad("expected a host after http://"));
+    }
+    if rest.contains(['?', '#', ' ']) {
+        return Err(bad("expected no query, fragment or space"));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// Percent-encode one path segment.
+fn segment(s: &str) -> String {
+    encode(s)
+}
+
+fn query_string(params: &[(&str, String)]) -> String {
+    if params.is_empty() {
+        return String::new();
+    }
+    let joined: Vec<String> = params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .collect();
+    format!("?{}", joined.join("&"))
+}
+
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls() {
+        assert_eq!(
+            normalise_base("http://127.0.0.1:7420/").ok().as_deref(),
+            Some("http://127.0.0.1:7420")
+        );
+        assert!(normalise_base("https://x").is_err());
+        assert!(normalise_base("127.0.0.1:7420").is_err());
+        assert!(normalise_base("http://").is_err());
+    }
+
+    #[test]
+    fn encoding() {
+        assert_eq!(encode("ir_01:a.b-c"), "ir_01:a.b-c");
+        assert_eq!(encode("a/b c"), "a%2Fb%20c");
+        assert_eq!(
+            query_string(&[("status", "all".into()), ("cursor", "x=1".into())]),
+            "?status=all&cursor=x%3D1"
+        );
+    }
+
+    #[test]
+    fn error_bodies_keep_code_message_and_winner() {
+        let body = br#"{"error":{"code":"already_answered","message":"already answered"},
+            "response":{"request_id":"ir_1","value":"yes"}}"#;
+        let e = api_error("/x", StatusCode::CONFLICT, body);
+        assert_eq!(e.status(), Some(409));
+        assert_eq!(e.code(), Some("already_answered"));
+        assert_eq!(e.winner().and_then(|w| w.value.as_deref()), Some("yes"));
+        assert_eq!(e.to_string(), "already answered (409 already_answered)");
+
+        let e = api_error("/x", StatusCode::NOT_FOUND, b"nope");
+        assert_eq!(e.code(), Some("not_found"));
+        assert_eq!(e.to_string(), "nope (404 not_found)");
+    }
+}

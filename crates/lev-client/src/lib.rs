@@ -1,0 +1,51 @@
+//! The Rust SDK for lev: a worker asks a person (or a supervising AI) and
+//! waits; an approver answers; both over lev's HTTP API (SPEC section 3).
+//!
+//! - [`Client`] has one method per route: health, keys, interactions
+//!   (create, list, get, wait, respond, cancel), blobs, tokens, audit, and the
+//!   event stream.
+//! - [`Client::ask`] creates an interaction and waits for its [`Outcome`],
+//!   re-waiting while it is pending, until a deadline.
+//! - [`Answer::tool_result_text`] turns the outcome into the text a model
+//!   reads as the tool's result; [`Client::save_parts`] stores attachments in
+//!   a directory the worker chooses, under safe names.
+//!
+//! # Example
+//! ```no_run
+//! use lev_client::Client;
+//! use lev_protocol::{InteractionKind, InteractionRequest};
+//! use std::time::Duration;
+//!
+//! # async fn f() -> lev_client::Result<()> {
+//! let client = Client::new("http://127.0.0.1:7420", Some("worker-secret".into()))?;
+//! let request = InteractionRequest::new(
+//!     "s-1",
+//!     InteractionKind::FreeText { prompt: "Which branch should I deploy?".into() },
+//! );
+//! let answer = client.ask(&request, Some(Duration::from_secs(600))).await?;
+//! let text = client
+//!     .tool_result(&answer, None, Some(std::path::Path::new("/tmp/run-parts")))
+//!     .await?;
+//! println!("{text}");
+//! # Ok(()) }
+//! ```
+//!
+//! # Invariants
+//! - The client knows the wire types (`lev-protocol`) and HTTP, nothing of
+//!   storage or of the server's insides.
+//! - Plain HTTP only for now: an `https://` URL is refused when the client is
+//!   made, not on its first request.
+//! - A file name from the server is never trusted as a path.
+
+mod client;
+mod error;
+pub mod events;
+pub mod parts;
+pub mod render;
+mod worker;
+
+pub use client::{Blob, Client, ListQuery, MAX_WAIT_S, StatusFilter};
+pub use error::{Error, Result};
+pub use events::{Event, EventStream};
+pub use parts::{SavedPart, inbound_part, safe_file_name};
+pub use worker::{Answer, Outcome, final_outcome};

@@ -1,0 +1,249 @@
+//! Worker helpers: ask a question and wait for its outcome, however long it takes.
+
+use std::path::Path;
+use std::time::Duration;
+
+use lev_protocol::api::WaitResponse;
+use lev_protocol::{Envelope, Interaction, InteractionRequest, InteractionStatus, StoredResponse};
+use tokio::time::Instant;
+
+use crate::client::{Client, MAX_WAIT_S};
+use crate::error::{Error, Result};
+use crate::parts::SavedPart;
+use crate::render;
+
+/// How many transport failures in a row a waiter rides out (server restarts,
+/// dropped connections) before giving up.
+const MAX_CONSECUTIVE_FAILURES: u32 = 8;
+
+/// How an interaction ended, as a waiter sees it.
+// One outcome per question: its size does not matter, matching on it plainly does.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Someone answered (a person, an operator, a grant, a timeout's `choice`).
+    Answered {
+        /// The answer; attached parts are references to `GET /v1/blobs`.
+        response: StoredResponse,
+        /// The signed decision, for a tool approval.
+        approval: Option<Envelope>,
+        /// Who answered, when the server says.
+        answered_by: Option<String>,
+    },
+    /// Past its timeout with `on_timeout: deny`: a plain deny.
+    Expired,
+    /// Cancelled by the worker, or past its timeout with `on_timeout: cancel`.
+    Cancelled,
+    /// This waiter's own deadline passed with the interaction still pending.
+    TimedOut {
+        /// How long it waited.
+        waited: Duration,
+    },
+}
+
+/// A question and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The interaction as stored.
+    pub interaction: Interaction,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+impl Answer {
+    /// The answer, when there is one.
+    pub fn response(&self) -> Option<&StoredResponse> {
+        match &self.outcome {
+            Outcome::Answered { response, .. } => Some(response),
+            _ => None,
+        }
+    }
+
+    /// Whether a tool call was approved.
+    pub fn is_approved(&self) -> bool {
+        self.response().is_some_and(|r| r.approved == Some(true))
+    }
+
+    /// Whether this is a denial: a tool approval answered with a deny, or an
+    /// expiry with `on_timeout: deny`.
+    pub fn is_denied(&self) -> bool {
+        match &self.outcome {
+            Outcome::Expired => true,
+            Outcome::Answered { response, .. } => response.approved == Some(false),
+            _ => false,
+        }
+    }
+
+    /// Whether nobody answered: cancelled, or timed out with no deny.
+    pub fn is_unanswered(&self) -> bool {
+        matches!(self.outcome, Outcome::Cancelled | Outcome::TimedOut { .. })
+    }
+
+    /// The text a model reads for this answer (SPEC section 2, "Tool result
+    /// text"). `tool_output` is what the tool printed, for an approved call
+    /// the worker then ran; `parts` are the attachments stored by
+    /// [`Client::save_parts`] (parts not among them are named as not stored).
+    pub fn tool_result_text(&self, tool_output: Option<&str>, parts: &[SavedPart]) -> String {
+        render::tool_result_text(&self.interaction, &self.outcome, tool_output, parts)
+    }
+}
+
+impl Client {
+    /// Ask: create the interaction, then wait for its outcome until
+    /// `deadline` (or for ever with `None`), re-waiting while it is pending.
+    /// Past the deadline the interaction is cancelled, so nobody answers a
+    /// question no one waits for; an answer that beat the cancel is returned.
+    ///
+    /// # Errors
+    /// Any [`Error`] from the create; during the wait, transport failures are
+    /// retried a few times (the server may be restarting) before one is returned.
+    pub async fn ask(
+        &self,
+        request: &InteractionRequest,
+        deadline: Option<Duration>,
+    ) -> Result<Answer> {
+        let started = Instant::now();
+        let interaction = self.create_interaction(request).await?;
+        let outcome = self
+            .wait_outcome(interaction.id(), deadline.map(|d| started + d), true)
+            .await?;
+        Ok(Answer {
+            interaction,
+            outcome,
+        })
+    }
+
+    /// Wait for an existing interaction's outcome until `deadline`, without
+    /// cancelling it when the deadline passes.
+    ///
+    /// # Errors
+    /// Any [`Error`], as for [`Client::ask`].
+    pub async fn wait_for_answer(&self, id: &str, deadline: Option<Duration>) -> Result<Answer> {
+        let until = deadline.map(|d| Instant::now() + d);
+        let interaction = self.get_interaction(id).await?.request;
+        let outcome = self.wait_outcome(id, until, false).await?;
+        Ok(Answer {
+            interaction,
+            outcome,
+        })
+    }
+
+    /// Store an answer's attached parts in `dir`, each checked against its
+    /// digest, under a safe file name; see [`crate::parts`].
+    ///
+    /// # Errors
+    /// [`Error::Io`] when `dir` cannot be written, [`Error::Part`] when a
+    /// blob's bytes do not match the digest, any [`Error`] of the download.
+    pub async fn save_parts(
+        &self,
+        response: &StoredResponse,
+        dir: &Path,
+    ) -> Result<Vec<SavedPart>> {
+        let mut saved = Vec::with_capacity(response.parts.len());
+        for part in &response.parts {
+            let blob = self.blob(&part.sha256).await?;
+            saved.push(crate::parts::store(dir, part, &blob.bytes).await?);
+        }
+        Ok(saved)
+    }
+
+    /// The tool-result text of `answer`, its attachments first stored in
+    /// `parts_dir` when one is given.
+    ///
+    /// # Errors
+    /// As for [`Client::save_parts`].
+    pub async fn tool_result(
+        &self,
+        answer: &Answer,
+        tool_output: Option<&str>,
+        parts_dir: Option<&Path>,
+    ) -> Result<String> {
+        let saved = match (answer.response(), parts_dir) {
+            (Some(response), Some(dir)) if !response.parts.is_empty() => {
+                self.save_parts(response, dir).await?
+            }
+            _ => Vec::new(),
+        };
+        Ok(answer.tool_result_text(tool_output, &saved))
+    }
+
+    async fn wait_outcome(
+        &self,
+        id: &str,
+        until: Option<Instant>,
+        cancel_at_deadline: bool,
+    ) -> Result<Outcome> {
+        let started = Instant::now();
+        let mut failures = 0;
+        loop {
+            let chunk = match until {
+                Some(until) => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    left.as_secs().clamp(1, MAX_WAIT_S)
+                }
+                None => MAX_WAIT_S,
+            };
+            match self.wait(id, chunk).await {
+                Ok(w) => {
+                    failures = 0;
+                    if let Some(outcome) = final_outcome(w) {
+                        return Ok(outcome);
+                    }
+                }
+                Err(e) if retryable(&e) && failures < MAX_CONSECUTIVE_FAILURES => {
+                    failures += 1;
+                    tokio::time::sleep(Duration::from_millis(100 << failures.min(5))).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if cancel_at_deadline {
+            match self.cancel(id).await {
+                Ok(()) => {}
+                // Answered between the last wait and the cancel: that answer stands.
+                Err(e) if e.status() == Some(409) || e.status() == Some(410) => {
+                    let view = self.get_interaction(id).await?;
+                    if let Some(outcome) = final_outcome(WaitResponse {
+                        status: view.request.status,
+                        response: view.response,
+                        approval: view.approval,
+                        answered_by: view.request.answered_by,
+                    }) && !matches!(outcome, Outcome::Cancelled)
+                    {
+                        return Ok(outcome);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(Outcome::TimedOut {
+            waited: started.elapsed(),
+        })
+    }
+}
+
+fn retryable(e: &Error) -> bool {
+    matches!(e, Error::Connect { .. } | Error::Transport { .. }) || e.status() == Some(503)
+}
+
+/// The outcome a wait answer means, `None` while pending.
+pub fn final_outcome(w: WaitResponse) -> Option<Outcome> {
+    match w.status {
+        InteractionStatus::Pending => None,
+        InteractionStatus::Answered => Some(match w.response {
+            Some(response) => Outcome::Answered {
+                response,
+                approval: w.approval,
+                answered_by: w.answered_by,
+            },
+            // A server that says answered must say what: treat its silence as
+            // nothing decided rather than guessing a grant.
+            None => Outcome::Cancelled,
+        }),
+        InteractionStatus::Expired => Some(Outcome::Expired),
+        InteractionStatus::Cancelled => Some(Outcome::Cancelled),
+    }
+}
