@@ -1,0 +1,207 @@
+//! `lev verify`: offline verification of a signed approval (SPEC sections 5 and 7).
+
+use std::io::Read as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, anyhow};
+use lev_approval::{
+    Call, Clock as _, NotAuthorized, SystemClock, TrustedKeys, VerifiedResponse, VerifyError,
+    verify_json,
+};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::exit;
+use crate::report::{self, HINT};
+
+/// `lev verify ENVELOPE --key KEY --request-id R --tool T (--args-file F | --args JSON)`
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("call_args").required(true).args(["args_file", "args"]))]
+pub struct Args {
+    /// The envelope file, or `-` for standard input.
+    #[arg(value_name = "ENVELOPE")]
+    envelope: String,
+    /// The trusted key(s): a JWKS (or JWK) file, or one public key in base64url.
+    /// May be given more than once.
+    #[arg(long, value_name = "KEY", required = true)]
+    key: Vec<String>,
+    /// The tool-call id of the call about to run.
+    #[arg(long, value_name = "R")]
+    request_id: String,
+    /// The tool of the call about to run.
+    #[arg(long, value_name = "T")]
+    tool: String,
+    /// A file holding the call's args; its bytes are compared exactly, a final
+    /// newline included. `-` reads standard input.
+    #[arg(long, value_name = "F")]
+    args_file: Option<String>,
+    /// The call's args inline, compared exactly.
+    #[arg(long, value_name = "JSON")]
+    args: Option<String>,
+    /// The conversation the call runs in (checked when given).
+    #[arg(long, value_name = "C")]
+    conversation: Option<String>,
+    /// The caller the call acts for (checked when given).
+    #[arg(long, value_name = "U")]
+    caller: Option<String>,
+    /// The sandbox mode the call runs under (checked when given).
+    #[arg(long, value_name = "M")]
+    sandbox_mode: Option<String>,
+    /// Check validity at this RFC 3339 time instead of now.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    at: Option<OffsetDateTime>,
+}
+
+fn parse_time(text: &str) -> Result<OffsetDateTime, String> {
+    OffsetDateTime::parse(text, &Rfc3339).map_err(|e| {
+        format!("expected an RFC 3339 time such as 2026-01-01T12:00:00Z, found {text:?} ({e})")
+    })
+}
+
+/// Run `lev verify`.
+///
+/// # Errors
+/// Anything that makes the envelope not genuine or not valid now, and any
+/// input that cannot be read: exit 1.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.envelope == "-" && args.args_file.as_deref() == Some("-") {
+        return Err(anyhow!(
+            "the envelope and --args-file cannot both be read from standard input"
+        ));
+    }
+    let keys = load_keys(&args.key)?;
+    let envelope = read_input(&args.envelope).context("reading the envelope")?;
+    let call_args = match (&args.args_file, &args.args) {
+        (Some(file), _) => read_input(file).context("reading --args-file")?,
+        (None, Some(inline)) => inline.clone().into_bytes(),
+        (None, None) => return Err(anyhow!("expected --args-file or --args")),
+    };
+    let now = args.at.unwrap_or_else(|| SystemClock.now());
+
+    let verified = verify_json(&envelope, &keys, now)
+        .map_err(|e| invalid(&e, &envelope, &keys))
+        .context("the envelope is not a valid approval")?;
+
+    let call = Call {
+        request_id: &args.request_id,
+        tool_name: &args.tool,
+        args_json: &call_args,
+        conversation_id: args.conversation.as_deref(),
+        caller: args.caller.as_deref(),
+        sandbox_mode: args.sandbox_mode.as_deref(),
+    };
+    let verdict = verified.check_call(&call);
+    println!("{}", output(&verified)?);
+    match verdict {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(why) => {
+            report::message(&format!(
+                "genuine approval, but it does not authorize this call: {why}{}",
+                not_authorized_hint(&why, &verified, &call_args)
+            ));
+            Ok(ExitCode::from(exit::DENIED))
+        }
+    }
+}
+
+/// What `lev verify` prints: the verified approval and the args to run.
+#[derive(serde::Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    approval: &'a VerifiedResponse,
+    /// The edit when there is one, else the proposed args.
+    effective_args_json: &'a str,
+}
+
+/// The verified approval as JSON, with the args to run in `effective_args_json`.
+fn output(verified: &VerifiedResponse) -> anyhow::Result<String> {
+    serde_json::to_string_pretty(&Output {
+        approval: verified,
+        effective_args_json: verified.resolve_approved_call(),
+    })
+    .context("writing the approval as JSON")
+}
+
+/// Standard input for `-`, else the file's bytes.
+fn read_input(path: &str) -> anyhow::Result<Vec<u8>> {
+    if path == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .context("standard input")?;
+        Ok(bytes)
+    } else {
+        std::fs::read(path).with_context(|| path.to_owned())
+    }
+}
+
+/// Every `--key`: a file (JWKS, JWK, or a key file's public half) when one
+/// exists at that path, else the text of one base64url public key.
+fn load_keys(specs: &[String]) -> anyhow::Result<TrustedKeys> {
+    let mut all = TrustedKeys::new();
+    for spec in specs {
+        let path = Path::new(spec);
+        let set = if path.is_file() {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--key: reading {}", path.display()))?;
+            TrustedKeys::parse(&text).map_err(|e| anyhow!("--key {}: {e}", path.display()))?
+        } else {
+            TrustedKeys::parse(spec).map_err(|e| {
+                if spec.contains(['/', '\\']) || spec.ends_with(".json") {
+                    anyhow!(
+                        "--key: expected a key file or a base64url public key, found {spec:?}: no file at that path, and {e}"
+                    )
+                } else {
+                    anyhow!("--key: {e}")
+                }
+            })?
+        };
+        for key in set.candidates("") {
+            all.insert(*key).map_err(|e| anyhow!("--key: {e}"))?;
+        }
+    }
+    Ok(all)
+}
+
+/// The verification error, with a hint where one helps.
+fn invalid(err: &VerifyError, envelope: &[u8], keys: &TrustedKeys) -> anyhow::Error {
+    let hint = match err {
+        VerifyError::UntrustedKey(_) => {
+            let trusted: Vec<String> = keys.to_jwks().keys.into_iter().map(|k| k.kid).collect();
+            format!("{HINT}trusted key ids: {}", trusted.join(", "))
+        }
+        VerifyError::Malformed(_) if looks_like_a_wrapper(envelope) => format!(
+            "{HINT}this looks like a gate or wait answer: save its \"approval\" object as the envelope"
+        ),
+        _ => String::new(),
+    };
+    anyhow!("{err}{hint}")
+}
+
+fn looks_like_a_wrapper(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|v| v.get("approval").cloned())
+        .is_some_and(|a| a.is_object())
+}
+
+fn not_authorized_hint(why: &NotAuthorized, verified: &VerifiedResponse, args: &[u8]) -> String {
+    if why.reason() != "args_json" {
+        return String::new();
+    }
+    let signed = verified.args_json.as_bytes();
+    if args.strip_suffix(b"\n") == Some(signed) || args.strip_suffix(b"\r\n") == Some(signed) {
+        format!(
+            "{HINT}the args end with a newline that the signed args do not have; they are compared byte for byte"
+        )
+    } else if !verified.modified_args_json.is_empty()
+        && args == verified.modified_args_json.as_bytes()
+    {
+        format!(
+            "{HINT}these are the approver's edited args; the approval is bound to the proposed args (`args_json`), and `effective_args_json` is what runs"
+        )
+    } else {
+        String::new()
+    }
+}
