@@ -282,6 +282,19 @@ function exactPattern(v) {
   return '^' + reEscape(typeof v === 'string' ? v : JSON.stringify(v)) + '$';
 }
 
+/** A tool call's args in one line: a command line for `argv`, else compact JSON. */
+function argsSummary(argsJson) {
+  const p = parseJson(argsJson);
+  if (!p.ok) return short(String(argsJson), 120);
+  const v = p.value;
+  const argv = v && typeof v === 'object' ? v.argv || v.command || v.cmd : null;
+  if (Array.isArray(argv) && argv.every((a) => typeof a === 'string')) {
+    return short(argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : JSON.stringify(a))).join(' '), 120);
+  }
+  if (typeof argv === 'string') return short(argv, 120);
+  return short(JSON.stringify(v), 120);
+}
+
 function short(v, n = 160) {
   const s = typeof v === 'string' ? v : JSON.stringify(v);
   return s.length > n ? s.slice(0, n) + '…' : s;
@@ -607,10 +620,7 @@ function visibleList() {
 function summary(req) {
   const k = req.kind || {};
   if (req.title) return req.title;
-  if (k.type === 'tool_approval') {
-    const p = parseJson(k.args_json);
-    return k.tool_name + ' ' + short(p.ok ? JSON.stringify(p.value) : k.args_json, 120);
-  }
+  if (k.type === 'tool_approval') return k.tool_name + ': ' + argsSummary(k.args_json);
   return (k.prompt || '').split('\n')[0];
 }
 
@@ -774,6 +784,7 @@ function renderDetail() {
     card.append(form);
     const head = card.querySelector('.args .section-head');
     if (form.editBtn && head) head.insertBefore(form.editBtn, head.lastChild);
+    card.classList.toggle('editing', !!(S.drafts.get(req.id) || {}).editing);
   } else {
     card.append(outcome(view, S.raced.get(req.id)));
   }
@@ -1075,6 +1086,9 @@ function approvalForm(view) {
   function setEditing(on) {
     d.editing = on;
     editBox.hidden = !on;
+    // While editing, the diff shows what changes; the proposal stays one click away.
+    const shown = form.closest('.detail');
+    if (shown) shown.classList.toggle('editing', on);
     editBtn.textContent = on ? 'Cancel edit' : 'Edit arguments';
     checkEdit();
     if (on) editor.focus();
@@ -1217,14 +1231,14 @@ function approvalForm(view) {
   form.focusFeedback = () => feedback.focus();
 
   form.editBtn = editBtn;
-  form.append(
+  append(form, [
     editBox,
     optionsBox,
     h('div', { class: 'block' }, h('h3', null, 'Approve'), scopeBox, narrowBox, more,
       h('div', { class: 'actions' }, approveBtn, h('span', { class: 'muted small' }, h('kbd', null, 'a')))),
     h('div', { class: 'block deny-block' }, h('h3', null, 'Or deny'), feedback,
       h('div', { class: 'actions' }, denyBtn, h('span', { class: 'muted small' }, h('kbd', null, 'd'), ' · ', h('kbd', null, 'f'), ' to write feedback'))),
-    err);
+    err]);
   checkEdit();
   return form;
 }

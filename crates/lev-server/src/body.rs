@@ -53,10 +53,11 @@ pub async fn read_limited(req: Request, limit: usize) -> Result<Vec<u8>, ApiErro
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
+    let mut body: Body = req.into_body();
     if declared.is_some_and(|n| n > limit as u64) {
+        drain_in_background(body);
         return Err(too_large(limit));
     }
-    let mut body: Body = req.into_body();
     let capacity = declared.map_or(8 * 1024, |n| usize::try_from(n).unwrap_or(limit));
     let mut out = Vec::with_capacity(capacity.min(limit));
     while let Some(frame) = body.frame().await {
@@ -64,6 +65,7 @@ pub async fn read_limited(req: Request, limit: usize) -> Result<Vec<u8>, ApiErro
             frame.map_err(|e| ApiError::Malformed(format!("cannot read the request body: {e}")))?;
         if let Ok(data) = frame.into_data() {
             if out.len() + data.len() > limit {
+                drain_in_background(body);
                 return Err(too_large(limit));
             }
             out.extend_from_slice(&data);
@@ -72,11 +74,37 @@ pub async fn read_limited(req: Request, limit: usize) -> Result<Vec<u8>, ApiErro
     Ok(out)
 }
 
+/// Most bytes thrown away after a 413, and for how long.
+const DRAIN_BYTES: usize = 64 * 1024 * 1024;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Keep reading (and discarding) what the client still sends while the 413
+/// goes out, for a bounded time and size: a client that writes its whole body
+/// before reading then sees the 413 instead of a reset connection. Nothing is
+/// kept, so this costs no memory.
+fn drain_in_background(mut body: Body) {
+    tokio::spawn(async move {
+        let mut seen = 0usize;
+        let _ = tokio::time::timeout(DRAIN_TIME, async {
+            while let Some(Ok(frame)) = body.frame().await {
+                seen += frame.data_ref().map_or(0, |d| d.len());
+                if seen > DRAIN_BYTES {
+                    break;
+                }
+            }
+        })
+        .await;
+    });
+}
+
 /// Parse JSON: a syntax error is 400, a wrong shape 422 naming the field.
 ///
 /// # Errors
 /// As above.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Well-formedness first, so that `{"a":1} trailing` is malformed (400)
+    // rather than missing a field (422).
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| classify("", e))?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

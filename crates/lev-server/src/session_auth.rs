@@ -1,0 +1,363 @@
+//! The dashboard's login sessions: a session cookie as an alternative to the
+//! bearer token on `/v1`, with a CSRF token on every state change.
+//!
+//! `POST /v1/login {token}` checks an approver or admin token and opens a
+//! session: a random 256-bit id in an `HttpOnly; SameSite=Strict; Path=/`
+//! cookie (`Secure` when served over TLS) and a random CSRF token returned in
+//! the body. Sessions are held **in memory** (a restart logs everyone out; the
+//! login URL logs back in), keyed by the SHA-256 of their id, and map to the
+//! token's hash, never to its secret.
+//!
+//! [`middleware`] runs in front of every route: a request without an
+//! `Authorization` header but with a live session cookie is authenticated as
+//! the session's token, read from the store afresh on every request (so a
+//! revoked token ends its sessions at once), and a cookie-authenticated
+//! POST, PUT, PATCH or DELETE must carry the session's CSRF token in
+//! `X-CSRF-Token`, else 403 `csrf`. A bearer token always wins over a cookie,
+//! and is never subject to the CSRF check (a browser does not send it on its
+//! own).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::header::{AUTHORIZATION, COOKIE};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The session cookie's name.
+pub const COOKIE_NAME: &str = "lev_session";
+/// The header that carries the CSRF token.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// A session unused this long ends.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(12 * 3600);
+/// A session ends this long after login, used or not (also the cookie's Max-Age).
+pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Most live sessions; past it, the least recently used is dropped.
+const MAX_SESSIONS: usize = 10_000;
+
+#[derive(Debug, Clone)]
+struct Session {
+    token_hash: String,
+    csrf: String,
+    created: Instant,
+    last_seen: Instant,
+}
+
+impl Session {
+    fn live(&self, now: Instant) -> bool {
+        now.duration_since(self.last_seen) < IDLE_TIMEOUT
+            && now.duration_since(self.created) < MAX_AGE
+    }
+}
+
+/// The live sessions, in memory.
+#[derive(Debug)]
+pub struct Sessions {
+    by_id_hash: Mutex<HashMap<[u8; 32], Session>>,
+    secure: bool,
+}
+
+/// What a request knows of its dashboard session (a request extension).
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    /// The session's CSRF token, for `GET /v1/me`.
+    pub csrf: String,
+}
+
+/// A fresh session: the cookie's value and the CSRF token.
+#[derive(Debug)]
+pub struct NewSession {
+    /// The session id (the cookie's value).
+    pub id: String,
+    /// The CSRF token.
+    pub csrf: String,
+}
+
+fn random_token() -> Result<String, ApiError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?;
+    Ok(lev_approval::encode_base64url(&bytes))
+}
+
+fn id_hash(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
+}
+
+/// Equal in time independent of where the first difference is.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Sessions {
+    /// An empty store; `secure` marks cookies `Secure` (served over TLS).
+    pub fn new(secure: bool) -> Arc<Self> {
+        Arc::new(Self {
+            by_id_hash: Mutex::new(HashMap::new()),
+            secure,
+        })
+    }
+
+    /// Open a session for the token whose hash is `token_hash`.
+    ///
+    /// # Errors
+    /// When the system has no randomness to give.
+    pub fn create(&self, token_hash: &str) -> Result<NewSession, ApiError> {
+        let id = random_token()?;
+        let csrf = random_token()?;
+        let now = Instant::now();
+        let mut map = self.by_id_hash.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= MAX_SESSIONS {
+            map.retain(|_, s| s.live(now));
+        }
+        if map.len() >= MAX_SESSIONS {
+            if let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, s)| s.last_seen)
+                .map(|(k, _)| *k)
+            {
+                map.remove(&oldest);
+            }
+        }
+        map.insert(
+            id_hash(&id),
+            Session {
+                token_hash: token_hash.to_owned(),
+                csrf: csrf.clone(),
+                created: now,
+                last_seen: now,
+            },
+        );
+        Ok(NewSession { id, csrf })
+    }
+
+    /// The live session of cookie value `id`, touched; an ended one is removed.
+    fn get(&self, id: &str) -> Option<Session> {
+        let key = id_hash(id);
+        let now = Instant::now();
+        let mut map = self.by_id_hash.lock().unwrap_or_else(PoisonError::into_inner);
+        match map.get_mut(&key) {
+            Some(s) if s.live(now) => {
+                s.last_seen = now;
+                Some(s.clone())
+            }
+            Some(_) => {
+                map.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// End the session of cookie value `id`.
+    pub fn remove(&self, id: &str) {
+        self.by_id_hash
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id_hash(id));
+    }
+
+    /// How many sessions are held (live or not yet purged).
+    pub fn len(&self) -> usize {
+        self.by_id_hash
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no session is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `Set-Cookie` value that stores session `id`.
+    pub fn cookie(&self, id: &str) -> String {
+        format!(
+            "{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+            MAX_AGE.as_secs(),
+            if self.secure { "; Secure" } else { "" }
+        )
+    }
+
+    /// The `Set-Cookie` value that deletes the cookie.
+    pub fn clear_cookie(&self) -> String {
+        format!(
+            "{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
+            if self.secure { "; Secure" } else { "" }
+        )
+    }
+
+    /// Check the CSRF header of a state change against session `id`'s token.
+    ///
+    /// # Errors
+    /// 403 `csrf` when the session is unknown or the header is missing or wrong.
+    pub fn check_csrf(&self, id: &str, headers: &HeaderMap) -> Result<(), ApiError> {
+        let session = self.get(id).ok_or_else(csrf_error)?;
+        check_csrf_header(&session.csrf, headers)
+    }
+}
+
+fn csrf_error() -> ApiError {
+    ApiError::Forbidden {
+        code: "csrf",
+        message: format!(
+            "a change made with the dashboard's session cookie needs the session's CSRF token in \
+             the {} header",
+            "X-CSRF-Token"
+        ),
+    }
+}
+
+fn check_csrf_header(expected: &str, headers: &HeaderMap) -> Result<(), ApiError> {
+    let sent = headers
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .unwrap_or_default();
+    if !sent.is_empty() && constant_time_eq(sent.as_bytes(), expected.as_bytes()) {
+        Ok(())
+    } else {
+        Err(csrf_error())
+    }
+}
+
+/// The session cookie's value, when the request has one.
+pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE_NAME)
+        .map(|(_, value)| value.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn changes_state(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// What [`middleware`] needs.
+#[derive(Debug, Clone)]
+pub struct SessionLayer {
+    /// The server's state (for the token store).
+    pub state: AppState,
+    /// The sessions.
+    pub sessions: Arc<Sessions>,
+}
+
+/// Authenticate `/v1` requests by session cookie when they carry no bearer
+/// token; refuse a cookie-authenticated state change without its CSRF token.
+pub async fn middleware(State(layer): State<SessionLayer>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    // Login and logout handle the cookie themselves.
+    let own = path == "/v1/login" || path == "/v1/logout";
+    if !path.starts_with("/v1/") || own || req.headers().contains_key(AUTHORIZATION) {
+        return next.run(req).await;
+    }
+    let Some(id) = session_cookie(req.headers()) else {
+        return next.run(req).await;
+    };
+    // An unknown or ended session: as if there were no cookie (401 where a
+    // token is needed, public routes unaffected).
+    let Some(session) = layer.sessions.get(&id) else {
+        return next.run(req).await;
+    };
+    if changes_state(req.method()) {
+        if let Err(e) = check_csrf_header(&session.csrf, req.headers()) {
+            return e.into_response();
+        }
+    }
+    let record = match layer.state.store().token_by_hash(&session.token_hash).await {
+        Ok(Some(record)) => record,
+        Ok(None) => {
+            // The token was revoked: its sessions end with it.
+            layer.sessions.remove(&id);
+            return next.run(req).await;
+        }
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    req.extensions_mut().insert(Principal {
+        name: record.info.name,
+        role: record.info.role,
+        caller: record.info.caller,
+    });
+    req.extensions_mut().insert(SessionInfo { csrf: session.csrf });
+    next.run(req).await
+}
+
+/// The request's dashboard session, if it was authenticated by one.
+#[derive(Debug, Clone)]
+pub struct CurrentSession(pub Option<SessionInfo>);
+
+impl<S: Send + Sync> FromRequestParts<S> for CurrentSession {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(parts.extensions.get::<SessionInfo>().cloned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn cookie_parsing_finds_ours_among_others() {
+        let mut h = HeaderMap::new();
+        h.insert(COOKIE, HeaderValue::from_static("a=1; lev_session=abc ; b=2"));
+        assert_eq!(session_cookie(&h).as_deref(), Some("abc"));
+        h.insert(COOKIE, HeaderValue::from_static("lev_session_x=1; other=2"));
+        assert_eq!(session_cookie(&h), None);
+        h.insert(COOKIE, HeaderValue::from_static("lev_session="));
+        assert_eq!(session_cookie(&h), None);
+    }
+
+    #[test]
+    fn sessions_open_check_and_end() -> Result<(), ApiError> {
+        let sessions = Sessions::new(false);
+        let s = sessions.create("hash")?;
+        assert_ne!(s.id, s.csrf);
+        let mut h = HeaderMap::new();
+        assert!(sessions.check_csrf(&s.id, &h).is_err());
+        h.insert(CSRF_HEADER, HeaderValue::from_str(&s.csrf).map_err(|e| ApiError::Internal(e.to_string()))?);
+        assert!(sessions.check_csrf(&s.id, &h).is_ok());
+        assert!(sessions.check_csrf("other", &h).is_err());
+        h.insert(CSRF_HEADER, HeaderValue::from_static("wrong"));
+        assert!(sessions.check_csrf(&s.id, &h).is_err());
+        sessions.remove(&s.id);
+        assert!(sessions.get(&s.id).is_none());
+        assert!(sessions.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn cookies_carry_the_flags() {
+        let plain = Sessions::new(false);
+        let c = plain.cookie("x");
+        assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict") && c.contains("Path=/"));
+        assert!(!c.contains("Secure"));
+        assert!(Sessions::new(true).cookie("x").ends_with("; Secure"));
+        assert!(plain.clear_cookie().contains("Max-Age=0"));
+    }
+
+    #[test]
+    fn constant_time_eq_is_eq() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

@@ -1,0 +1,22 @@
+//! lev-server through the front door: the real server bound on 127.0.0.1:0
+//! with a real SQLite file in a temporary data dir, driven over HTTP.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test that cannot unwrap has failed
+
+#[path = "all/support.rs"]
+mod support;
+
+#[path = "all/auth.rs"]
+mod auth;
+#[path = "all/bad_input.rs"]
+mod bad_input;
+#[path = "all/events.rs"]
+mod events;
+#[path = "all/interactions.rs"]
+mod interactions;
+#[path = "all/observability.rs"]
+mod observability;
+#[path = "all/respond.rs"]
+mod respond;
+#[path = "all/wait.rs"]
+mod wait;
