@@ -4,3 +4,5 @@
 pub const ERROR: u8 = 1;
 /// Denied, or (for `lev verify`) genuine but not authorizing this call.
 pub const DENIED: u8 = 3;
+/// Timed out or cancelled: nobody answered.
+pub const TIMED_OUT: u8 = 4;

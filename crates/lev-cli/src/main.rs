@@ -9,8 +9,11 @@
 //! lowercase, with any `hint:` on a line of its own.
 
 mod cmd;
+mod connect;
+mod describe;
 mod exit;
 mod report;
+mod term;
 
 use std::process::ExitCode;
 
@@ -35,12 +38,55 @@ enum Command {
     Verify(cmd::verify::Args),
     /// Signing keys.
     Keys(cmd::keys::Args),
+    /// A server on a temporary data dir and an agent asking every kind of question.
+    ///
+    /// Prints the dashboard URL and the `export LEV_URL=... LEV_TOKEN=...`
+    /// lines for a second terminal, where `lev ls` and `lev respond` answer
+    /// the agent; prints what the agent's model reads for each answer.
+    Demo(cmd::demo::Args),
+    /// List interactions waiting for an answer (--all for every status).
+    ///
+    /// Newest first. Agent-written text is shown with control characters
+    /// made visible.
+    Ls(cmd::ls::Args),
+    /// Show one interaction: the question, its answer, its signed decision.
+    Show(cmd::show::Args),
+    /// Answer an interaction: --text, --choice, --approve or --deny.
+    ///
+    /// The first answer wins: a later one is refused with the winner named.
+    Respond(cmd::respond::Args),
+    /// Ask a person a question and wait for the answer (for scripts).
+    ///
+    /// The answer is printed on stdout. With a spinner on stderr when it is a
+    /// terminal; one plain line there otherwise. Ctrl-C cancels the question.
+    ///
+    /// Exit codes: 0 answered; 3 declined (expired with --on-timeout deny);
+    /// 4 timed out or cancelled; 1 error; 2 usage.
+    Ask(cmd::ask::Args),
+    /// API tokens: create, list, revoke.
+    Token(cmd::token::Args),
+    /// The audit log, and --verify to check its hash chain and signed head.
+    ///
+    /// The log holds every create, answer, expiry, cancel and token change,
+    /// hash-chained. With --verify, lev reads the whole log, checks every
+    /// entry's hash and link and the head signed by the server's key (from
+    /// GET /v1/keys), and exits 1 naming the first defect. A chain cut short
+    /// and re-signed by the server still verifies alone: keep the head with
+    /// --save-head and check later with --head, so the cut shows.
+    Audit(cmd::audit::Args),
 }
 
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Verify(args) => cmd::verify::run(args),
         Command::Keys(args) => cmd::keys::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Ls(args) => cmd::ls::run(args),
+        Command::Show(args) => cmd::show::run(args),
+        Command::Respond(args) => cmd::respond::run(args),
+        Command::Ask(args) => cmd::ask::run(args),
+        Command::Token(args) => cmd::token::run(args),
+        Command::Audit(args) => cmd::audit::run(args),
     }
 }
 

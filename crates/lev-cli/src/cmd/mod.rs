@@ -1,4 +1,11 @@
 //! One module per subcommand.
 
+pub mod ask;
+pub mod audit;
+pub mod demo;
 pub mod keys;
+pub mod ls;
+pub mod respond;
+pub mod show;
+pub mod token;
 pub mod verify;

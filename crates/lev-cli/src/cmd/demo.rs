@@ -1,0 +1,359 @@
+//! `lev demo`: a server on a temporary data dir and a simulated agent that
+//! keeps asking every kind of question, so a newcomer can answer from a
+//! second terminal or the dashboard and see what the agent receives.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use lev_client::{Answer, Client, Outcome};
+use lev_protocol::api::{Role, TokenCreate};
+use lev_protocol::{InteractionKind, InteractionRequest, Point};
+
+use crate::connect::DEFAULT_URL;
+use crate::term::{self, Style};
+
+/// How many questions wait at once.
+const IN_FLIGHT: usize = 2;
+
+/// Run a demo server with an agent asking questions; answer them from another terminal.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on [default: 127.0.0.1:7420, or a free port when it is taken].
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Stop after this many answers (for tests and scripted tours).
+    #[arg(long, value_name = "N", hide = true)]
+    exit_after: Option<usize>,
+}
+
+/// Run `lev demo`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(demo(args))
+}
+
+async fn demo(args: Args) -> anyhow::Result<ExitCode> {
+    let data = tempfile::Builder::new()
+        .prefix("lev-demo-")
+        .tempdir()
+        .context("making a temporary data dir")?;
+    let server = bind(data.path(), args.listen.as_deref()).await?;
+    let base = server.base_url();
+    let admin = server
+        .admin_token()
+        .context("the demo server wrote no admin token")?
+        .to_owned();
+    let dashboard = server.dashboard_url();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut stop_server = stop_rx.clone();
+    let serving = tokio::spawn(server.serve(async move {
+        let _ = stop_server.wait_for(|s| *s).await;
+    }));
+
+    let admin_client = Client::new(&base, Some(admin.clone()))?;
+    let worker = admin_client
+        .create_token(&TokenCreate {
+            name: "demo-agent".into(),
+            role: Role::Worker,
+            caller: None,
+        })
+        .await
+        .context("making the demo agent's token")?;
+    let agent = admin_client.with_token(Some(worker.token));
+
+    let style = Style::stdout();
+    let default_url = base == DEFAULT_URL;
+    println!("{}", style.bold("lev demo: a server on a temporary data dir, and an agent asking questions"));
+    println!();
+    println!("  dashboard   {dashboard}");
+    println!();
+    println!("In a second terminal:");
+    println!();
+    println!("  export LEV_URL={base} LEV_TOKEN={admin}");
+    println!("  lev ls");
+    println!("  lev show ID");
+    println!("  lev respond ID --text \"...\"   (or --choice N, --approve, --deny --feedback \"...\")");
+    if !default_url {
+        println!();
+        println!("{}", style.dim(&format!("(port 7420 was taken: this demo listens on {base})")));
+    }
+    println!();
+    println!("Ctrl-C stops the demo and deletes its data.");
+    println!();
+
+    let parts_dir = data.path().join("agent-parts");
+    let next = Arc::new(AtomicUsize::new(0));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut slots = tokio::task::JoinSet::new();
+    for slot in 0..IN_FLIGHT {
+        let agent = agent.clone();
+        let next = next.clone();
+        let answered = answered.clone();
+        let parts_dir = parts_dir.clone();
+        let mut stop = stop_rx.clone();
+        let exit_after = args.exit_after;
+        slots.spawn(async move {
+            // Stagger the first questions a little, as an agent would.
+            tokio::time::sleep(Duration::from_millis(400 * slot as u64)).await;
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let script = &SCRIPT[n % SCRIPT.len()];
+                let request = script.request(n);
+                let outcome = tokio::select! {
+                    r = ask(&agent, &request, script, &parts_dir) => r,
+                    _ = stop.wait_for(|s| *s) => return,
+                };
+                match outcome {
+                    Ok(()) => {
+                        let done = answered.fetch_add(1, Ordering::Relaxed) + 1;
+                        if exit_after.is_some_and(|max| done >= max) {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("lev demo: agent: {}", term::one_line(&format!("{e:#}")));
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(1500)) => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+        });
+    }
+
+    let finished = async {
+        if args.exit_after.is_some() {
+            while slots.join_next().await.is_some() {}
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = lev_server::shutdown_signal() => {}
+        () = finished => {}
+    }
+    let _ = stop_tx.send(true);
+    slots.abort_all();
+    let _ = serving.await;
+    println!("lev demo: stopped; removed {}", data.path().display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bind(data_dir: &Path, listen: Option<&str>) -> anyhow::Result<lev_server::Server> {
+    let mut config = lev_server::Config::new(data_dir.to_path_buf());
+    if let Some(listen) = listen {
+        config.listen = listen.to_owned();
+        return lev_server::Server::bind(config)
+            .await
+            .context("starting the demo server");
+    }
+    match lev_server::Server::bind(config.clone()).await {
+        Ok(server) => Ok(server),
+        Err(lev_server::ServeError::Listen { .. }) => {
+            config.listen = "127.0.0.1:0".into();
+            lev_server::Server::bind(config)
+                .await
+                .context("starting the demo server")
+        }
+        Err(e) => Err(e).context("starting the demo server"),
+    }
+}
+
+/// Ask one question, wait for its outcome, and print what the model would read.
+async fn ask(
+    agent: &Client,
+    request: &InteractionRequest,
+    script: &Question,
+    parts_dir: &Path,
+) -> anyhow::Result<()> {
+    let interaction = agent.create_interaction(request).await?;
+    let id = interaction.id().to_owned();
+    let style = Style::stdout();
+    println!(
+        "{} asks {} {}",
+        style.bold("agent"),
+        style.cyan(&term::one_line(&id)),
+        term::one_line(script.title)
+    );
+    let outcome = agent.wait_for_answer(&id, None).await?;
+    let answer = Answer {
+        interaction,
+        outcome: outcome.outcome,
+    };
+    let tool_output = match (&answer.outcome, &script.kind) {
+        (Outcome::Answered { response, .. }, Kind::Tool { output, args, .. })
+            if response.approved == Some(true) =>
+        {
+            let ran_with = response.modified_args_json.as_deref().unwrap_or(args);
+            Some(format!("{output}\n(simulated: the demo agent ran nothing; args {ran_with})"))
+        }
+        _ => None,
+    };
+    let dir: PathBuf = parts_dir.join(&id);
+    let text = agent
+        .tool_result(&answer, tool_output.as_deref(), Some(&dir))
+        .await?;
+    println!(
+        "{} {} {}; the model reads:",
+        style.bold("agent"),
+        style.green("got an answer to"),
+        style.cyan(&term::one_line(&id)),
+    );
+    for line in term::multi_line(&text).lines() {
+        println!("  {} {line}", style.dim("│"));
+    }
+    println!();
+    Ok(())
+}
+
+/// One question the demo agent asks.
+struct Question {
+    title: &'static str,
+    kind: Kind,
+}
+
+enum Kind {
+    Text(&'static str),
+    Choice(&'static str, &'static [&'static str]),
+    Points(&'static str, &'static [(&'static str, &'static str)]),
+    Tool {
+        tool: &'static str,
+        args: &'static str,
+        missing: &'static [&'static str],
+        sandbox: &'static str,
+        output: &'static str,
+    },
+}
+
+impl Question {
+    fn request(&self, n: usize) -> InteractionRequest {
+        let kind = match &self.kind {
+            Kind::Text(prompt) => InteractionKind::FreeText {
+                prompt: (*prompt).into(),
+            },
+            Kind::Choice(prompt, options) => InteractionKind::MultipleChoice {
+                prompt: (*prompt).into(),
+                options: options.iter().map(|o| (*o).to_owned()).collect(),
+            },
+            Kind::Points(prompt, points) => InteractionKind::InteractionPoints {
+                prompt: (*prompt).into(),
+                points: points
+                    .iter()
+                    .map(|(id, text)| Point {
+                        id: (*id).into(),
+                        text: (*text).into(),
+                    })
+                    .collect(),
+            },
+            Kind::Tool {
+                tool,
+                args,
+                missing,
+                sandbox,
+                ..
+            } => InteractionKind::ToolApproval {
+                tool_name: (*tool).into(),
+                args_json: (*args).into(),
+                missing_capabilities: missing.iter().map(|m| (*m).to_owned()).collect(),
+                sandbox_mode: (*sandbox).into(),
+                options: Vec::new(),
+            },
+        };
+        let mut request = InteractionRequest::new("demo", kind);
+        request.conversation_id = Some("demo-conversation".into());
+        request.turn_id = Some(format!("turn-{}", n + 1));
+        request.caller = Some("demo-user".into());
+        request.title = Some(self.title.into());
+        request
+    }
+}
+
+const SCRIPT: &[Question] = &[
+    Question {
+        title: "Release notes for v0.4",
+        kind: Kind::Text(
+            "I'm drafting the v0.4 changelog. Please attach the release notes you want me to \
+             start from (lev respond ID --text \"here @notes.md\"), or tell me what to highlight.",
+        ),
+    },
+    Question {
+        title: "Push the login fix",
+        kind: Kind::Tool {
+            tool: "shell",
+            args: r#"{"argv":["git","push","--force-with-lease","origin","fix/login-redirect"],"cwd":"/home/dev/shop"}"#,
+            missing: &["net"],
+            sandbox: "workspace-write",
+            output: "To github.com:acme/shop.git\n + 3f2a9c1...8d41e07 fix/login-redirect -> fix/login-redirect (forced update)",
+        },
+    },
+    Question {
+        title: "Staging database",
+        kind: Kind::Choice(
+            "Which database should the staging deployment use?",
+            &[
+                "SQLite on the app server",
+                "PostgreSQL 16 (managed)",
+                "Keep what is configured now",
+            ],
+        ),
+    },
+    Question {
+        title: "Refund a duplicate charge",
+        kind: Kind::Tool {
+            tool: "http.request",
+            args: r#"{"method":"POST","url":"https://api.stripe.com/v1/refunds","body":{"charge":"ch_3PdemoX2eZvKYlo2","amount":1299,"reason":"duplicate"}}"#,
+            missing: &["net", "payments"],
+            sandbox: "workspace-write",
+            output: "HTTP 200 {\"id\":\"re_3Pdemo\",\"status\":\"succeeded\",\"amount\":1299}",
+        },
+    },
+    Question {
+        title: "Review of PR #482",
+        kind: Kind::Points(
+            "I reviewed PR #482 (session cookies). Which points should I fix before merging? \
+             Answer with the ids and any notes.",
+            &[
+                ("p1", "The cookie lacks SameSite=Strict"),
+                ("p2", "Session ids come from rand::thread_rng, not a CSPRNG seeded per process"),
+                ("p3", "No test covers logout invalidating the session"),
+            ],
+        ),
+    },
+    Question {
+        title: "Rewrite the config loader",
+        kind: Kind::Tool {
+            tool: "fs.write",
+            args: r#"{"path":"src/config.rs","content":"pub fn load() -> Config {\n    Config::from_env().unwrap_or_default()\n}\n"}"#,
+            missing: &["fs-write"],
+            sandbox: "read-only",
+            output: "wrote 62 bytes to src/config.rs",
+        },
+    },
+    Question {
+        title: "Flaky test on CI",
+        kind: Kind::Text(
+            "payments::refund_twice fails on CI only (3 of the last 10 runs). Could you paste \
+             or attach the CI log of a failing run?",
+        ),
+    },
+    Question {
+        title: "Clean the build cache",
+        kind: Kind::Tool {
+            tool: "shell",
+            args: r#"{"argv":["rm","-rf","target/","node_modules/.cache"],"cwd":"/home/dev/shop"}"#,
+            missing: &["proc-exec"],
+            sandbox: "workspace-write",
+            output: "",
+        },
+    },
+];

@@ -1,0 +1,360 @@
+//! `lev respond ID`: answer an interaction from the terminal.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::ValueEnum;
+use lev_protocol::{ApprovalScope, InboundPart, InteractionResponse};
+
+use crate::connect::{ClientArgs, runtime};
+use crate::describe;
+use crate::report::HINT;
+use crate::term::{self, Style};
+
+/// The most a part may weigh (SPEC section 9).
+const MAX_PART_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Answer an interaction: text (with files), a choice, or a decision on a tool call.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  lev respond ir_01 --text \"main, after the tests pass\"\n  lev respond ir_01 --text \"see @notes.md\"          (attaches ./notes.md)\n  lev respond ir_01 --text \"the logs\" --attach build.log --attach test.log\n  lev respond ir_01 --choice 1\n  lev respond ir_01 --approve --scope session\n  lev respond ir_01 --approve --edit-args '{\"argv\":[\"ls\",\"-la\"]}'\n  lev respond ir_01 --deny --feedback \"use git status instead\"")]
+#[command(group(clap::ArgGroup::new("answer").required(true).multiple(true)
+    .args(["text", "choice", "approve", "deny"])))]
+pub struct Args {
+    /// The interaction's id (ir_...).
+    id: String,
+
+    /// Answer a free-text or interaction-points question. Every `@PATH` word
+    /// naming a file on this machine attaches that file.
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["choice", "approve", "deny"])]
+    text: Option<String>,
+    /// Attach a file to a text answer (repeatable).
+    #[arg(long, value_name = "FILE", requires = "text")]
+    attach: Vec<PathBuf>,
+
+    /// Pick option N (as numbered by `lev show`, from 0) of a multiple choice,
+    /// or of a tool approval's options beside --approve/--deny.
+    #[arg(long, value_name = "N")]
+    choice: Option<usize>,
+
+    /// Approve a tool call.
+    #[arg(long, conflicts_with = "deny")]
+    approve: bool,
+    /// How long the approval lasts: this call, the rest of the session, or
+    /// until revoked.
+    #[arg(long, value_enum, requires = "approve", value_name = "SCOPE")]
+    scope: Option<Scope>,
+    /// Run the call with these args instead: JSON text, or @FILE to read it.
+    #[arg(long, value_name = "JSON|@FILE", requires = "approve")]
+    edit_args: Option<String>,
+    /// Narrow a session or always grant to calls whose args match: POINTER=REGEX
+    /// (repeatable), such as /argv/0=^git$.
+    #[arg(long, value_name = "POINTER=REGEX", requires = "approve")]
+    grant_arg: Vec<String>,
+
+    /// Deny a tool call.
+    #[arg(long)]
+    deny: bool,
+    /// Tell the model what to do instead (with --deny).
+    #[arg(long, value_name = "TEXT", requires = "deny")]
+    feedback: Option<String>,
+
+    /// Context for the model, put before the tool's result and marked internal.
+    #[arg(long, value_name = "TEXT")]
+    inject: Option<String>,
+    /// A reason for the record (audit log, dashboard); the model is not told.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+
+    /// Print the stored answer and its signed decision as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// `--scope`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Scope {
+    /// This call only.
+    Once,
+    /// This call and the same tool for the rest of the conversation.
+    Session,
+    /// Like session, in every conversation, until revoked.
+    Always,
+}
+
+impl From<Scope> for ApprovalScope {
+    fn from(s: Scope) -> Self {
+        match s {
+            Scope::Once => Self::Once,
+            Scope::Session => Self::Session,
+            Scope::Always => Self::Always,
+        }
+    }
+}
+
+/// Run `lev respond`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let response = build(&args)?;
+    let client = args.client.client()?;
+    let shown_id = term::one_line(&args.id);
+    let rt = runtime()?;
+    let result = rt.block_on(client.respond(&args.id, &response));
+    let result = match result {
+        Ok(result) => result,
+        Err(e) if e.status() == Some(409) => {
+            let winner = match e.winner() {
+                Some(w) => {
+                    let kind = rt
+                        .block_on(client.get_interaction(&args.id))
+                        .map(|v| v.request.request.kind)
+                        .ok();
+                    match kind {
+                        Some(kind) => describe::answer_summary(&kind, w),
+                        None => "another answer".to_owned(),
+                    }
+                }
+                None => "another answer".to_owned(),
+            };
+            bail!(
+                "respond {shown_id}: already answered, the first answer won: {}",
+                term::one_line(&winner)
+            );
+        }
+        Err(e) => return Err(e).with_context(|| format!("respond {shown_id}")),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let style = Style::stdout();
+    let kind = rt
+        .block_on(client.get_interaction(&args.id))
+        .map(|v| v.request.request.kind)
+        .ok();
+    let summary = match &kind {
+        Some(kind) => describe::answer_summary(kind, &result.response),
+        None => "answered".to_owned(),
+    };
+    let signed = if result.approval.is_some() {
+        format!(" {}", style.dim("(signed)"))
+    } else {
+        String::new()
+    };
+    println!(
+        "{} {}: {}{signed}",
+        style.green("answered"),
+        style.cyan(&shown_id),
+        term::one_line(&summary)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
+    let id = args.id.clone();
+    if let Some(text) = &args.text {
+        if args.inject.is_some() || args.reason.is_some() {
+            bail!("--inject and --reason go with --approve or --deny, found them with --text");
+        }
+        let mut files: Vec<PathBuf> = at_paths(text)?;
+        files.extend(args.attach.iter().cloned());
+        let parts = files
+            .iter()
+            .map(|f| read_part(f))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return Ok(InteractionResponse::text(id, text.clone()).with_parts(parts));
+    }
+    if !args.approve && !args.deny {
+        // A plain choice.
+        if args.inject.is_some() || args.reason.is_some() {
+            bail!(
+                "--inject and --reason go with --approve or --deny, found them with --choice alone"
+            );
+        }
+        let choice = args
+            .choice
+            .context("expected --text, --choice, --approve or --deny")?;
+        return Ok(InteractionResponse::choice(id, choice));
+    }
+    let mut response = if args.approve {
+        let mut r = InteractionResponse::approval(
+            id,
+            true,
+            args.scope.map_or(ApprovalScope::Once, Into::into),
+        );
+        r.modified_args_json = args.edit_args.as_deref().map(edited_args).transpose()?;
+        if !args.grant_arg.is_empty() {
+            r.grant_args = Some(grant_args(&args.grant_arg)?);
+        }
+        r
+    } else {
+        match &args.feedback {
+            Some(feedback) => InteractionResponse::deny_with_feedback(id, feedback),
+            None => InteractionResponse::approval(id, false, ApprovalScope::Once),
+        }
+    };
+    response.choice_index = args.choice;
+    response.injected_context = args.inject.clone();
+    response.reason = args.reason.clone();
+    Ok(response)
+}
+
+/// `--edit-args`: JSON text, or `@FILE`; checked to be JSON here so a typo
+/// is caught before it reaches the server.
+fn edited_args(value: &str) -> anyhow::Result<String> {
+    let text = match value.strip_prefix('@') {
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("--edit-args: reading {path}"))?
+        }
+        None => value.to_owned(),
+    };
+    if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
+        bail!(
+            "--edit-args: expected JSON text, found {:?}: {e}",
+            term::clip(&text, 60)
+        );
+    }
+    Ok(text.trim().to_owned())
+}
+
+fn grant_args(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    pairs
+        .iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((pointer, regex)) if pointer.starts_with('/') || pointer.is_empty() => {
+                Ok((pointer.to_owned(), regex.to_owned()))
+            }
+            _ => bail!(
+                "--grant-arg: expected POINTER=REGEX with a JSON pointer such as /argv/0, found {pair:?}"
+            ),
+        })
+        .collect()
+}
+
+/// The files a text names with `@PATH` words. A word whose path is not a
+/// file stays text (`@alice`), unless it plainly meant one (it has a `/`).
+fn at_paths(text: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for word in text.split_whitespace() {
+        let Some(raw) = word.strip_prefix('@') else {
+            continue;
+        };
+        if raw.is_empty() {
+            continue;
+        }
+        let candidates = [
+            raw,
+            raw.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']),
+        ];
+        match candidates
+            .iter()
+            .find(|c| !c.is_empty() && Path::new(c).is_file())
+        {
+            Some(path) => {
+                let path = PathBuf::from(path);
+                if !files.contains(&path) {
+                    files.push(path);
+                }
+            }
+            None if raw.contains('/') => bail!(
+                "--text: expected @{raw} to name a file on this machine, found none{HINT}a word \
+                 that starts with @ and holds a / attaches the file it names"
+            ),
+            None => {}
+        }
+    }
+    Ok(files)
+}
+
+fn read_part(path: &Path) -> anyhow::Result<InboundPart> {
+    let meta = std::fs::metadata(path).with_context(|| format!("attach {}", path.display()))?;
+    if !meta.is_file() {
+        bail!(
+            "attach {}: expected a file, found a directory or device",
+            path.display()
+        );
+    }
+    if meta.len() > MAX_PART_BYTES {
+        bail!(
+            "attach {}: expected at most 10 MiB, found {} bytes",
+            path.display(),
+            meta.len()
+        );
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("attach {}", path.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "attachment".to_owned());
+    Ok(lev_client::inbound_part(
+        &name,
+        media_type(path, &bytes),
+        &bytes,
+    ))
+}
+
+/// A media type from the file's extension, else `text/plain` for UTF-8
+/// text and `application/octet-stream` for the rest.
+pub fn media_type(path: &Path, bytes: &[u8]) -> &'static str {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "md" | "markdown" => "text/markdown",
+        "txt" | "log" | "text" => "text/plain",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "toml" => "application/toml",
+        "xml" => "application/xml",
+        "pdf" => "application/pdf",
+        "zip" => "application/zip",
+        "gz" | "tgz" => "application/gzip",
+        "tar" => "application/x-tar",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "diff" | "patch" => "text/x-diff",
+        "rs" | "py" | "js" | "ts" | "go" | "c" | "h" | "sh" | "rb" | "java" => "text/plain",
+        _ if std::str::from_utf8(bytes).is_ok() => "text/plain",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_words_attach_files_only() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("notes.md");
+        std::fs::write(&file, "x")?;
+        let f = file.display().to_string();
+        assert_eq!(at_paths(&format!("see @{f}"))?, vec![file.clone()]);
+        assert_eq!(
+            at_paths(&format!("see @{f}, and @{f}."))?,
+            vec![file.clone()]
+        );
+        assert!(at_paths("thanks @alice, done")?.is_empty());
+        assert!(at_paths("a lone @ sign")?.is_empty());
+        assert!(at_paths("@/no/such/file").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn media_types() {
+        assert_eq!(media_type(Path::new("a.MD"), b""), "text/markdown");
+        assert_eq!(media_type(Path::new("a"), b"hello"), "text/plain");
+        assert_eq!(
+            media_type(Path::new("a"), &[0xff, 0xfe, 0]),
+            "application/octet-stream"
+        );
+    }
+}

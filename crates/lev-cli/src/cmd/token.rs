@@ -1,0 +1,166 @@
+//! `lev token create|ls|revoke`: API tokens (admin).
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Subcommand, ValueEnum};
+use lev_protocol::api::{Role, TokenCreate};
+
+use crate::connect::{ClientArgs, runtime};
+use crate::term::{self, Style};
+
+/// API tokens: who may ask, answer, operate or administer (needs an admin token).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: TokenCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Make a token and print its secret (shown this once; only its hash is
+    /// stored). An approver's or admin's dashboard login URL is printed too.
+    ///
+    /// Example: lev token create alice --role approver
+    Create {
+        /// The token's name: the identity written into signed decisions.
+        name: String,
+        /// What the token may do.
+        #[arg(long, value_enum)]
+        role: RoleArg,
+        /// Bind a worker token to one caller: its requests act for that
+        /// person, and may not name another.
+        #[arg(long, value_name = "CALLER")]
+        caller: Option<String>,
+        /// Print JSON: {"name", "role", "token", "login_url"}.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List tokens (names, roles, callers; never secrets).
+    #[command(alias = "list")]
+    Ls {
+        /// Print JSON: an array of {"name", "role", "caller", "created_at"}.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Revoke a token; it stops working at once.
+    Revoke {
+        /// The token's name.
+        name: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+/// `--role`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum RoleArg {
+    /// Creates interactions, calls the gate, waits (an agent run).
+    Worker,
+    /// Connects as a session's operator (a supervising AI).
+    Operator,
+    /// Answers interactions (a person).
+    Approver,
+    /// May do everything.
+    Admin,
+}
+
+impl From<RoleArg> for Role {
+    fn from(r: RoleArg) -> Self {
+        match r {
+            RoleArg::Worker => Self::Worker,
+            RoleArg::Operator => Self::Operator,
+            RoleArg::Approver => Self::Approver,
+            RoleArg::Admin => Self::Admin,
+        }
+    }
+}
+
+/// Run `lev token`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let style = Style::stdout();
+    match args.command {
+        TokenCommand::Create {
+            name,
+            role,
+            caller,
+            json,
+            client,
+        } => {
+            let client = client.client()?;
+            let role = Role::from(role);
+            let created = runtime()?
+                .block_on(client.create_token(&TokenCreate {
+                    name: name.clone(),
+                    role,
+                    caller,
+                }))
+                .with_context(|| format!("token create {}", term::one_line(&name)))?;
+            let login_url = matches!(role, Role::Approver | Role::Admin)
+                .then(|| format!("{}/#token={}", client.base_url(), created.token));
+            if json {
+                let out = serde_json::json!({
+                    "name": created.name,
+                    "role": created.role,
+                    "token": created.token,
+                    "login_url": login_url,
+                });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!(
+                    "created {} token {}",
+                    created.role.as_str(),
+                    style.bold(&term::one_line(&created.name))
+                );
+                println!("secret (shown once): {}", created.token);
+                if let Some(url) = login_url {
+                    println!("dashboard login: {url}");
+                }
+            }
+        }
+        TokenCommand::Ls { json, client } => {
+            let client = client.client()?;
+            let tokens = runtime()?
+                .block_on(client.list_tokens())
+                .context("token ls")?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tokens)?);
+            } else {
+                let width = tokens
+                    .iter()
+                    .map(|t| term::one_line(&t.name).chars().count())
+                    .max()
+                    .unwrap_or(4)
+                    .max(4);
+                println!(
+                    "{}",
+                    style.bold(&format!(
+                        "{:<width$}  {:<8}  {:<16}  CREATED",
+                        "NAME", "ROLE", "CALLER"
+                    ))
+                );
+                for t in &tokens {
+                    println!(
+                        "{:<width$}  {:<8}  {:<16}  {}",
+                        term::one_line(&t.name),
+                        t.role.as_str(),
+                        term::one_line(t.caller.as_deref().unwrap_or("-")),
+                        term::rfc3339(Some(t.created_at))
+                    );
+                }
+            }
+        }
+        TokenCommand::Revoke { name, client } => {
+            let client = client.client()?;
+            runtime()?
+                .block_on(client.revoke_token(&name))
+                .with_context(|| format!("token revoke {}", term::one_line(&name)))?;
+            println!("revoked token {}", style.bold(&term::one_line(&name)));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,340 @@
+//! Interactions and answers as people read them on a terminal. Every piece
+//! of agent- or person-supplied text goes through [`term`] on its way out.
+
+use std::fmt::Write as _;
+
+use lev_protocol::api::InteractionView;
+use lev_protocol::{Interaction, InteractionKind, InteractionStatus, StoredResponse};
+
+use crate::term::{self, Style};
+
+/// The one-line summary of what an interaction asks.
+pub fn summary(interaction: &Interaction) -> String {
+    let request = &interaction.request;
+    let what = match &request.kind {
+        InteractionKind::FreeText { prompt }
+        | InteractionKind::InteractionPoints { prompt, .. } => prompt.clone(),
+        InteractionKind::MultipleChoice { prompt, options } => {
+            format!("{prompt} [{}]", options.join(" | "))
+        }
+        InteractionKind::ToolApproval {
+            tool_name,
+            args_json,
+            ..
+        } => format!("{tool_name} {}", compact_json(args_json)),
+    };
+    match &request.title {
+        Some(title) if !title.is_empty() => format!("{title}: {what}"),
+        _ => what,
+    }
+}
+
+/// A kind's short name for listings.
+pub fn kind_label(kind: &InteractionKind) -> &'static str {
+    match kind {
+        InteractionKind::FreeText { .. } => "text",
+        InteractionKind::MultipleChoice { .. } => "choice",
+        InteractionKind::ToolApproval { .. } => "approval",
+        InteractionKind::InteractionPoints { .. } => "points",
+    }
+}
+
+/// A status, coloured.
+pub fn status(style: Style, status: InteractionStatus) -> String {
+    let s = status.as_str();
+    match status {
+        InteractionStatus::Pending => style.yellow(s),
+        InteractionStatus::Answered => style.green(s),
+        InteractionStatus::Expired | InteractionStatus::Cancelled => style.dim(s),
+    }
+}
+
+/// JSON text on one line when it parses, else as sent.
+pub fn compact_json(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| serde_json::to_string(&v).ok())
+        .unwrap_or_else(|| text.to_owned())
+}
+
+fn pretty_json(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| text.to_owned())
+}
+
+fn indent(text: &str, by: &str) -> String {
+    text.lines()
+        .map(|l| format!("{by}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// An answer in a few words: `"yes"`, `choice 1: PostgreSQL`, `approved (session)`,
+/// `denied: use git status`.
+pub fn answer_summary(kind: &InteractionKind, response: &StoredResponse) -> String {
+    let options: &[String] = match kind {
+        InteractionKind::MultipleChoice { options, .. }
+        | InteractionKind::ToolApproval { options, .. } => options,
+        _ => &[],
+    };
+    let mut parts = Vec::new();
+    if let Some(approved) = response.approved {
+        if approved {
+            let scope = response.scope.unwrap_or_default().as_str();
+            let mut s = format!("approved ({scope})");
+            if response.modified_args_json.is_some() {
+                s.push_str(", args edited");
+            }
+            parts.push(s);
+        } else {
+            match response.deny_feedback() {
+                Some(feedback) => parts.push(format!("denied: {feedback}")),
+                None => parts.push("denied".to_owned()),
+            }
+        }
+    }
+    if let Some(i) = response.choice_index {
+        match options.get(i) {
+            Some(option) => parts.push(format!("choice {i}: {option}")),
+            None => parts.push(format!("choice {i}")),
+        }
+    }
+    if let Some(value) = &response.value {
+        parts.push(format!("{value:?}"));
+    }
+    if !response.parts.is_empty() {
+        parts.push(format!("{} attachment(s)", response.parts.len()));
+    }
+    if parts.is_empty() {
+        "answered".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Everything about one interaction, for `lev show`.
+pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
+    let i = &view.request;
+    let r = &i.request;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} {}  {}",
+        style.bold("interaction"),
+        style.cyan(&term::one_line(i.id())),
+        status(style, i.status)
+    );
+    let mut field = |name: &str, value: &str| {
+        let _ = writeln!(out, "  {:<13} {}", style.dim(name), term::one_line(value));
+    };
+    field("kind", i.request.kind.type_name());
+    field("session", &r.session_id);
+    for (name, value) in [
+        ("conversation", &r.conversation_id),
+        ("turn", &r.turn_id),
+        ("caller", &r.caller),
+        ("title", &r.title),
+    ] {
+        if let Some(value) = value {
+            field(name, value);
+        }
+    }
+    field("created", &term::rfc3339(Some(i.created_at)));
+    if i.expires_at.is_some() {
+        field("expires", &term::rfc3339(i.expires_at));
+    }
+    if i.answered_at.is_some() {
+        field("answered", &term::rfc3339(i.answered_at));
+    }
+    if let Some(by) = &i.answered_by {
+        field("answered by", by);
+    }
+    out.push('\n');
+    match &r.kind {
+        InteractionKind::FreeText { prompt } => {
+            let _ = writeln!(out, "{}", indent(&term::multi_line(prompt), "  "));
+        }
+        InteractionKind::MultipleChoice { prompt, options } => {
+            let _ = writeln!(out, "{}", indent(&term::multi_line(prompt), "  "));
+            for (n, option) in options.iter().enumerate() {
+                let _ = writeln!(out, "  [{n}] {}", term::one_line(option));
+            }
+        }
+        InteractionKind::InteractionPoints { prompt, points } => {
+            let _ = writeln!(out, "{}", indent(&term::multi_line(prompt), "  "));
+            for point in points {
+                let _ = writeln!(
+                    out,
+                    "  - {}: {}",
+                    term::one_line(&point.id),
+                    term::one_line(&point.text)
+                );
+            }
+        }
+        InteractionKind::ToolApproval {
+            tool_name,
+            args_json,
+            missing_capabilities,
+            sandbox_mode,
+            options,
+        } => {
+            let _ = writeln!(
+                out,
+                "  {}  {}",
+                style.dim("tool"),
+                term::one_line(tool_name)
+            );
+            if !sandbox_mode.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  {}  {}",
+                    style.dim("sandbox mode"),
+                    term::one_line(sandbox_mode)
+                );
+            }
+            if !missing_capabilities.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  {}  {}",
+                    style.dim("needs"),
+                    term::one_line(&missing_capabilities.join(", "))
+                );
+            }
+            let _ = writeln!(out, "  {}", style.dim("args"));
+            let _ = writeln!(
+                out,
+                "{}",
+                indent(&term::multi_line(&pretty_json(args_json)), "    ")
+            );
+            for (n, option) in options.iter().enumerate() {
+                let _ = writeln!(out, "  [{n}] {}", term::one_line(option));
+            }
+        }
+    }
+    if let Some(response) = &view.response {
+        out.push('\n');
+        let _ = writeln!(out, "{}", style.bold("answer"));
+        let _ = writeln!(
+            out,
+            "{}",
+            indent(&response_detail(style, &r.kind, response, base_url), "  ")
+        );
+    }
+    if let Some(envelope) = &view.approval {
+        let kids: Vec<&str> = envelope
+            .signatures
+            .iter()
+            .map(|s| s.keyid.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "\n{} DSSE envelope signed by key {} ({})",
+            style.bold("signed"),
+            term::one_line(&kids.join(", ")),
+            term::one_line(&envelope.payload_type)
+        );
+    }
+    if i.status == InteractionStatus::Pending {
+        let id = term::one_line(i.id());
+        let how = match &r.kind {
+            InteractionKind::FreeText { .. } | InteractionKind::InteractionPoints { .. } => {
+                format!("lev respond {id} --text TEXT [--attach FILE]")
+            }
+            InteractionKind::MultipleChoice { .. } => format!("lev respond {id} --choice N"),
+            InteractionKind::ToolApproval { .. } => {
+                format!("lev respond {id} --approve | --deny [--feedback TEXT]")
+            }
+        };
+        let _ = writeln!(out, "\n{} {how}", style.dim("answer with:"));
+    }
+    out
+}
+
+fn response_detail(
+    style: Style,
+    kind: &InteractionKind,
+    response: &StoredResponse,
+    base_url: &str,
+) -> String {
+    let mut out = String::new();
+    let options: &[String] = match kind {
+        InteractionKind::MultipleChoice { options, .. }
+        | InteractionKind::ToolApproval { options, .. } => options,
+        _ => &[],
+    };
+    if let Some(approved) = response.approved {
+        if approved {
+            let _ = writeln!(
+                out,
+                "{} ({})",
+                style.green("approved"),
+                response.scope.unwrap_or_default().as_str()
+            );
+        } else {
+            let _ = writeln!(out, "{}", style.red("denied"));
+        }
+    }
+    if let Some(i) = response.choice_index {
+        let option = options
+            .get(i)
+            .map(|o| term::one_line(o))
+            .unwrap_or_default();
+        let _ = writeln!(out, "choice [{i}] {option}");
+    }
+    if let Some(value) = &response.value {
+        let _ = writeln!(out, "{}", term::multi_line(value));
+    }
+    if let Some(feedback) = response.deny_feedback() {
+        let _ = writeln!(
+            out,
+            "{} {}",
+            style.dim("feedback:"),
+            term::multi_line(feedback)
+        );
+    }
+    if let Some(args) = &response.modified_args_json {
+        let _ = writeln!(
+            out,
+            "{} {}",
+            style.dim("edited args:"),
+            term::one_line(&compact_json(args))
+        );
+    }
+    if let Some(context) = &response.injected_context {
+        let _ = writeln!(
+            out,
+            "{} {}",
+            style.dim("injected context:"),
+            term::multi_line(context)
+        );
+    }
+    if let Some(reason) = &response.reason {
+        let _ = writeln!(out, "{} {}", style.dim("reason:"), term::multi_line(reason));
+    }
+    if let Some(grant_args) = &response.grant_args {
+        for (pointer, regex) in grant_args {
+            let _ = writeln!(
+                out,
+                "{} {} ~ {}",
+                style.dim("grant args:"),
+                term::one_line(pointer),
+                term::one_line(regex)
+            );
+        }
+    }
+    for part in &response.parts {
+        let _ = writeln!(
+            out,
+            "{} {} ({}, {} bytes) {}/v1/blobs/{}",
+            style.dim("attachment:"),
+            term::one_line(&part.name),
+            term::one_line(&part.media_type),
+            part.size,
+            base_url,
+            term::one_line(&part.sha256)
+        );
+    }
+    out.trim_end().to_owned()
+}
