@@ -103,6 +103,10 @@ impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        // Authenticated by the dashboard's session cookie (crate::session_auth).
+        if let Some(principal) = parts.extensions.get::<Self>() {
+            return Ok(principal.clone());
+        }
         let header = parts
             .headers
             .get(AUTHORIZATION)

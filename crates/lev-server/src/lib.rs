@@ -14,9 +14,11 @@
 //! - Bodies are refused past their limit before being read whole.
 //! - The server knows nothing of the CLI or the SDK: they speak HTTP to it.
 
+mod attach;
 mod auth;
 mod blobs;
 mod body;
+mod dashboard;
 mod error;
 mod expiry;
 mod hub;
@@ -25,6 +27,7 @@ mod keys;
 mod log;
 mod metrics;
 mod routes;
+mod session_auth;
 mod state;
 mod tls;
 
@@ -48,7 +51,17 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// The router of the whole API over `state`.
 pub fn app(state: AppState) -> Router {
+    let sessions = session_auth::Sessions::new(state.settings().secure_cookies);
+    let layer = session_auth::SessionLayer {
+        state: state.clone(),
+        sessions: Arc::clone(&sessions),
+    };
     routes::router(state)
+        .layer(axum::middleware::from_fn_with_state(
+            layer,
+            session_auth::middleware,
+        ))
+        .layer(axum::Extension(sessions))
 }
 
 /// What `lev serve` was asked for.
@@ -225,7 +238,9 @@ impl Server {
                  Use --tls-cert and --tls-key",
             );
         }
-        let state = AppState::start(store, keys, config.settings.clone());
+        let mut settings = config.settings.clone();
+        settings.secure_cookies |= config.tls.is_some();
+        let state = AppState::start(store, keys, settings);
         Ok(Self {
             socket,
             local_addr,

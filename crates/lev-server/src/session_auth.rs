@@ -117,18 +117,18 @@ impl Sessions {
         let id = random_token()?;
         let csrf = random_token()?;
         let now = Instant::now();
-        let mut map = self.by_id_hash.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self
+            .by_id_hash
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if map.len() >= MAX_SESSIONS {
             map.retain(|_, s| s.live(now));
         }
-        if map.len() >= MAX_SESSIONS {
-            if let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, s)| s.last_seen)
-                .map(|(k, _)| *k)
-            {
-                map.remove(&oldest);
-            }
+        let oldest = (map.len() >= MAX_SESSIONS)
+            .then(|| map.iter().min_by_key(|(_, s)| s.last_seen).map(|(k, _)| *k))
+            .flatten();
+        if let Some(oldest) = oldest {
+            map.remove(&oldest);
         }
         map.insert(
             id_hash(&id),
@@ -146,7 +146,10 @@ impl Sessions {
     fn get(&self, id: &str) -> Option<Session> {
         let key = id_hash(id);
         let now = Instant::now();
-        let mut map = self.by_id_hash.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self
+            .by_id_hash
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match map.get_mut(&key) {
             Some(s) if s.live(now) => {
                 s.last_seen = now;
@@ -160,25 +163,17 @@ impl Sessions {
         }
     }
 
+    /// Whether cookie value `id` names a live session.
+    pub fn is_live(&self, id: &str) -> bool {
+        self.get(id).is_some()
+    }
+
     /// End the session of cookie value `id`.
     pub fn remove(&self, id: &str) {
         self.by_id_hash
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id_hash(id));
-    }
-
-    /// How many sessions are held (live or not yet purged).
-    pub fn len(&self) -> usize {
-        self.by_id_hash
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    /// Whether no session is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The `Set-Cookie` value that stores session `id`.
@@ -260,7 +255,11 @@ pub struct SessionLayer {
 
 /// Authenticate `/v1` requests by session cookie when they carry no bearer
 /// token; refuse a cookie-authenticated state change without its CSRF token.
-pub async fn middleware(State(layer): State<SessionLayer>, mut req: Request, next: Next) -> Response {
+pub async fn middleware(
+    State(layer): State<SessionLayer>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path();
     // Login and logout handle the cookie themselves.
     let own = path == "/v1/login" || path == "/v1/logout";
@@ -275,10 +274,10 @@ pub async fn middleware(State(layer): State<SessionLayer>, mut req: Request, nex
     let Some(session) = layer.sessions.get(&id) else {
         return next.run(req).await;
     };
-    if changes_state(req.method()) {
-        if let Err(e) = check_csrf_header(&session.csrf, req.headers()) {
-            return e.into_response();
-        }
+    if changes_state(req.method())
+        && let Err(e) = check_csrf_header(&session.csrf, req.headers())
+    {
+        return e.into_response();
     }
     let record = match layer.state.store().token_by_hash(&session.token_hash).await {
         Ok(Some(record)) => record,
@@ -294,7 +293,8 @@ pub async fn middleware(State(layer): State<SessionLayer>, mut req: Request, nex
         role: record.info.role,
         caller: record.info.caller,
     });
-    req.extensions_mut().insert(SessionInfo { csrf: session.csrf });
+    req.extensions_mut()
+        .insert(SessionInfo { csrf: session.csrf });
     next.run(req).await
 }
 
@@ -318,7 +318,10 @@ mod tests {
     #[test]
     fn cookie_parsing_finds_ours_among_others() {
         let mut h = HeaderMap::new();
-        h.insert(COOKIE, HeaderValue::from_static("a=1; lev_session=abc ; b=2"));
+        h.insert(
+            COOKIE,
+            HeaderValue::from_static("a=1; lev_session=abc ; b=2"),
+        );
         assert_eq!(session_cookie(&h).as_deref(), Some("abc"));
         h.insert(COOKIE, HeaderValue::from_static("lev_session_x=1; other=2"));
         assert_eq!(session_cookie(&h), None);
@@ -333,14 +336,17 @@ mod tests {
         assert_ne!(s.id, s.csrf);
         let mut h = HeaderMap::new();
         assert!(sessions.check_csrf(&s.id, &h).is_err());
-        h.insert(CSRF_HEADER, HeaderValue::from_str(&s.csrf).map_err(|e| ApiError::Internal(e.to_string()))?);
+        h.insert(
+            CSRF_HEADER,
+            HeaderValue::from_str(&s.csrf).map_err(|e| ApiError::Internal(e.to_string()))?,
+        );
         assert!(sessions.check_csrf(&s.id, &h).is_ok());
         assert!(sessions.check_csrf("other", &h).is_err());
         h.insert(CSRF_HEADER, HeaderValue::from_static("wrong"));
         assert!(sessions.check_csrf(&s.id, &h).is_err());
         sessions.remove(&s.id);
         assert!(sessions.get(&s.id).is_none());
-        assert!(sessions.is_empty());
+        assert!(!sessions.is_live(&s.id));
         Ok(())
     }
 

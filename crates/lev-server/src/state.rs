@@ -24,6 +24,11 @@ pub struct Settings {
     pub limits: Limits,
     /// Largest part of an answer, decoded.
     pub max_part_bytes: usize,
+    /// `--attach-root`: `@path` in a dashboard reply attaches that file from
+    /// below this directory (off when `None`).
+    pub attach_root: Option<std::path::PathBuf>,
+    /// Mark the dashboard's session cookie `Secure` (set when serving TLS).
+    pub secure_cookies: bool,
 }
 
 impl Default for Settings {
@@ -33,6 +38,8 @@ impl Default for Settings {
             max_pending_per_session: 10_000,
             limits: Limits::default(),
             max_part_bytes: 10 * 1024 * 1024,
+            attach_root: None,
+            secure_cookies: false,
         }
     }
 }

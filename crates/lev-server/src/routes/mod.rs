@@ -39,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tokens/{name}", delete(tokens::revoke))
         .route("/v1/audit", get(audit::audit))
         .route("/metrics", get(misc::metrics))
+        .merge(crate::dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), gate))

@@ -30,6 +30,7 @@ use crate::state::AppState;
 pub async fn respond(
     State(state): State<AppState>,
     principal: Principal,
+    via: crate::session_auth::CurrentSession,
     Path(id): Path<String>,
     JsonBody(answer): JsonBody<InteractionResponse, RESPOND_LIMIT>,
 ) -> ApiResult<Json<RespondResult>> {
@@ -46,6 +47,7 @@ pub async fn respond(
     }
     let request = &view.request.request;
     let mut answer = validate_response(request, answer)?;
+    crate::attach::expand_at_paths(state.settings(), &via, &mut answer)?;
     let inbound = std::mem::take(&mut answer.parts);
     let decoded = decode_parts(inbound, state.settings().max_part_bytes)?;
     let parts = store_parts(state.store(), decoded).await?;
