@@ -1,0 +1,95 @@
+//! `lev serve`: the server (SPEC sections 3, 7 and 8).
+//!
+//! Everything but flag parsing lives in `lev-server`; this module turns flags
+//! into a [`lev_server::Config`], runs it on a tokio runtime, and stops it
+//! gracefully on SIGINT or SIGTERM (new requests get 503, waiters are told to
+//! retry, then exit 0).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+/// `lev serve` flags.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on; port 0 picks a free port (printed at start).
+    ///
+    /// Beyond loopback only with --tls-cert and --tls-key, or --insecure-http.
+    #[arg(long, default_value = "127.0.0.1:7420", value_name = "HOST:PORT")]
+    pub listen: String,
+    /// The data dir: database, signing keys, attachments, admin.token
+    /// [default: $XDG_DATA_HOME/lev, else ~/.local/share/lev].
+    #[arg(long, env = "LEV_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// A postgres:// URL to keep everything in PostgreSQL (not supported yet);
+    /// unset, SQLite in the data dir.
+    #[arg(long, env = "LEV_DATABASE_URL", value_name = "URL")]
+    pub database: Option<String>,
+    /// The policy file for the tool-call gate [default: policy.toml in the data dir].
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// How long an ask waits for a session's operator to connect.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub operator_grace: u64,
+    /// How long a connected operator has to reply before people are asked.
+    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
+    pub operator_reply_timeout: u64,
+    /// Lifetime of a signed approval.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    pub approval_ttl: u64,
+    /// PEM certificate chain, to serve HTTPS.
+    #[arg(long, requires = "tls_key", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP beyond loopback: tokens and answers cross the network
+    /// in clear text. Only behind a TLS-terminating proxy on a trusted network.
+    #[arg(long)]
+    pub insecure_http: bool,
+}
+
+/// `$XDG_DATA_HOME/lev`, else `~/.local/share/lev`.
+fn default_data_dir() -> anyhow::Result<PathBuf> {
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(xdg).join("lev"));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/share/lev")),
+        None => anyhow::bail!(
+            "no data dir: expected HOME or XDG_DATA_HOME to be set, found neither\n\
+             hint: give one with --data-dir or LEV_DATA_DIR"
+        ),
+    }
+}
+
+/// Run the server until SIGINT or SIGTERM.
+///
+/// # Errors
+/// A bad flag, an unusable data dir, a socket that cannot be bound.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.approval_ttl == 0 {
+        anyhow::bail!("--approval-ttl: expected at least 1 second, found 0");
+    }
+    let data_dir = match args.data_dir {
+        Some(dir) => dir,
+        None => default_data_dir()?,
+    };
+    let mut config = lev_server::Config::new(data_dir);
+    config.listen = args.listen;
+    config.database = args.database.filter(|d| !d.is_empty());
+    config.policy = args.policy;
+    config.operator_grace = Duration::from_secs(args.operator_grace);
+    config.operator_reply_timeout = Duration::from_secs(args.operator_reply_timeout);
+    config.settings.approval_ttl = Duration::from_secs(args.approval_ttl);
+    config.tls = args.tls_cert.zip(args.tls_key);
+    config.insecure_http = args.insecure_http;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(lev_server::run(config, lev_server::shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
