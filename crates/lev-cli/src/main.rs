@@ -29,6 +29,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The server: the HTTP API, the signing key, the audit log.
+    ///
+    /// On first start it makes the data dir, the signing key and the admin
+    /// token (`admin.token`, mode 0600), and prints the admin's dashboard URL.
+    /// SIGINT or SIGTERM stops it gracefully.
+    Serve(cmd::serve::Args),
     /// Check a signed approval offline: does it authorize exactly this call?
     ///
     /// Exit 0 (and the verified approval as JSON on stdout) when it authorizes
@@ -78,6 +84,7 @@ enum Command {
 
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Serve(args) => cmd::serve::run(args),
         Command::Verify(args) => cmd::verify::run(args),
         Command::Keys(args) => cmd::keys::run(args),
         Command::Demo(args) => cmd::demo::run(args),

@@ -4,6 +4,8 @@
 //! - `verify`: `lev verify` over every committed test vector of lev-approval
 //!   (exit 0 / 3 / 1, JSON on stdout, the reason on stderr), and its inputs.
 //! - `keys`: `lev keys generate` (mode 0600, refuses to overwrite, output).
+//! - `serve`: `lev serve` as a process: its start lines, SIGTERM (exit 0),
+//!   and every acknowledged write kept through a SIGKILL mid-stream.
 //! - `python_signer`: envelopes signed by Python's `cryptography` with its own
 //!   DSSE code, verified by `lev verify`.
 
@@ -14,6 +16,8 @@
 mod keys;
 #[path = "all/python_signer.rs"]
 mod python_signer;
+#[path = "all/serve.rs"]
+mod serve;
 #[path = "all/support.rs"]
 mod support;
 #[path = "all/verify.rs"]

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod keys;
 pub mod ls;
 pub mod respond;
+pub mod serve;
 pub mod show;
 pub mod token;
 pub mod verify;
