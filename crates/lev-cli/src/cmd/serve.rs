@@ -39,6 +39,10 @@ pub struct Args {
     /// Lifetime of a signed approval.
     #[arg(long, default_value_t = 600, value_name = "SECONDS")]
     pub approval_ttl: u64,
+    /// Let a dashboard reply attach files named by `@path`, read on this
+    /// machine from below this directory only (off unless set).
+    #[arg(long, value_name = "DIR")]
+    pub attach_root: Option<PathBuf>,
     /// PEM certificate chain, to serve HTTPS.
     #[arg(long, requires = "tls_key", value_name = "FILE")]
     pub tls_cert: Option<PathBuf>,
@@ -84,6 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.operator_grace = Duration::from_secs(args.operator_grace);
     config.operator_reply_timeout = Duration::from_secs(args.operator_reply_timeout);
     config.settings.approval_ttl = Duration::from_secs(args.approval_ttl);
+    config.settings.attach_root = args.attach_root;
     config.tls = args.tls_cert.zip(args.tls_key);
     config.insecure_http = args.insecure_http;
     let runtime = tokio::runtime::Builder::new_multi_thread()
