@@ -14,6 +14,8 @@ mod bad_input;
 mod events;
 #[path = "all/interactions.rs"]
 mod interactions;
+#[path = "all/listen.rs"]
+mod listen;
 #[path = "all/observability.rs"]
 mod observability;
 #[path = "all/respond.rs"]
