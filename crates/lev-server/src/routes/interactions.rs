@@ -1,7 +1,7 @@
 //! Create, list, read and cancel interactions.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use lev_protocol::api::{InteractionPage, InteractionView, Role};
 use lev_protocol::validate::validate_request;
@@ -148,7 +148,7 @@ pub async fn load(state: &AppState, principal: &Principal, id: &str) -> ApiResul
 pub async fn get_one(
     State(state): State<AppState>,
     principal: Principal,
-    Path(id): Path<String>,
+    super::PathParam(id): super::PathParam,
 ) -> ApiResult<Json<InteractionView>> {
     principal.require(&[Role::Worker, Role::Approver])?;
     Ok(Json(load(&state, &principal, &id).await?))
@@ -160,7 +160,7 @@ pub async fn get_one(
 pub async fn cancel(
     State(state): State<AppState>,
     principal: Principal,
-    Path(id): Path<String>,
+    super::PathParam(id): super::PathParam,
 ) -> ApiResult<Json<InteractionView>> {
     principal.require(&[Role::Worker])?;
     load(&state, &principal, &id).await?;

@@ -1,7 +1,7 @@
 //! Health, keys, blobs and metrics.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS,
 };
@@ -33,7 +33,7 @@ pub async fn keys(State(state): State<AppState>) -> Json<Jwks> {
 pub async fn blob(
     State(state): State<AppState>,
     principal: Principal,
-    Path(sha256): Path<String>,
+    super::PathParam(sha256): super::PathParam,
 ) -> ApiResult<Response> {
     principal.require(&[Role::Worker, Role::Approver])?;
     if !is_sha256_hex(&sha256) {

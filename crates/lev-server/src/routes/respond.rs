@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use lev_approval::{ApprovalPayload, PAYLOAD_VERSION, new_nonce, sign_payload};
 use lev_protocol::api::{RespondResult, Role};
 use lev_protocol::validate::validate_response;
@@ -31,7 +31,7 @@ pub async fn respond(
     State(state): State<AppState>,
     principal: Principal,
     via: crate::session_auth::CurrentSession,
-    Path(id): Path<String>,
+    super::PathParam(id): super::PathParam,
     JsonBody(answer): JsonBody<InteractionResponse, RESPOND_LIMIT>,
 ) -> ApiResult<Json<RespondResult>> {
     principal.require(&[Role::Approver])?;

@@ -1,7 +1,7 @@
 //! `POST /v1/tokens`, `GET /v1/tokens`, `DELETE /v1/tokens/{name}` (admin).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use lev_protocol::api::{Role, TokenCreate, TokenCreated, TokenInfo, TokenList};
 use lev_protocol::validate::check_id;
@@ -71,7 +71,7 @@ pub async fn list(
 pub async fn revoke(
     State(state): State<AppState>,
     principal: Principal,
-    Path(name): Path<String>,
+    super::PathParam(name): super::PathParam,
 ) -> ApiResult<StatusCode> {
     principal.require(&[Role::Admin])?;
     if state.store().revoke_token(&name, &principal.name).await? {

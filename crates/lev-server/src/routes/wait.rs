@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use lev_protocol::InteractionStatus;
 use lev_protocol::api::{InteractionView, Role, WaitResponse};
 use serde::Deserialize;
@@ -43,7 +43,7 @@ fn report(view: InteractionView) -> WaitResponse {
 pub async fn wait(
     State(state): State<AppState>,
     principal: Principal,
-    Path(id): Path<String>,
+    super::PathParam(id): super::PathParam,
     Q(query): Q<WaitQuery>,
 ) -> ApiResult<Json<WaitResponse>> {
     principal.require(&[Role::Worker])?;

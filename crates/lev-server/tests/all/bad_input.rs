@@ -215,4 +215,8 @@ async fn unknown_routes_and_methods_answer_json() {
         .await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(v["error"]["message"].is_string());
+    // A path parameter that is not UTF-8 is malformed, in the JSON body too.
+    let (status, v) = s.get("/v1/interactions/%FF%FE", &s.admin).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(code(&v), "malformed");
 }
