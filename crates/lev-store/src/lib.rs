@@ -20,8 +20,12 @@ use lev_protocol::{Envelope, Interaction, InteractionStatus, StoredResponse};
 use serde_json::Value;
 use time::OffsetDateTime;
 
+pub mod gate;
 pub mod sqlite;
 
+pub use gate::{
+    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
+};
 pub use sqlite::SqliteStore;
 
 /// Why a store call failed. None of these is the client's fault: the server
@@ -183,7 +187,7 @@ pub enum TokenCreateOutcome {
 /// Every write is committed before it returns `Ok` and before its events are
 /// announced on [`Store::subscribe`].
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: GateStore + Send + Sync + 'static {
     /// `sqlite` or `postgres`, as `/v1/health` reports it.
     fn kind(&self) -> &'static str;
 

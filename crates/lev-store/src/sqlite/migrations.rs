@@ -6,9 +6,10 @@ use rusqlite::Connection;
 use crate::Result;
 
 /// `(version, SQL)`, applied in order, each in its own transaction.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    r"
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        r"
 CREATE TABLE interactions (
     seq           INTEGER PRIMARY KEY AUTOINCREMENT,
     id            TEXT NOT NULL UNIQUE,
@@ -61,7 +62,53 @@ CREATE TABLE blobs (
     size       INTEGER NOT NULL
 );
 ",
-)];
+    ),
+    (
+        2,
+        // The gate (SPEC sections 5 and 6). A gate call is kept for ever: its
+        // (session, request id) is the idempotency key. A revoked grant keeps
+        // its row. Spent nonces are never pruned: a spent approval is refused
+        // for ever.
+        r"
+CREATE TABLE gate_calls (
+    session_id     TEXT NOT NULL,
+    request_id     TEXT NOT NULL,
+    call_json      TEXT NOT NULL,
+    decision_json  TEXT NOT NULL,
+    interaction_id TEXT,
+    created_at     TEXT NOT NULL,
+    PRIMARY KEY (session_id, request_id)
+) WITHOUT ROWID;
+CREATE INDEX gate_calls_by_interaction ON gate_calls (interaction_id)
+    WHERE interaction_id IS NOT NULL;
+
+CREATE TABLE grants (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT NOT NULL UNIQUE,
+    scope           TEXT NOT NULL,
+    caller          TEXT NOT NULL,
+    conversation_id TEXT,
+    sandbox_mode    TEXT NOT NULL,
+    tool_name       TEXT NOT NULL,
+    covered_json    TEXT NOT NULL,
+    grant_args_json TEXT,
+    approver        TEXT NOT NULL,
+    interaction_id  TEXT,
+    created_at      TEXT NOT NULL,
+    revoked_at      TEXT,
+    revoked_by      TEXT
+);
+CREATE INDEX grants_in_force ON grants (caller, tool_name, sandbox_mode)
+    WHERE revoked_at IS NULL;
+
+CREATE TABLE nonces (
+    nonce    TEXT PRIMARY KEY,
+    spent_at TEXT NOT NULL,
+    spent_by TEXT NOT NULL
+) WITHOUT ROWID;
+",
+    ),
+];
 
 /// Bring the database up to the newest schema.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {

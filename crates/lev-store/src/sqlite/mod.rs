@@ -1,6 +1,7 @@
 //! The SQLite backend: one file in the data dir, WAL, `synchronous=FULL`, one
 //! writer thread with group commit, a small pool of read connections.
 
+mod gate;
 mod migrations;
 mod writer;
 

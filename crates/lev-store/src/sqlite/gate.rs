@@ -1,0 +1,348 @@
+//! The gate's tables in SQLite (migration 2): `gate_calls`, `grants`, `nonces`.
+
+use async_trait::async_trait;
+use lev_protocol::api::{GateResponse, Grant};
+use lev_protocol::{ApprovalScope, InteractionStatus};
+use rusqlite::{Connection, Row, params};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::writer::{Tx, rfc3339};
+use super::{
+    SqliteStore, audit_summary, corrupt, load_view, millis, parse_time, precheck, set_final,
+    view_json,
+};
+use crate::gate::{
+    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
+};
+use crate::{AuditRecord, NewAnswer, NewInteraction, Result, TransitionOutcome};
+
+const GATE_COLUMNS: &str = "session_id, request_id, call_json, decision_json, created_at";
+
+fn gate_from_row(row: &Row<'_>) -> Result<GateCallRecord> {
+    let session_id: String = row.get(0)?;
+    let request_id: String = row.get(1)?;
+    let what = format!("gate call {session_id}/{request_id}");
+    let call: Value =
+        serde_json::from_str(&row.get::<_, String>(2)?).map_err(|e| corrupt(&what, e))?;
+    let decision: GateResponse =
+        serde_json::from_str(&row.get::<_, String>(3)?).map_err(|e| corrupt(&what, e))?;
+    let created_at = parse_time(&what, &row.get::<_, String>(4)?)?;
+    Ok(GateCallRecord {
+        session_id,
+        request_id,
+        call,
+        decision,
+        created_at,
+    })
+}
+
+fn load_gate(conn: &Connection, session_id: &str, request_id: &str) -> Result<Option<GateCallRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {GATE_COLUMNS} FROM gate_calls WHERE session_id = ?1 AND request_id = ?2"
+    ))?;
+    let mut rows = stmt.query(params![session_id, request_id])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(gate_from_row(row)?)),
+        None => Ok(None),
+    }
+}
+
+const GRANT_COLUMNS: &str = "id, scope, caller, conversation_id, sandbox_mode, tool_name, covered_json, grant_args_json, approver, interaction_id, created_at";
+
+fn grant_from_row(row: &Row<'_>) -> Result<Grant> {
+    let id: String = row.get(0)?;
+    let what = format!("grant {id}");
+    let scope = match row.get::<_, String>(1)?.as_str() {
+        "session" => ApprovalScope::Session,
+        "always" => ApprovalScope::Always,
+        other => return Err(corrupt(&what, format!("unknown scope {other:?}"))),
+    };
+    let covered_capabilities: Vec<String> =
+        serde_json::from_str(&row.get::<_, String>(6)?).map_err(|e| corrupt(&what, e))?;
+    let grant_args = row
+        .get::<_, Option<String>>(7)?
+        .map(|s| serde_json::from_str(&s))
+        .transpose()
+        .map_err(|e| corrupt(&what, e))?;
+    let created_at = parse_time(&what, &row.get::<_, String>(10)?)?;
+    Ok(Grant {
+        id,
+        scope,
+        caller: row.get(2)?,
+        conversation_id: row.get(3)?,
+        sandbox_mode: row.get(4)?,
+        tool_name: row.get(5)?,
+        covered_capabilities,
+        grant_args,
+        approver: row.get(8)?,
+        interaction_id: row.get(9)?,
+        created_at,
+    })
+}
+
+fn collect_grants(mut rows: rusqlite::Rows<'_>) -> Result<Vec<Grant>> {
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(grant_from_row(row)?);
+    }
+    Ok(out)
+}
+
+/// Open a new interaction inside the gate's transaction (the gate's ids are
+/// fresh, so there is no idempotent replay to handle here).
+fn insert_interaction(
+    tx: &mut Tx<'_>,
+    new: &NewInteraction,
+) -> Result<Option<lev_protocol::api::InteractionView>> {
+    let i = &new.interaction;
+    let id = i.id().to_owned();
+    let pending: i64 = tx.conn.query_row(
+        "SELECT COUNT(*) FROM interactions WHERE session_id = ?1 AND status = 'pending'",
+        [&i.request.session_id],
+        |r| r.get(0),
+    )?;
+    if u64::try_from(pending).unwrap_or(u64::MAX) >= new.max_pending_per_session {
+        return Ok(None);
+    }
+    let request_json = serde_json::to_string(&i.request).map_err(|e| corrupt(&id, e))?;
+    tx.conn.execute(
+        "INSERT INTO interactions (id, session_id, request_json, status, created_at, expires_at, expires_at_ms)
+         VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6)",
+        params![
+            id,
+            i.request.session_id,
+            request_json,
+            rfc3339(i.created_at),
+            i.expires_at.map(rfc3339),
+            i.expires_at.map(millis)
+        ],
+    )?;
+    let view = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished after insert"))?;
+    tx.event("interaction.created", view_json(&view))?;
+    tx.audit(AuditRecord {
+        action: "interaction.created".into(),
+        actor: new.actor.clone(),
+        data: Value::Object(audit_summary(&view)),
+    })?;
+    Ok(Some(view))
+}
+
+fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
+    let g = &new.grant;
+    let covered = serde_json::to_string(&g.covered_capabilities).map_err(|e| corrupt(&g.id, e))?;
+    let grant_args = g
+        .grant_args
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| corrupt(&g.id, e))?;
+    tx.conn.execute(
+        &format!("INSERT INTO grants ({GRANT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+        params![
+            g.id,
+            g.scope.as_str(),
+            g.caller,
+            g.conversation_id,
+            g.sandbox_mode,
+            g.tool_name,
+            covered,
+            grant_args,
+            g.approver,
+            g.interaction_id,
+            rfc3339(g.created_at)
+        ],
+    )?;
+    tx.audit(AuditRecord {
+        action: "grant.created".into(),
+        actor: new.actor.clone(),
+        data: serde_json::to_value(g).unwrap_or(Value::Null),
+    })?;
+    Ok(())
+}
+
+#[async_trait]
+impl GateStore for SqliteStore {
+    async fn record_gate_decision(&self, new: NewGateDecision) -> Result<GateRecordOutcome> {
+        self.writer
+            .write(move |tx| {
+                let r = &new.record;
+                if let Some(existing) = load_gate(tx.conn, &r.session_id, &r.request_id)? {
+                    return Ok(if existing.call == r.call {
+                        GateRecordOutcome::Existing(Box::new(existing))
+                    } else {
+                        GateRecordOutcome::Conflict(Box::new(existing))
+                    });
+                }
+                let interaction = match &new.interaction {
+                    Some(i) => match insert_interaction(tx, i)? {
+                        Some(view) => Some(Box::new(view)),
+                        None => return Ok(GateRecordOutcome::TooManyPending),
+                    },
+                    None => None,
+                };
+                let interaction_id = match &r.decision {
+                    GateResponse::Ask { interaction_id } => Some(interaction_id.as_str()),
+                    _ => None,
+                };
+                let decision_json =
+                    serde_json::to_string(&r.decision).map_err(|e| corrupt(&r.request_id, e))?;
+                tx.conn.execute(
+                    "INSERT INTO gate_calls (session_id, request_id, call_json, decision_json, interaction_id, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![
+                        r.session_id,
+                        r.request_id,
+                        r.call.to_string(),
+                        decision_json,
+                        interaction_id,
+                        rfc3339(r.created_at)
+                    ],
+                )?;
+                tx.audit(new.audit.clone())?;
+                Ok(GateRecordOutcome::Recorded {
+                    record: Box::new(new.record.clone()),
+                    interaction,
+                })
+            })
+            .await
+    }
+
+    async fn gate_call_by_interaction(
+        &self,
+        interaction_id: &str,
+    ) -> Result<Option<GateCallRecord>> {
+        let id = interaction_id.to_owned();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {GATE_COLUMNS} FROM gate_calls WHERE interaction_id = ?1"
+            ))?;
+            let mut rows = stmt.query([&id])?;
+            match rows.next()? {
+                Some(row) => Ok(Some(gate_from_row(row)?)),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn answer_tool_approval(
+        &self,
+        answer: NewAnswer,
+        grant: Option<NewGrant>,
+    ) -> Result<TransitionOutcome> {
+        self.writer
+            .write(move |tx| {
+                if let Err(outcome) = precheck(load_view(tx.conn, &answer.id)?) {
+                    return Ok(outcome);
+                }
+                let view = set_final(
+                    tx,
+                    &answer.id,
+                    InteractionStatus::Answered,
+                    Some(&answer.answered_by),
+                    Some(&answer.response),
+                    answer.approval.as_ref(),
+                    answer.answered_at,
+                )?;
+                tx.event("interaction.answered", view_json(&view))?;
+                let mut data = audit_summary(&view);
+                data.insert("answered_by".into(), json!(answer.answered_by));
+                data.insert(
+                    "response".into(),
+                    serde_json::to_value(&answer.response).unwrap_or(Value::Null),
+                );
+                data.extend(answer.audit);
+                tx.audit(AuditRecord {
+                    action: "interaction.answered".into(),
+                    actor: answer.answered_by.clone(),
+                    data: Value::Object(data),
+                })?;
+                if let Some(grant) = &grant {
+                    insert_grant(tx, grant)?;
+                }
+                Ok(TransitionOutcome::Done(Box::new(view)))
+            })
+            .await
+    }
+
+    async fn grants_for(
+        &self,
+        caller: &str,
+        conversation_id: &str,
+        sandbox_mode: &str,
+        tool_name: &str,
+    ) -> Result<Vec<Grant>> {
+        let key = (
+            caller.to_owned(),
+            conversation_id.to_owned(),
+            sandbox_mode.to_owned(),
+            tool_name.to_owned(),
+        );
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {GRANT_COLUMNS} FROM grants
+                 WHERE caller = ?1 AND tool_name = ?4 AND sandbox_mode = ?3 AND revoked_at IS NULL
+                   AND (conversation_id IS NULL OR conversation_id = ?2)
+                 ORDER BY seq"
+            ))?;
+            collect_grants(stmt.query(params![key.0, key.1, key.2, key.3])?)
+        })
+        .await
+    }
+
+    async fn list_grants(&self) -> Result<Vec<Grant>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {GRANT_COLUMNS} FROM grants WHERE revoked_at IS NULL ORDER BY seq"
+            ))?;
+            collect_grants(stmt.query([])?)
+        })
+        .await
+    }
+
+    async fn revoke_grant(&self, id: &str, actor: &str) -> Result<Option<Grant>> {
+        let (id, actor) = (id.to_owned(), actor.to_owned());
+        self.writer
+            .write(move |tx| {
+                let grant = {
+                    let mut stmt = tx.conn.prepare_cached(&format!(
+                        "SELECT {GRANT_COLUMNS} FROM grants WHERE id = ?1 AND revoked_at IS NULL"
+                    ))?;
+                    let mut rows = stmt.query([&id])?;
+                    match rows.next()? {
+                        Some(row) => grant_from_row(row)?,
+                        None => return Ok(None),
+                    }
+                };
+                tx.conn.execute(
+                    "UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1",
+                    params![id, rfc3339(OffsetDateTime::now_utc()), actor],
+                )?;
+                tx.audit(AuditRecord {
+                    action: "grant.revoked".into(),
+                    actor,
+                    data: serde_json::to_value(&grant).unwrap_or(Value::Null),
+                })?;
+                Ok(Some(grant))
+            })
+            .await
+    }
+
+    async fn consume_nonce(&self, nonce: &str, actor: &str) -> Result<NonceOutcome> {
+        let (nonce, actor) = (nonce.to_owned(), actor.to_owned());
+        self.writer
+            .write(move |tx| {
+                let n = tx.conn.execute(
+                    "INSERT OR IGNORE INTO nonces (nonce, spent_at, spent_by) VALUES (?1, ?2, ?3)",
+                    params![nonce, rfc3339(OffsetDateTime::now_utc()), actor],
+                )?;
+                Ok(if n == 1 {
+                    NonceOutcome::Spent
+                } else {
+                    NonceOutcome::AlreadySpent
+                })
+            })
+            .await
+    }
+}
