@@ -205,6 +205,14 @@ async fn shutdown_releases_waiters_with_503_and_refuses_new_requests() {
             (status, resp.json::<serde_json::Value>().await.unwrap())
         })
     };
+    // An open event stream must not hold the shutdown up either.
+    let approver = s.token("watcher", "approver", None).await;
+    let mut events = s
+        .req(reqwest::Method::GET, "/v1/events", &approver)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     let stopping = s.begin_stop();
@@ -213,6 +221,8 @@ async fn shutdown_releases_waiters_with_503_and_refuses_new_requests() {
     assert_eq!(code(&v), "shutting_down");
     stopping.await.unwrap().unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
+    // The event stream ended rather than being cut.
+    while let Ok(Some(_)) = events.chunk().await {}
     // Nothing listens any more.
     assert!(s.http.get(s.path("/v1/health")).send().await.is_err());
 }
