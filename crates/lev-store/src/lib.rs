@@ -22,11 +22,13 @@ use time::OffsetDateTime;
 
 pub mod gate;
 pub mod sqlite;
+pub mod tasks;
 
 pub use gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
 };
 pub use sqlite::SqliteStore;
+pub use tasks::TaskStore;
 
 /// Why a store call failed. None of these is the client's fault: the server
 /// answers them with 500 (or 503) and logs the details.
@@ -187,7 +189,7 @@ pub enum TokenCreateOutcome {
 /// Every write is committed before it returns `Ok` and before its events are
 /// announced on [`Store::subscribe`].
 #[async_trait]
-pub trait Store: GateStore + Send + Sync + 'static {
+pub trait Store: TaskStore + GateStore + Send + Sync + 'static {
     /// `sqlite` or `postgres`, as `/v1/health` reports it.
     fn kind(&self) -> &'static str;
 

@@ -108,6 +108,30 @@ CREATE TABLE nonces (
 ) WITHOUT ROWID;
 ",
     ),
+    (
+        3,
+        // Tasks of the operator's spawns, and the request as created beside an
+        // interaction whose metadata later gained an escalation note.
+        r"
+CREATE TABLE tasks (
+    seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+    id               TEXT NOT NULL UNIQUE,
+    session_id       TEXT NOT NULL,
+    status           TEXT NOT NULL,
+    spawn_json       TEXT NOT NULL,
+    token_hash       TEXT NOT NULL UNIQUE,
+    last_result_json TEXT,
+    output_tail      TEXT,
+    error            TEXT,
+    result_json      TEXT,
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL
+);
+CREATE INDEX tasks_by_session ON tasks (session_id, seq);
+CREATE INDEX tasks_by_status ON tasks (status, seq);
+ALTER TABLE interactions ADD COLUMN original_request_json TEXT;
+",
+    ),
 ];
 
 /// Bring the database up to the newest schema.
@@ -115,12 +139,19 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)",
     )?;
-    let current: i64 = conn.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-        [],
-        |r| r.get(0),
-    )?;
-    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+    // Every migration not yet applied, not only those past the newest: they
+    // are numbered as they are written, and may land out of order.
+    let applied: Vec<i64> = {
+        let mut stmt = conn.prepare("SELECT version FROM schema_migrations")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let mut todo: Vec<&(i64, &str)> = MIGRATIONS
+        .iter()
+        .filter(|(v, _)| !applied.contains(v))
+        .collect();
+    todo.sort_by_key(|(v, _)| *v);
+    for (version, sql) in todo {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
         tx.execute(

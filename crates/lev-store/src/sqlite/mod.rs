@@ -3,6 +3,7 @@
 
 mod gate;
 mod migrations;
+mod tasks;
 mod writer;
 
 use std::io::Write as _;
@@ -327,7 +328,7 @@ impl Store for SqliteStore {
                 let request_json = serde_json::to_string(&i.request).map_err(|e| corrupt(&id, e))?;
                 let existing: Option<String> = tx
                     .conn
-                    .query_row("SELECT request_json FROM interactions WHERE id = ?1", [&id], |r| r.get(0))
+                    .query_row("SELECT COALESCE(original_request_json, request_json) FROM interactions WHERE id = ?1", [&id], |r| r.get(0))
                     .optional()?;
                 if let Some(stored) = existing {
                     let view = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished"))?;
