@@ -80,6 +80,14 @@ enum Command {
     /// and re-signed by the server still verifies alone: keep the head with
     /// --save-head and check later with --head, so the cut shows.
     Audit(cmd::audit::Args),
+    /// Load generator: starts `lev serve` as a child and drives it over HTTP.
+    ///
+    /// `lev bench cycles --workers 64` loops create -> respond -> wait and
+    /// prints cycles/s, p50 and p99; `lev bench waiters --count 10000` holds
+    /// that many waiting workers and prints the server's RSS and the wake
+    /// latency. Use a release build.
+    #[command(hide = true)]
+    Bench(cmd::bench::Args),
 }
 
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
@@ -94,6 +102,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Ask(args) => cmd::ask::run(args),
         Command::Token(args) => cmd::token::run(args),
         Command::Audit(args) => cmd::audit::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
     }
 }
 

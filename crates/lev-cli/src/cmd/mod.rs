@@ -2,6 +2,7 @@
 
 pub mod ask;
 pub mod audit;
+pub mod bench;
 pub mod demo;
 pub mod keys;
 pub mod ls;
