@@ -29,6 +29,11 @@ pub struct WaitQuery {
     timeout_s: Option<u64>,
 }
 
+/// How long a wait lasts: `timeout_s`, 30 s when absent, clamped to 300 s.
+fn wait_length(timeout_s: Option<u64>) -> Duration {
+    Duration::from_secs(timeout_s.unwrap_or(DEFAULT_WAIT).min(MAX_WAIT))
+}
+
 /// The final state as `wait` reports it.
 fn report(view: InteractionView) -> WaitResponse {
     WaitResponse {
@@ -47,7 +52,7 @@ pub async fn wait(
     Q(query): Q<WaitQuery>,
 ) -> ApiResult<Json<WaitResponse>> {
     principal.require(&[Role::Worker])?;
-    let timeout = Duration::from_secs(query.timeout_s.unwrap_or(DEFAULT_WAIT).min(MAX_WAIT));
+    let timeout = wait_length(query.timeout_s);
     let deadline = tokio::time::Instant::now() + timeout;
     let mut guard = state.hub().register(&id);
     let mut shutdown = state.shutdown_signal();
@@ -72,5 +77,19 @@ pub async fn wait(
             }
             () = crate::state::stopped(&mut shutdown) => return Err(ApiError::ShuttingDown),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_length_defaults_and_clamps() {
+        assert_eq!(wait_length(None), Duration::from_secs(30));
+        assert_eq!(wait_length(Some(0)), Duration::ZERO);
+        assert_eq!(wait_length(Some(120)), Duration::from_secs(120));
+        assert_eq!(wait_length(Some(301)), Duration::from_secs(300));
+        assert_eq!(wait_length(Some(u64::MAX)), Duration::from_secs(300));
     }
 }
