@@ -107,11 +107,59 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| classify("", e))?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        classify(&path, e.into_inner())
+        let mut path = e.path().to_string();
+        let inner = e.into_inner();
+        if let Some(field) = narrow::<T>(bytes, &path, &inner) {
+            path = field;
+        }
+        classify(&path, inner)
     })?;
     de.end().map_err(|e| classify("", e))?;
     Ok(value)
+}
+
+/// Name the field inside an internally tagged enum (`kind`) that a type
+/// error is about: serde buffers such an enum, so its error's path stops at
+/// the enum. Each key of that object is left out in turn; the one whose
+/// absence cures the error (or makes it "missing field" for that very key)
+/// is the culprit. Runs on the error path only.
+fn narrow<T: DeserializeOwned>(
+    bytes: &[u8],
+    path: &str,
+    err: &serde_json::Error,
+) -> Option<String> {
+    let message = err.to_string();
+    if path.is_empty()
+        || path == "."
+        || path.contains('[')
+        || message.starts_with("missing field")
+        || message.starts_with("unknown variant")
+    {
+        return None;
+    }
+    let pointer = format!("/{}", path.replace('.', "/"));
+    let root: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let keys: Vec<String> = root
+        .pointer(&pointer)?
+        .as_object()?
+        .keys()
+        .cloned()
+        .collect();
+    for key in keys.into_iter().filter(|k| k != "type") {
+        let mut copy = root.clone();
+        copy.pointer_mut(&pointer)?.as_object_mut()?.remove(&key);
+        let cured = match serde_path_to_error::deserialize::<_, T>(copy) {
+            Ok(_) => true,
+            Err(e) => e
+                .inner()
+                .to_string()
+                .starts_with(&format!("missing field `{key}`")),
+        };
+        if cured {
+            return Some(format!("{path}.{key}"));
+        }
+    }
+    None
 }
 
 fn classify(path: &str, inner: serde_json::Error) -> ApiError {

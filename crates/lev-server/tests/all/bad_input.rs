@@ -50,6 +50,22 @@ async fn malformed_json_is_400_and_a_wrong_shape_is_422_naming_the_field() {
             "kind",
         ),
         (
+            json!({"session_id": "s-1", "kind": {"type": "free_text", "prompt": 5}}),
+            "kind.prompt",
+        ),
+        (
+            json!({"session_id": "s-1", "kind": {"type": "multiple_choice", "prompt": "?", "options": "a"}}),
+            "kind.options",
+        ),
+        (
+            json!({"session_id": "s-1", "kind": {"type": "tool_approval", "tool_name": "sh", "args_json": "{}", "missing_capabilities": 7}}),
+            "kind.missing_capabilities",
+        ),
+        (
+            json!({"session_id": "s-1", "kind": {"type": "free_text"}}),
+            "prompt",
+        ),
+        (
             json!({"session_id": "s-1", "kind": {"type": "free_text", "prompt": "?"}, "timeout_s": "soon"}),
             "timeout_s",
         ),
