@@ -54,6 +54,17 @@ pub enum ApiError {
     /// 429: over a limit on how many.
     #[error("{0}")]
     TooMany(String),
+    /// 502: the party the server relied on (a session's operator) failed.
+    #[error("{message}")]
+    Upstream {
+        /// Stable code: `spawn_failed`.
+        code: &'static str,
+        /// For a person.
+        message: String,
+    },
+    /// 504: nobody answered within the caller's time.
+    #[error("{0}")]
+    Timeout(String),
     /// 503: the server is shutting down; retry elsewhere or later.
     #[error("the server is shutting down, retry shortly")]
     ShuttingDown,
@@ -83,6 +94,8 @@ impl ApiError {
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -93,13 +106,16 @@ impl ApiError {
         match self {
             Self::Malformed(_) => "malformed",
             Self::Unauthorized(_) => "unauthorized",
-            Self::Forbidden { code, .. } | Self::Conflict { code, .. } => code,
+            Self::Forbidden { code, .. }
+            | Self::Conflict { code, .. }
+            | Self::Upstream { code, .. } => code,
             Self::NotFound(_) => "not_found",
             Self::AlreadyAnswered(_) => "already_answered",
             Self::Gone(_) => "gone",
             Self::TooLarge(_) => "too_large",
             Self::Invalid(_) => "invalid",
             Self::TooMany(_) => "too_many",
+            Self::Timeout(_) => "timeout",
             Self::ShuttingDown => "shutting_down",
             Self::Internal(_) => "internal",
         }

@@ -26,6 +26,7 @@ mod ids;
 mod keys;
 mod log;
 mod metrics;
+mod operators;
 mod routes;
 mod session_auth;
 mod state;
@@ -44,6 +45,7 @@ use tokio::net::TcpListener;
 pub use auth::{ADMIN_TOKEN_FILE, Principal};
 pub use error::ApiError;
 pub use keys::KeyRing;
+pub use operators::OperatorSettings;
 pub use state::{AppState, Settings};
 
 /// How long shutdown waits for requests in flight before giving up on them.
@@ -75,9 +77,9 @@ pub struct Config {
     pub database: Option<String>,
     /// The policy file (used by the gate, a later addition).
     pub policy: Option<PathBuf>,
-    /// How long an ask waits for an operator to connect (later).
+    /// How long an ask waits for an operator to connect.
     pub operator_grace: Duration,
-    /// How long a connected operator has to reply (later).
+    /// How long a connected operator has to reply.
     pub operator_reply_timeout: Duration,
     /// Limits and lifetimes.
     pub settings: Settings,
@@ -239,6 +241,8 @@ impl Server {
             );
         }
         let mut settings = config.settings.clone();
+        settings.operators.grace = config.operator_grace;
+        settings.operators.reply_timeout = config.operator_reply_timeout;
         settings.secure_cookies |= config.tls.is_some();
         let state = AppState::start(store, keys, settings);
         Ok(Self {

@@ -29,6 +29,8 @@ pub struct Settings {
     pub attach_root: Option<std::path::PathBuf>,
     /// Mark the dashboard's session cookie `Secure` (set when serving TLS).
     pub secure_cookies: bool,
+    /// How operators are waited for (`--operator-grace`, ...).
+    pub operators: crate::operators::OperatorSettings,
 }
 
 impl Default for Settings {
@@ -40,6 +42,7 @@ impl Default for Settings {
             max_part_bytes: 10 * 1024 * 1024,
             attach_root: None,
             secure_cookies: false,
+            operators: crate::operators::OperatorSettings::default(),
         }
     }
 }
@@ -52,6 +55,7 @@ struct Inner {
     store: Arc<dyn Store>,
     keys: KeyRing,
     hub: Arc<Hub>,
+    operators: Arc<crate::operators::OperatorHub>,
     expiry: Arc<Expiry>,
     metrics: Metrics,
     settings: Settings,
@@ -74,6 +78,9 @@ impl AppState {
     pub fn start(store: Arc<dyn Store>, keys: KeyRing, settings: Settings) -> Self {
         let (shutdown_tx, shutdown) = watch::channel(false);
         let hub = Arc::new(Hub::default());
+        let operators = Arc::new(crate::operators::OperatorHub::new(
+            settings.operators.clone(),
+        ));
         let expiry = Arc::new(Expiry::default());
         tokio::spawn(Arc::clone(&hub).run(store.subscribe(), shutdown.clone()));
         tokio::spawn(Arc::clone(&expiry).run(Arc::clone(&store), shutdown.clone()));
@@ -81,6 +88,7 @@ impl AppState {
             store,
             keys,
             hub,
+            operators,
             expiry,
             metrics: Metrics::default(),
             settings,
@@ -102,6 +110,11 @@ impl AppState {
     /// The waiter hub.
     pub fn hub(&self) -> &Arc<Hub> {
         &self.0.hub
+    }
+
+    /// The operators' hub.
+    pub fn operators(&self) -> &Arc<crate::operators::OperatorHub> {
+        &self.0.operators
     }
 
     /// The expiry task's handle.

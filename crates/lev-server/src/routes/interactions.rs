@@ -67,6 +67,7 @@ pub async fn create(
             if let Some(at) = view.request.expires_at {
                 state.expiry().schedule(at);
             }
+            crate::operators::triage::on_created(&state, &view.request);
             Ok((StatusCode::CREATED, Json(view.request)))
         }
         CreateOutcome::Existing(view) => Ok((StatusCode::OK, Json(view.request))),

@@ -5,7 +5,9 @@ mod audit;
 mod events;
 mod interactions;
 mod misc;
-mod respond;
+pub(crate) mod respond;
+mod sessions;
+mod tasks;
 mod tokens;
 mod wait;
 
@@ -38,6 +40,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tokens", post(tokens::create).get(tokens::list))
         .route("/v1/tokens/{name}", delete(tokens::revoke))
         .route("/v1/audit", get(audit::audit))
+        .route("/v1/operators/{sid}/ws", get(crate::operators::ws::upgrade))
+        .route("/v1/sessions/{sid}/ask", post(sessions::ask))
+        .route("/v1/sessions/{sid}/spawn", post(sessions::spawn))
+        .route("/v1/worker/result", post(tasks::post_result))
+        .route("/v1/tasks", get(tasks::list))
+        .route("/v1/tasks/{id}", get(tasks::get_one))
         .route("/metrics", get(misc::metrics))
         .merge(crate::dashboard::routes())
         .fallback(not_found)

@@ -35,6 +35,26 @@ pub async fn respond(
     JsonBody(answer): JsonBody<InteractionResponse, RESPOND_LIMIT>,
 ) -> ApiResult<Json<RespondResult>> {
     principal.require(&[Role::Approver])?;
+    decide(&state, &id, answer, &principal.name, &via)
+        .await
+        .map(Json)
+}
+
+/// Decide interaction `id` with `answer` by `approver` (a token's name, the
+/// identity signed into a tool approval): validate the answer against its
+/// request, store its parts, sign a tool approval, then the store's
+/// compare-and-set. The respond route's path, shared with an operator's
+/// triage answer (which passes no dashboard session, so no `@path`).
+///
+/// # Errors
+/// 404, 409 `already_answered` (with the winner), 410, 413, 422, as respond.
+pub async fn decide(
+    state: &AppState,
+    id: &str,
+    answer: InteractionResponse,
+    approver: &str,
+    via: &crate::session_auth::CurrentSession,
+) -> ApiResult<RespondResult> {
     let view = state
         .store()
         .get_interaction(&id)
@@ -47,15 +67,15 @@ pub async fn respond(
     }
     let request = &view.request.request;
     let mut answer = validate_response(request, answer)?;
-    crate::attach::expand_at_paths(state.settings(), &via, &mut answer)?;
+    crate::attach::expand_at_paths(state.settings(), via, &mut answer)?;
     let inbound = std::mem::take(&mut answer.parts);
     let decoded = decode_parts(inbound, state.settings().max_part_bytes)?;
     let parts = store_parts(state.store(), decoded).await?;
     let response = answer.map_parts(parts);
     let now = OffsetDateTime::now_utc();
-    let approval = sign_approval(&state, request, &response, &principal.name, now)?;
+    let approval = sign_approval(state, request, &response, approver, now)?;
     let mut audit = BTreeMap::new();
-    audit.insert("approver".to_owned(), json!(principal.name));
+    audit.insert("approver".to_owned(), json!(approver));
     if let InteractionKind::ToolApproval { .. } = &request.kind {
         audit.insert("approved".to_owned(), json!(response.approved));
         audit.insert(
@@ -75,10 +95,10 @@ pub async fn respond(
     let outcome = state
         .store()
         .answer_interaction(NewAnswer {
-            id: id.clone(),
+            id: id.to_owned(),
             response: response.clone(),
             approval,
-            answered_by: principal.name.clone(),
+            answered_by: approver.to_owned(),
             answered_at: now,
             audit,
         })
@@ -86,10 +106,10 @@ pub async fn respond(
     match outcome {
         TransitionOutcome::Done(view) => {
             state.metrics().answered();
-            Ok(Json(RespondResult {
+            Ok(RespondResult {
                 response: view.response.unwrap_or(response),
                 approval: view.approval,
-            }))
+            })
         }
         TransitionOutcome::AlreadyAnswered(view) => Err(already_answered(*view)),
         TransitionOutcome::Gone(view) => Err(gone(&view)),

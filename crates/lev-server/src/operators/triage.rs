@@ -1,0 +1,150 @@
+//! Triage: an interaction whose `route` starts with `operator`, created in a
+//! session with a connected operator, goes to that operator first as an
+//! `ask` whose question is `{"interaction": <InteractionRequest>}`.
+//!
+//! The operator's answer is either an `InteractionResponse` (it decides,
+//! through the respond route's own path: validation, signing with the
+//! operator's token name as the approver, the store's compare-and-set) or
+//! `{"escalate": "why"}`, which hands it to people with the reason noted in
+//! the interaction's `metadata.escalation` and on the `interaction.escalated`
+//! event. No reply within the reply timeout, or no operator for the grace
+//! time, hands it to people the same way. People see the interaction from the
+//! start; whoever answers first wins.
+
+use lev_protocol::{Interaction, InteractionResponse, ServerMsg};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::hub::{Kind, Waited};
+use super::secs;
+use crate::error::ApiError;
+use crate::session_auth::CurrentSession;
+use crate::state::AppState;
+
+/// After an interaction is created: start its triage when it is routed to
+/// the operator first and the session has one connected.
+pub fn on_created(state: &AppState, interaction: &Interaction) {
+    let request = &interaction.request;
+    if !request.routes_to_operator_first() || !state.operators().is_connected(&request.session_id) {
+        return;
+    }
+    tokio::spawn(run(state.clone(), interaction.clone()));
+}
+
+/// The latest instant an interaction can matter: its expiry, else far away.
+fn deadline_of(interaction: &Interaction) -> Instant {
+    let far = Instant::now() + std::time::Duration::from_secs(365 * 24 * 3600);
+    interaction.expires_at.map_or(far, |at| {
+        let left = at - time::OffsetDateTime::now_utc();
+        std::time::Duration::try_from(left).map_or_else(|_| Instant::now(), |d| Instant::now() + d)
+    })
+}
+
+async fn run(state: AppState, interaction: Interaction) {
+    let id = interaction.id().to_owned();
+    let session_id = interaction.request.session_id.clone();
+    let hub = std::sync::Arc::clone(state.operators());
+    let settings = hub.settings().clone();
+    let question = json!({ "interaction": interaction.request });
+    // Registered before the ask goes out: an answer by a person ends triage.
+    let mut watch = state.hub().register(&id);
+    let mut ticket = hub.submit(&session_id, Kind::Ask, |req_id| ServerMsg::Ask {
+        req_id,
+        question,
+    });
+    let deadline = deadline_of(&interaction);
+    let outcome = loop {
+        tokio::select! {
+            waited = ticket.wait(deadline) => break waited,
+            changed = watch.rx.changed() => {
+                let still_pending = matches!(
+                    state.store().get_interaction(&id).await,
+                    Ok(Some(view)) if !view.request.status.is_final()
+                );
+                if changed.is_err() || !still_pending {
+                    return; // dropping the ticket withdraws the ask
+                }
+            }
+        }
+    };
+    let (reason, by) = match outcome {
+        Waited::Replied(reply) => {
+            let lev_protocol::ClientMsg::Answer { value, .. } = reply.msg else {
+                return;
+            };
+            match decide(&state, &id, value, &reply.by).await {
+                Ok(()) => return,
+                Err(Refusal::Escalate(why)) => (why, reply.by),
+                Err(Refusal::Invalid(why)) => {
+                    hub.send(
+                        &session_id,
+                        &ServerMsg::Error {
+                            req_id: Some(ticket.req_id().to_owned()),
+                            code: "invalid_answer".into(),
+                            message: format!("{why}; the interaction was handed to people instead"),
+                        },
+                    );
+                    (
+                        format!("the operator's answer was refused: {why}"),
+                        reply.by,
+                    )
+                }
+            }
+        }
+        Waited::NoOperator => (
+            format!(
+                "no operator was connected to session {session_id} for {}",
+                secs(settings.grace)
+            ),
+            reply_by_default(),
+        ),
+        Waited::ReplyTimeout => (
+            format!(
+                "the operator did not answer within {}",
+                secs(settings.reply_timeout)
+            ),
+            reply_by_default(),
+        ),
+        Waited::Sent | Waited::Deadline => return,
+    };
+    if let Err(e) = state.store().escalate_interaction(&id, &reason, &by).await {
+        crate::log::error(&format!("triage of {id}: cannot note the escalation: {e}"));
+    }
+}
+
+fn reply_by_default() -> String {
+    "lev".to_owned()
+}
+
+/// Apply the operator's answer. `Ok` when it decided the interaction (or
+/// somebody else had); `Err(reason)` when it asked to escalate or its answer
+/// was refused.
+async fn decide(state: &AppState, id: &str, value: Value, by: &str) -> Result<(), Refusal> {
+    if let Some(why) = value.get("escalate") {
+        let why = why.as_str().map_or_else(|| why.to_string(), str::to_owned);
+        return Err(Refusal::Escalate(why));
+    }
+    let mut value = value;
+    if let Value::Object(m) = &mut value {
+        m.entry("request_id").or_insert_with(|| json!(id));
+    }
+    let answer: InteractionResponse = serde_json::from_value(value).map_err(|e| {
+        Refusal::Invalid(format!(
+            "expected an InteractionResponse or {{\"escalate\": \"why\"}}: {e}"
+        ))
+    })?;
+    match crate::routes::respond::decide(state, id, answer, by, &CurrentSession(None)).await {
+        Ok(_) | Err(ApiError::AlreadyAnswered(_) | ApiError::Gone(_)) => Ok(()),
+        Err(ApiError::Conflict { .. } | ApiError::NotFound(_)) => Ok(()),
+        Err(e) => Err(Refusal::Invalid(e.to_string())),
+    }
+}
+
+/// Why the operator's answer did not decide the interaction.
+#[derive(Debug)]
+enum Refusal {
+    /// `{"escalate": "why"}`.
+    Escalate(String),
+    /// Not a valid answer to this interaction.
+    Invalid(String),
+}

@@ -1,0 +1,209 @@
+//! Sub-agent tasks: `GET /v1/tasks`, `GET /v1/tasks/{id}`, and
+//! `POST /v1/worker/result`, where a sub-agent posts its result with the token
+//! scoped to its task.
+
+use axum::Json;
+use axum::extract::{FromRequestParts, State};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use lev_protocol::WorkerResult;
+use lev_protocol::api::{Role, Task, TaskStatus};
+use lev_store::tasks::{TaskChange, TaskFilter, TaskResult};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{PathParam, Q};
+use crate::auth::{Principal, token_hash};
+use crate::body::JsonBody;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// The most of `output_tail` kept: its last 64 KiB.
+const OUTPUT_TAIL_BYTES: usize = 64 * 1024;
+
+/// The query of `GET /v1/tasks`.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    session_id: Option<String>,
+    status: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+/// A page of `GET /v1/tasks`, newest first.
+#[derive(Debug, Serialize)]
+pub struct TaskPage {
+    items: Vec<Task>,
+    next_cursor: Option<String>,
+}
+
+fn parse_status(s: &str) -> Option<TaskStatus> {
+    serde_json::from_value(json!(s)).ok()
+}
+
+/// `GET /v1/tasks` (worker, approver).
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+    Q(query): Q<ListQuery>,
+) -> ApiResult<Json<TaskPage>> {
+    principal.require(&[Role::Worker, Role::Approver])?;
+    if let Some(session) = &query.session_id {
+        lev_protocol::validate::check_id("session_id", session)?;
+    }
+    let status = match query.status.as_deref() {
+        None | Some("all") => None,
+        Some(s) => Some(parse_status(s).ok_or_else(|| {
+            ApiError::Invalid(format!(
+                "status: expected pending, running, succeeded, failed or all, found {s:?}"
+            ))
+        })?),
+    };
+    let before = match &query.cursor {
+        None => None,
+        Some(c) => Some(c.parse::<i64>().map_err(|_| {
+            ApiError::Invalid("cursor: expected a next_cursor from a previous page".into())
+        })?),
+    };
+    let page = state
+        .store()
+        .list_tasks(TaskFilter {
+            session_id: query.session_id,
+            status,
+            limit: query.limit.unwrap_or(50).clamp(1, 500),
+            before,
+        })
+        .await?;
+    Ok(Json(TaskPage {
+        items: page.items,
+        next_cursor: page.next_before.map(|n| n.to_string()),
+    }))
+}
+
+/// `GET /v1/tasks/{id}` (worker, approver).
+pub async fn get_one(
+    State(state): State<AppState>,
+    principal: Principal,
+    PathParam(id): PathParam,
+) -> ApiResult<Json<Task>> {
+    principal.require(&[Role::Worker, Role::Approver])?;
+    state
+        .store()
+        .get_task(&id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))
+}
+
+/// Who posts a result: a task's scoped token (for that task only), or a
+/// worker (or admin) token.
+#[derive(Debug)]
+pub enum ResultPoster {
+    /// The token scoped to this task.
+    Task(Box<Task>),
+    /// An API token.
+    Principal(Principal),
+}
+
+impl FromRequestParts<AppState> for ResultPoster {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        if parts.extensions.get::<Principal>().is_none() {
+            let secret = parts
+                .headers
+                .get(AUTHORIZATION)
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| {
+                    h.strip_prefix("Bearer ")
+                        .or_else(|| h.strip_prefix("bearer "))
+                })
+                .map(str::trim)
+                .filter(|s| !s.is_empty());
+            if let Some(secret) = secret {
+                if let Some(task) = state
+                    .store()
+                    .task_by_token_hash(&token_hash(secret))
+                    .await?
+                {
+                    return Ok(Self::Task(Box::new(task)));
+                }
+            }
+        }
+        Ok(Self::Principal(
+            Principal::from_request_parts(parts, state).await?,
+        ))
+    }
+}
+
+/// Keep the last `OUTPUT_TAIL_BYTES` of `tail`, cut at a character boundary.
+fn tail_of(mut tail: String) -> String {
+    if tail.len() > OUTPUT_TAIL_BYTES {
+        let mut start = tail.len() - OUTPUT_TAIL_BYTES;
+        while !tail.is_char_boundary(start) {
+            start += 1;
+        }
+        tail.drain(..start);
+    }
+    tail
+}
+
+/// `POST /v1/worker/result` (the task's token, worker, admin): set the task's
+/// `last_result` (`{"value","ok","error"}`) and output tail; 409 once the
+/// task is finished.
+pub async fn post_result(
+    State(state): State<AppState>,
+    poster: ResultPoster,
+    JsonBody(result): JsonBody<WorkerResult>,
+) -> ApiResult<Json<Task>> {
+    let actor = match &poster {
+        ResultPoster::Task(task) => {
+            if task.id != result.task_id {
+                return Err(ApiError::forbidden(format!(
+                    "this token may only post the result of task {}",
+                    task.id
+                )));
+            }
+            format!("task:{}", task.id)
+        }
+        ResultPoster::Principal(principal) => {
+            principal.require(&[Role::Worker])?;
+            principal.name.clone()
+        }
+    };
+    lev_protocol::validate::check_id("task_id", &result.task_id)?;
+    let change = state
+        .store()
+        .post_task_result(TaskResult {
+            task_id: result.task_id.clone(),
+            last_result: json!({
+                "value": result.value,
+                "ok": result.ok,
+                "error": result.error,
+            }),
+            output_tail: result.output_tail.map(tail_of),
+            actor,
+        })
+        .await?;
+    match change {
+        TaskChange::Done(task) => {
+            // Wakes a spawn waiting for this result (one server; replicas
+            // would follow the store's task.updated events instead).
+            state.hub().wake(&task.id);
+            Ok(Json(*task))
+        }
+        TaskChange::Finished(task) => Err(ApiError::Conflict {
+            code: "task_finished",
+            message: format!(
+                "task {} is {}; it takes no more results",
+                task.id,
+                if task.status == TaskStatus::Succeeded {
+                    "succeeded"
+                } else {
+                    "failed"
+                }
+            ),
+        }),
+        TaskChange::NotFound => Err(ApiError::NotFound(format!("no task {:?}", result.task_id))),
+    }
+}
