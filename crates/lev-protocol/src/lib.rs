@@ -9,6 +9,7 @@
 //! answer against the question it answers (a pure function of the two).
 
 pub mod api;
+pub mod claude_code;
 pub mod envelope;
 pub mod ids;
 pub mod interaction;

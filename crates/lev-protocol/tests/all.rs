@@ -7,7 +7,11 @@
 //! - `validation`: `validate_request` and `validate_response` against the
 //!   SPEC (section 2's table, section 9's limits).
 //! - `props`: property tests (JSON round trips, strict JSON, feedback).
+//! - `claude_code`: the hook outputs and permission-prompt results of SPEC
+//!   section 10, byte for byte, and the refused hook events.
 
+#[path = "all/claude_code.rs"]
+mod claude_code;
 #[path = "all/fixtures.rs"]
 mod fixtures;
 #[path = "all/props.rs"]
