@@ -295,6 +295,11 @@ function argsSummary(argsJson) {
   return short(JSON.stringify(v), 120);
 }
 
+/** A JSON value in one line, strings quoted. */
+function shortJson(v, n = 160) {
+  return short(JSON.stringify(v), n);
+}
+
 function short(v, n = 160) {
   const s = typeof v === 'string' ? v : JSON.stringify(v);
   return s.length > n ? s.slice(0, n) + '…' : s;
@@ -352,21 +357,27 @@ function takeTokenFromHash() {
   const token = new URLSearchParams(hash).get('token');
   // Drop the secret from the address bar (and from history) before anything else.
   history.replaceState(null, '', location.pathname + location.search);
-  return token ? token.trim() : null;
+  return (token || '').trim();
 }
 
 async function boot() {
   applyTheme();
   bindStatic();
-  const token = takeTokenFromHash();
-  if (token) {
-    const r = await api('POST', 'v1/login', { token });
-    if (r.ok) return loggedIn(r.body);
-    return showLogin(r.status === 401 ? 'That login link is not valid (unknown or revoked token).' : r.error);
-  }
+  if (await loginFromHash()) return;
   const r = await api('GET', 'v1/me');
   if (r.ok) return loggedIn(r.body);
   return showLogin(r.status === 401 || r.status === 404 ? null : r.error);
+}
+
+/** Log in with a `#token=` link, if the address has one. */
+async function loginFromHash() {
+  const token = takeTokenFromHash();
+  if (token == null) return false;
+  if (S.me) loggedOut(null);
+  const r = await api('POST', 'v1/login', { token });
+  if (r.ok) loggedIn(r.body);
+  else showLogin(r.status === 401 || !token ? 'That login link is not valid (unknown or revoked token).' : r.error);
+  return true;
 }
 
 function showOnly(id) {
@@ -1120,9 +1131,9 @@ function approvalForm(view) {
       const changes = proposal.ok ? jsonDiff(proposal.value, st.value) : [{ op: '~', p: '(whole)', from: k.args_json, to: st.value }];
       diffBox.append(h('ul', { class: 'diff-list' }, changes.slice(0, 200).map((c) => h('li', { class: 'd-' + ({ '+': 'add', '-': 'del', '~': 'chg' })[c.op] },
         h('span', { class: 'd-op' }, c.op === '-' ? '−' : c.op), h('code', { class: 'd-ptr' }, vis(c.p)), ' ',
-        c.op === '+' ? h('code', { class: 'd-new' }, vis(short(c.to))) : null,
-        c.op === '-' ? h('code', { class: 'd-old' }, vis(short(c.from))) : null,
-        c.op === '~' ? [h('code', { class: 'd-old' }, vis(short(c.from))), ' → ', h('code', { class: 'd-new' }, vis(short(c.to)))] : null))));
+        c.op === '+' ? h('code', { class: 'd-new' }, vis(shortJson(c.to))) : null,
+        c.op === '-' ? h('code', { class: 'd-old' }, vis(shortJson(c.from))) : null,
+        c.op === '~' ? [h('code', { class: 'd-old' }, vis(shortJson(c.from))), ' → ', h('code', { class: 'd-new' }, vis(shortJson(c.to)))] : null))));
     }
     approveBtn.disabled = !st.valid;
     approveBtn.textContent = approveLabel(st.changed);
@@ -1434,11 +1445,11 @@ async function loadGrants() {
       h('td', { 'data-label': 'Conversation' }, vis(g.conversation_id || (g.scope === 'always' ? 'any' : '—'))),
       h('td', { 'data-label': 'Sandbox' }, vis(g.sandbox_mode || '—')),
       h('td', { 'data-label': 'Covers' }, (g.covered_capabilities || []).length ? g.covered_capabilities.map((c) => h('span', { class: 'cap' }, vis(c))) : '—'),
-      h('td', { 'data-label': 'Only when' }, g.grant_args && Object.keys(g.grant_args).length
+      h('td', { 'data-label': 'Only when', class: 'wide' }, g.grant_args && Object.keys(g.grant_args).length
         ? h('ul', { class: 'plain' }, Object.entries(g.grant_args).map(([p, re]) => h('li', null, h('code', null, vis(p)), ' ~ ', h('code', null, vis(re)))))
         : h('span', { class: 'muted' }, 'any args')),
       h('td', { 'data-label': 'By' }, vis(g.approver || '')),
-      h('td', { 'data-label': 'Made' }, timeEl(g.created_at)),
+      h('td', { 'data-label': 'Made', class: 'nowrap' }, timeEl(g.created_at)),
       h('td', { class: 'right' }, revoke)));
   }
   table.append(tbody);
@@ -1539,7 +1550,7 @@ function renderAudit(hasMore) {
       h('td', { 'data-label': 'When' }, timeEl(e.at)),
       h('td', { 'data-label': 'What' }, h('code', null, vis(e.action))),
       h('td', { 'data-label': 'Who' }, vis(e.actor)),
-      h('td', { 'data-label': 'Details', class: 'audit-data' }, h('details', null, h('summary', null, vis(short(e.data, 90))),
+      h('td', { 'data-label': 'Details', class: 'audit-data wide' }, h('details', null, h('summary', null, vis(short(e.data, 90))),
         h('pre', { class: 'json' }, vis(JSON.stringify(e.data, null, 2))),
         h('div', { class: 'muted small mono' }, 'hash ', vis(e.hash)))))); 
   }
@@ -1550,11 +1561,19 @@ function renderAudit(hasMore) {
 
 // ---------------------------------------------------------------- routing, keys, theme
 
+async function onHashChange() {
+  // A login link opened in a tab that already shows the page.
+  if (await loginFromHash()) return;
+  route();
+}
+
 function route() {
   if (!S.me) return;
   let v = location.hash.replace(/^#/, '') || 'inbox';
   if (!['inbox', 'history', 'grants', 'tasks', 'audit'].includes(v)) v = 'inbox';
   if (v === 'audit' && S.me.role !== 'admin') v = 'inbox';
+  // Coming back to the inbox from another tab shows the list (on a phone).
+  if (v === 'inbox' && S.view !== 'inbox') back();
   S.view = v;
   showOnly('view-' + v);
   for (const a of document.querySelectorAll('#tabs a')) a.classList.toggle('on', a.dataset.view === v);
@@ -1645,7 +1664,7 @@ function bindStatic() {
     clearTimeout(timer);
     timer = setTimeout(() => loadHistory(), 300);
   });
-  window.addEventListener('hashchange', route);
+  window.addEventListener('hashchange', onHashChange);
   document.addEventListener('keydown', onKey);
   setInterval(refreshTimes, 30000);
 }

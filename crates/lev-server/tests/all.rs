@@ -10,6 +10,8 @@ mod support;
 mod auth;
 #[path = "all/bad_input.rs"]
 mod bad_input;
+#[path = "all/dashboard.rs"]
+mod dashboard;
 #[path = "all/events.rs"]
 mod events;
 #[path = "all/interactions.rs"]

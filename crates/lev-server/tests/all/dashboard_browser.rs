@@ -1,0 +1,869 @@
+//! The dashboard in a real headless Chromium: log in through the `#token`
+//! link, see interactions arrive live, answer every kind, and check through
+//! the API that the worker got exactly that; agent text stays inert; a race
+//! loser sees the winner. `screenshots_for_a_person_to_look_at` saves PNGs
+//! to `target/screenshots/` (light and dark, desktop and phone width).
+
+use std::path::Path;
+
+use fantoccini::key::Key;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::browser_support::Browser;
+use crate::support::{TestServer, free_text};
+
+struct Env {
+    s: TestServer,
+    worker: String,
+    b: Browser,
+}
+
+/// A server, a worker token, an approver `alice` logged in through her link.
+async fn setup() -> Env {
+    let s = TestServer::start().await;
+    let worker = s.token("agent-1", "worker", None).await;
+    let alice = s.token("alice", "approver", None).await;
+    let b = Browser::start().await;
+    b.goto(&format!("{}/#token={alice}", s.url)).await;
+    b.wait_text("#me-name", "alice").await;
+    Env { s, worker, b }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the worker's wait returns once the interaction is settled.
+async fn settled(s: &TestServer, worker: &str, id: &str) -> Value {
+    let (status, v) = s
+        .get(&format!("/v1/interactions/{id}/wait?timeout_s=10"), worker)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["status"], "answered", "{v}");
+    v
+}
+
+fn item(id: &str) -> String {
+    format!("#inbox-list li.item[data-id='{id}']")
+}
+
+fn detail(id: &str) -> String {
+    format!("#detail article.detail[data-id='{id}']")
+}
+
+/// Wait for `id` to arrive in the inbox, open it, wait for its answer form.
+async fn open(b: &Browser, id: &str) {
+    b.wait_css(&item(id)).await;
+    b.click(&item(id)).await;
+    b.wait_css(&format!("{} .answer", detail(id))).await;
+}
+
+/// Load `url` afresh (a page that only changes its fragment is not reloaded).
+async fn fresh(b: &Browser, url: &str) {
+    b.goto(url).await;
+    b.client.refresh().await.unwrap();
+    b.wait_css("#userbox:not([hidden])").await;
+}
+
+fn tool(session: &str, tool_name: &str, args_json: &str) -> Value {
+    json!({
+        "session_id": session,
+        "conversation_id": "c-1",
+        "turn_id": "t-1",
+        "caller": "carol",
+        "kind": {
+            "type": "tool_approval",
+            "tool_name": tool_name,
+            "args_json": args_json,
+            "missing_capabilities": ["proc-exec", "net"],
+            "sandbox_mode": "workspace-write"
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_login_link_logs_in_once_and_leaves_no_token_behind() {
+    let s = TestServer::start().await;
+    let alice = s.token("alice", "approver", None).await;
+    let b = Browser::start().await;
+
+    b.goto(&format!("{}/#token={alice}", s.url)).await;
+    b.wait_text("#me-name", "alice").await;
+    assert_eq!(
+        b.js("return document.getElementById('me-role').textContent")
+            .await,
+        json!("approver")
+    );
+    let url = b.client.current_url().await.unwrap().to_string();
+    assert!(!url.contains("token") && !url.contains(&alice), "{url}");
+    assert_eq!(url, format!("{}/", s.url));
+    // Nor in the history: the entry was replaced, not added to.
+    b.client.back().await.unwrap();
+    let back = b.client.current_url().await.unwrap().to_string();
+    assert!(!back.contains("token"), "{back}");
+    b.client.forward().await.unwrap();
+    // The session cookie is out of the script's reach.
+    let cookies = b.js("return document.cookie").await;
+    assert!(!cookies.as_str().unwrap_or_default().contains("lev_session"));
+    assert!(
+        b.js("return document.title")
+            .await
+            .as_str()
+            .unwrap()
+            .ends_with("lev")
+    );
+    // An approver has no audit tab.
+    assert_eq!(
+        b.js("return document.getElementById('tab-audit').hidden")
+            .await,
+        json!(true)
+    );
+
+    // A reload keeps the session (the cookie), without the token.
+    b.goto(&format!("{}/", s.url)).await;
+    b.wait_text("#me-name", "alice").await;
+
+    // Log out: the login form, also after a reload.
+    b.click("#logout-btn").await;
+    b.wait_until(
+        "the login form",
+        "!document.getElementById('view-login').hidden",
+    )
+    .await;
+    b.goto(&format!("{}/", s.url)).await;
+    b.wait_until(
+        "the login form",
+        "!document.getElementById('view-login').hidden",
+    )
+    .await;
+
+    // A bad link says so, and leaves no token in the address bar either.
+    b.goto(&format!("{}/#token=lev_not_a_token", s.url)).await;
+    b.wait_text("#login-error", "not valid").await;
+    let url = b.client.current_url().await.unwrap().to_string();
+    assert!(!url.contains("lev_not_a_token"), "{url}");
+
+    // The form logs in too.
+    b.type_into("#login-token", &alice).await;
+    b.click("#login-submit").await;
+    b.wait_text("#me-name", "alice").await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_is_answered_from_the_browser_and_the_worker_gets_exactly_that() {
+    let Env { s, worker, b } = setup().await;
+    b.wait_css("#inbox-empty:not([hidden])").await;
+    let files = tempfile::tempdir().unwrap();
+
+    // --- free text, live, with a file by the picker and one dropped
+    let id = s
+        .create(
+            &worker,
+            &free_text("s-1", "What should the release be called?"),
+        )
+        .await;
+    b.wait_css(&item(&id)).await;
+    b.wait_until(
+        "the count in the title",
+        "document.title.startsWith('(1) ')",
+    )
+    .await;
+    assert_eq!(b.text("#inbox-count").await, "1");
+    open(&b, &id).await;
+    assert_eq!(
+        b.text(&format!("{} .prompt", detail(&id))).await,
+        "What should the release be called?"
+    );
+    b.type_into(&format!("{} textarea.reply", detail(&id)), "Call it Nimbus")
+        .await;
+    let notes = files.path().join("notes.md");
+    std::fs::write(&notes, "# Notes\nship it\n").unwrap();
+    b.wait_css(&format!("{} input[type=file]", detail(&id)))
+        .await
+        .send_keys(notes.to_str().unwrap())
+        .await
+        .unwrap();
+    b.wait_until(
+        "the picked file listed",
+        "document.querySelectorAll('#detail .files li').length === 1",
+    )
+    .await;
+    b.js(
+        "const dt = new DataTransfer();
+         dt.items.add(new File(['dropped bytes'], 'drop.txt', {type: 'text/plain'}));
+         const zone = document.querySelector('#detail .drop');
+         for (const t of ['dragenter', 'dragover', 'drop']) {
+           zone.dispatchEvent(new DragEvent(t, {dataTransfer: dt, bubbles: true, cancelable: true}));
+         }
+         return true;",
+    )
+    .await;
+    b.wait_until(
+        "the dropped file listed",
+        "document.querySelectorAll('#detail .files li').length === 2",
+    )
+    .await;
+    b.click(&format!("{} .answer button.primary", detail(&id)))
+        .await;
+    let got = settled(&s, &worker, &id).await;
+    let r = &got["response"];
+    assert_eq!(r["value"], "Call it Nimbus");
+    let (_, view) = s.get(&format!("/v1/interactions/{id}"), &worker).await;
+    assert_eq!(view["request"]["answered_by"], "alice");
+    let parts = r["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 2, "{r}");
+    assert_eq!(parts[0]["name"], "notes.md");
+    assert_eq!(parts[0]["size"], 16);
+    assert_eq!(
+        parts[0]["sha256"],
+        hex(&Sha256::digest(b"# Notes\nship it\n"))
+    );
+    assert_eq!(parts[1]["name"], "drop.txt");
+    assert_eq!(parts[1]["media_type"], "text/plain");
+    assert_eq!(parts[1]["sha256"], hex(&Sha256::digest(b"dropped bytes")));
+    assert!(r.get("approved").is_none() && r.get("choice_index").is_none());
+    let blob = s
+        .req(
+            reqwest::Method::GET,
+            &format!("/v1/blobs/{}", parts[1]["sha256"].as_str().unwrap()),
+            &worker,
+        )
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(&blob[..], b"dropped bytes");
+    b.wait_until(
+        "it left the inbox",
+        &format!("!document.querySelector(\"{}\")", item(&id)),
+    )
+    .await;
+    b.wait_until("the count is gone", "document.title === 'lev'")
+        .await;
+
+    // --- multiple choice, by its number key
+    let id = s
+        .create(
+            &worker,
+            &json!({"session_id": "s-2", "kind": {"type": "multiple_choice",
+                "prompt": "Which colour?", "options": ["red", "green", "blue"]}}),
+        )
+        .await;
+    open(&b, &id).await;
+    assert_eq!(b.count("#detail button.choice").await, 3);
+    b.keys("2").await;
+    let got = settled(&s, &worker, &id).await;
+    assert_eq!(got["response"]["choice_index"], 1);
+    assert!(got["response"].get("value").is_none());
+
+    // --- interaction points: each point shown; Ctrl+Enter sends
+    let id = s
+        .create(
+            &worker,
+            &json!({"session_id": "s-2", "title": "Review these",
+                "kind": {"type": "interaction_points", "prompt": "Which first?",
+                "points": [{"id": "p1", "text": "Token comparison is not constant-time."},
+                           {"id": "p2", "text": "Logout keeps the cookie."}]}}),
+        )
+        .await;
+    open(&b, &id).await;
+    let points = b
+        .js("return [...document.querySelectorAll('#detail .point')].map(p => p.dataset.point + ': ' + p.querySelector('.point-text').textContent)")
+        .await;
+    assert_eq!(
+        points,
+        json!([
+            "p1: Token comparison is not constant-time.",
+            "p2: Logout keeps the cookie."
+        ])
+    );
+    b.type_into(
+        &format!("{} textarea.reply", detail(&id)),
+        &format!(
+            "fix p2 first{}{}",
+            char::from(Key::Control),
+            char::from(Key::Enter)
+        ),
+    )
+    .await;
+    let got = settled(&s, &worker, &id).await;
+    assert_eq!(got["response"]["value"], "fix p2 first");
+
+    // --- tool approval: edited args, a session grant narrowed to calls like
+    // this one, injected context
+    let args = r#"{"argv":["rm","-rf","build/"],"cwd":"/tmp/x"}"#;
+    let id = s.create(&worker, &tool("s-3", "shell", args)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    assert_eq!(b.text(&format!("{d} .tool-name code")).await, "shell");
+    assert_eq!(
+        b.text(&format!("{d} .tool-sandbox code")).await,
+        "workspace-write"
+    );
+    let caps = b.js("return [...document.querySelectorAll('#detail .tool-caps .cap')].map(c => c.textContent)").await;
+    assert_eq!(caps, json!(["proc-exec", "net"]));
+    let shown = b
+        .js("return document.querySelector('#detail .args-pretty').textContent")
+        .await;
+    let pretty =
+        serde_json::to_string_pretty(&serde_json::from_str::<Value>(args).unwrap()).unwrap();
+    assert_eq!(shown, json!(pretty));
+
+    b.click(&format!("{d} .edit-btn")).await;
+    let editor = format!("{d} textarea.args-edit");
+    b.wait_css(&editor).await.clear().await.unwrap();
+    b.type_into(&editor, r#"{"argv": ["rm", "-r""#).await;
+    b.wait_css(&format!("{d} .edit-status.bad")).await;
+    assert_eq!(
+        b.js("return document.querySelector('#detail .approve-btn').disabled")
+            .await,
+        json!(true),
+        "invalid JSON must not be sendable"
+    );
+    b.wait_css(&editor).await.clear().await.unwrap();
+    let edited = r#"{"argv":["rm","-r","build/tmp"],"cwd":"/tmp/x"}"#;
+    b.type_into(&editor, edited).await;
+    b.wait_css(&format!("{d} .edit-status.good")).await;
+    let diff = b
+        .js("return [...document.querySelectorAll('#detail .diff-list li')].map(li => li.textContent)")
+        .await;
+    assert_eq!(
+        diff,
+        json!([
+            "~/argv/1 \"-rf\" → \"-r\"",
+            "~/argv/2 \"build/\" → \"build/tmp\""
+        ])
+    );
+    b.click(&format!("{d} .seg .seg-item:nth-child(2) > input"))
+        .await;
+    b.click(&format!("{d} input[value=like]")).await;
+    let rows = b
+        .js("return [...document.querySelectorAll('#detail .grant-row')].map(r => r.querySelector('.ptr').textContent + ' ' + r.querySelector('input[type=text]').value)")
+        .await;
+    assert_eq!(
+        rows,
+        json!([
+            "/argv/0 ^rm$",
+            "/argv/1 ^\\-rf$",
+            "/argv/2 ^build/$",
+            "/cwd ^/tmp/x$"
+        ])
+    );
+    for n in 2..=4 {
+        b.click(&format!(
+            "{d} .grant-row:nth-child({n}) input[type=checkbox]"
+        ))
+        .await;
+    }
+    b.click(&format!("{d} details.more > summary")).await;
+    b.type_into(
+        &format!("{d} textarea[aria-label='Injected context']"),
+        "Only the tmp dir.",
+    )
+    .await;
+    assert_eq!(
+        b.text(&format!("{d} .approve-btn")).await,
+        "Approve for this session with edits"
+    );
+    b.click(&format!("{d} .approve-btn")).await;
+    let got = settled(&s, &worker, &id).await;
+    let r = &got["response"];
+    assert_eq!(r["approved"], true);
+    assert_eq!(r["scope"], "session");
+    assert_eq!(r["modified_args_json"], edited);
+    assert_eq!(r["grant_args"], json!({"/argv/0": "^rm$"}));
+    assert_eq!(r["injected_context"], "Only the tmp dir.");
+    assert!(r.get("feedback").is_none());
+    let payload = got["approval"]["payload"]
+        .as_str()
+        .expect("a signed approval");
+    let payload: Value =
+        serde_json::from_slice(&lev_approval::decode_base64(payload).unwrap()).unwrap();
+    assert_eq!(payload["approver"], "alice");
+    assert_eq!(payload["approved"], true);
+    assert_eq!(payload["approved_for_session"], true);
+    assert_eq!(payload["args_json"], args);
+    assert_eq!(payload["modified_args_json"], edited);
+    assert_eq!(payload["injected_context"], "Only the tmp dir.");
+
+    // --- tool approval: deny with feedback (trimmed)
+    let id = s
+        .create(
+            &worker,
+            &tool("s-3", "shell", r#"{"argv":["make","clean"]}"#),
+        )
+        .await;
+    open(&b, &id).await;
+    b.type_into(
+        &format!("{} textarea.feedback", detail(&id)),
+        "  use `cargo clean` instead \n",
+    )
+    .await;
+    b.click(&format!("{} .deny-btn", detail(&id))).await;
+    let got = settled(&s, &worker, &id).await;
+    let r = &got["response"];
+    assert_eq!(r["approved"], false);
+    assert_eq!(r["feedback"], "use `cargo clean` instead");
+    assert!(r.get("modified_args_json").is_none() && r.get("grant_args").is_none());
+
+    // --- shortcuts: j/k move, a approves once
+    let older = s
+        .create(&worker, &tool("s-4", "fs.read", r#"{"path":"a.txt"}"#))
+        .await;
+    b.wait_css(&item(&older)).await;
+    let newer = s
+        .create(&worker, &tool("s-4", "fs.read", r#"{"path":"b.txt"}"#))
+        .await;
+    b.wait_css(&item(&newer)).await;
+    // Newest first; the first arrival was opened and stays open.
+    let order = b
+        .js("return [...document.querySelectorAll('#inbox-list li.item')].map(li => li.dataset.id)")
+        .await;
+    assert_eq!(order, json!([newer, older]));
+    b.wait_css(&format!("{}.selected", item(&older))).await;
+    b.keys("k").await;
+    b.wait_css(&format!("{}.selected", item(&newer))).await;
+    b.keys("j").await;
+    b.wait_css(&format!("{}.selected", item(&older))).await;
+    b.wait_css(&format!("{} .approve-btn", detail(&older)))
+        .await;
+    b.keys("a").await;
+    let got = settled(&s, &worker, &older).await;
+    assert_eq!(got["response"]["approved"], true);
+    assert_eq!(got["response"]["scope"], "once");
+    assert!(got["response"].get("modified_args_json").is_none());
+    // The next one is opened; d denies it.
+    b.wait_css(&format!("{}.selected", item(&newer))).await;
+    b.wait_css(&format!("{} .deny-btn", detail(&newer))).await;
+    b.keys("d").await;
+    let got = settled(&s, &worker, &newer).await;
+    assert_eq!(got["response"]["approved"], false);
+    assert!(got["response"].get("feedback").is_none());
+
+    // --- history: who answered and how
+    b.click("#tabs a[data-view=history]").await;
+    b.wait_css("#history-body .hist").await;
+    let how = b.text("#history-body").await;
+    for want in [
+        "Approved for this session with edits (narrowed)",
+        "Denied: use `cargo clean` instead",
+        "Chose green",
+        "Replied Call it Nimbus + 2 file(s)",
+        "by alice",
+    ] {
+        assert!(how.contains(want), "history lacks {want:?}:\n{how}");
+    }
+    // Grants and tasks show something sensible whether or not the server has them.
+    b.click("#tabs a[data-view=grants]").await;
+    b.wait_until(
+        "the grants section",
+        "document.querySelector('#grants-body').children.length > 0",
+    )
+    .await;
+    b.click("#tabs a[data-view=tasks]").await;
+    b.wait_until(
+        "the tasks section",
+        "document.querySelector('#tasks-body').children.length > 0",
+    )
+    .await;
+    b.close().await;
+}
+
+/// Checks that nothing an agent sent became markup or script.
+async fn assert_inert(b: &Browser) {
+    let bad = b
+        .js("return {
+            xss: window.__xss === undefined ? null : window.__xss,
+            markup: document.querySelectorAll('#detail img, #detail script, #detail iframe, #detail svg, #detail b, #inbox-list img, #inbox-list script, #inbox-list b, #history-body img, #history-body script, #history-body iframe').length,
+            js_links: document.querySelectorAll('a[href^=\"javascript:\" i]').length,
+        }")
+        .await;
+    assert_eq!(bad, json!({"xss": null, "markup": 0, "js_links": 0}));
+    assert!(
+        b.client.get_alert_text().await.is_err(),
+        "an alert is open: agent text ran as script"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_text_stays_inert_and_hidden_characters_are_shown_and_flagged() {
+    let Env { s, worker, b } = setup().await;
+    let prompt = "<img src=x onerror=\"window.__xss=1;alert(1)\"><script>window.__xss=2</script>\
+                  <a href=\"javascript:window.__xss=3\">click</a>";
+    let title = "<b onmouseover=alert(1)>Bold title</b>";
+    let id = s
+        .create(
+            &worker,
+            &json!({"session_id": "s-x", "title": title,
+                "kind": {"type": "free_text", "prompt": prompt},
+                "metadata": {"note": "<img src=x onerror=alert(7)>"}}),
+        )
+        .await;
+    open(&b, &id).await;
+    assert_inert(&b).await;
+    assert_eq!(
+        b.js("return document.querySelector('#detail .prompt').textContent")
+            .await,
+        json!(prompt)
+    );
+    assert_eq!(
+        b.js("return document.querySelector('#detail .detail-title').textContent")
+            .await,
+        json!(title)
+    );
+    assert_eq!(
+        b.js(&format!(
+            "return document.querySelector(\"{} .item-title\").textContent",
+            item(&id)
+        ))
+        .await,
+        json!(title)
+    );
+
+    let args = r#"{"cmd":"<img src=x onerror=window.__xss=4>","html":"</pre><script>window.__xss=5</script>","url":"javascript:alert(1)"}"#;
+    let tool_name = "<svg/onload=window.__xss=6>";
+    let tid = s.create(&worker, &tool("s-x", tool_name, args)).await;
+    open(&b, &tid).await;
+    assert_inert(&b).await;
+    assert_eq!(
+        b.js("return document.querySelector('#detail .tool-name code').textContent")
+            .await,
+        json!(tool_name)
+    );
+    let pretty =
+        serde_json::to_string_pretty(&serde_json::from_str::<Value>(args).unwrap()).unwrap();
+    assert_eq!(
+        b.js("return document.querySelector('#detail .args-pretty').textContent")
+            .await,
+        json!(pretty)
+    );
+    assert_eq!(
+        b.js("return document.querySelector('#detail .args-raw').textContent")
+            .await,
+        json!(args)
+    );
+    // The edit view and its diff are inert too.
+    b.click(&format!("{} .edit-btn", detail(&tid))).await;
+    let editor = format!("{} textarea.args-edit", detail(&tid));
+    b.wait_css(&editor).await.clear().await.unwrap();
+    b.type_into(&editor, r#"{"cmd":"<script>window.__xss=7</script>"}"#)
+        .await;
+    b.wait_css("#detail .diff-list").await;
+    assert_inert(&b).await;
+
+    let mid = s
+        .create(
+            &worker,
+            &json!({"session_id": "s-x", "kind": {"type": "multiple_choice",
+                "prompt": "pick", "options": ["<iframe src=javascript:alert(1)>", "<img src=x onerror=alert(8)>"]}}),
+        )
+        .await;
+    open(&b, &mid).await;
+    assert_inert(&b).await;
+    assert_eq!(
+        b.js(
+            "return [...document.querySelectorAll('#detail .choice-text')].map(c => c.textContent)"
+        )
+        .await,
+        json!([
+            "<iframe src=javascript:alert(1)>",
+            "<img src=x onerror=alert(8)>"
+        ])
+    );
+    b.click("#detail button.choice[data-choice='1']").await;
+    settled(&s, &worker, &mid).await;
+
+    // Bidirectional overrides and zero-width characters: visible, flagged.
+    let sneaky =
+        "Run the installer \u{202E}exe.txt\u{202C} now\u{200B}, then \u{2066}x\u{2069}\u{FEFF}";
+    let bid = s
+        .create(
+            &worker,
+            &json!({"session_id": "s-x", "kind": {"type": "interaction_points", "prompt": sneaky,
+                "points": [{"id": "p1", "text": "ok\u{200D}"}]}}),
+        )
+        .await;
+    b.wait_css(&format!("{}.flagged", item(&bid))).await;
+    open(&b, &bid).await;
+    b.wait_text(
+        "#detail .banner.warn",
+        "Hidden or direction-changing characters",
+    )
+    .await;
+    let tokens = b
+        .js("return [...document.querySelectorAll('#detail .prompt .uc, #detail .point .uc')].map(t => t.textContent)")
+        .await;
+    assert_eq!(
+        tokens,
+        json!([
+            "⟨U+202E⟩",
+            "⟨U+202C⟩",
+            "⟨U+200B⟩",
+            "⟨U+2066⟩",
+            "⟨U+2069⟩",
+            "⟨U+FEFF⟩",
+            "⟨U+200D⟩"
+        ])
+    );
+    let raw_left = b
+        .js("return /[\\u202a-\\u202e\\u2066-\\u2069\\u200b-\\u200f\\u2060\\ufeff\\u061c]/.test(document.body.textContent)")
+        .await;
+    assert_eq!(
+        raw_left,
+        json!(false),
+        "a raw control character reached the page"
+    );
+    // A clean item is not flagged.
+    assert_eq!(
+        b.js(&format!(
+            "return document.querySelector(\"{}\").classList.contains('flagged')",
+            item(&tid)
+        ))
+        .await,
+        json!(false)
+    );
+
+    // Answered, in the history, still inert.
+    s.respond(
+        &s.admin,
+        &id,
+        &json!({"request_id": id, "value": "<img src=x onerror=alert(9)> fine"}),
+    )
+    .await;
+    b.click("#tabs a[data-view=history]").await;
+    b.wait_css(&format!("#history-body details[data-id='{id}']"))
+        .await;
+    b.js("document.querySelectorAll('#history-body details').forEach(d => d.open = true); return true").await;
+    b.wait_css("#history-body .hist-body").await;
+    assert_inert(&b).await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_race_loser_sees_the_winning_answer() {
+    let Env { s, worker, b } = setup().await;
+    let bob = s.token("bob", "approver", None).await;
+
+    // Bob answers while alice has the question open: the live event shows it.
+    let id = s.create(&worker, &free_text("s-r", "Ship it?")).await;
+    open(&b, &id).await;
+    b.type_into(&format!("{} textarea.reply", detail(&id)), "my draft")
+        .await;
+    let (status, _) = s
+        .respond(
+            &bob,
+            &id,
+            &json!({"request_id": id, "value": "bob was first"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    b.wait_text("#detail .outcome .banner", "Answered by bob first")
+        .await;
+    assert_eq!(
+        b.text("#detail .outcome .reply-text").await,
+        "bob was first"
+    );
+    assert_eq!(b.count("#detail textarea.reply").await, 0);
+
+    // Without the live stream the page learns it from the 409: it shows the
+    // winner, not an error.
+    let id = s
+        .create(&worker, &tool("s-r", "shell", r#"{"argv":["deploy"]}"#))
+        .await;
+    b.cdp("Network.enable", json!({})).await;
+    b.cdp("Network.setBlockedURLs", json!({"urls": ["*/v1/events*"]}))
+        .await;
+    b.goto(&format!("{}/", s.url)).await;
+    b.wait_text("#me-name", "alice").await;
+    b.wait_css("#live:not(.on)").await;
+    open(&b, &id).await;
+    b.type_into(&format!("{} textarea.feedback", detail(&id)), "no")
+        .await;
+    let (status, _) = s
+        .respond(
+            &bob,
+            &id,
+            &json!({"request_id": id, "approved": true, "scope": "once", "reason": "bob checked it"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    b.click(&format!("{} .deny-btn", detail(&id))).await;
+    b.wait_text("#detail .outcome .banner", "Answered by bob first")
+        .await;
+    let outcome = b.text("#detail .outcome-body").await;
+    assert!(
+        outcome.contains("Approved once") && outcome.contains("bob checked it"),
+        "{outcome}"
+    );
+    assert_eq!(b.count("#detail .form-error:not([hidden])").await, 0);
+    // And the worker got bob's answer, not alice's.
+    let got = settled(&s, &worker, &id).await;
+    assert_eq!(got["response"]["approved"], true);
+    b.cdp("Network.setBlockedURLs", json!({"urls": []})).await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screenshots_for_a_person_to_look_at() {
+    let s = TestServer::start().await;
+    let worker = s.token("agent-1", "worker", None).await;
+    let bob = s.token("bob", "approver", None).await;
+
+    // A few settled ones for the history.
+    let h1 = s
+        .create(
+            &worker,
+            &tool(
+                "build-41",
+                "shell",
+                r#"{"argv":["ls","-la"],"cwd":"/srv/app"}"#,
+            ),
+        )
+        .await;
+    s.respond(&bob, &h1, &json!({"request_id": h1, "approved": true, "scope": "session", "grant_args": {"/argv/0": "^ls$"}})).await;
+    let h2 = s
+        .create(
+            &worker,
+            &tool(
+                "build-41",
+                "http.fetch",
+                r#"{"url":"https://example.com/big.tar"}"#,
+            ),
+        )
+        .await;
+    s.respond(&bob, &h2, &json!({"request_id": h2, "approved": false, "feedback": "Use the copy in ./vendor instead."})).await;
+    let h3 = s
+        .create(&worker, &free_text("docs-6", "Ship the docs today?"))
+        .await;
+    s.respond(
+        &bob,
+        &h3,
+        &json!({"request_id": h3, "value": "Yes, after the review."}),
+    )
+    .await;
+
+    // The inbox.
+    let q = s
+        .create(
+            &worker,
+            &json!({"session_id": "docs-7", "kind": {"type": "free_text",
+                "prompt": "I finished the release notes draft.\nAnything to add before I open the PR?"}}),
+        )
+        .await;
+    let pts = s
+        .create(
+            &worker,
+            &json!({"session_id": "docs-7", "title": "Review these findings",
+                "kind": {"type": "interaction_points", "prompt": "Three issues in the auth module. Which first?",
+                "points": [{"id": "p1", "text": "Token comparison is not constant-time."},
+                           {"id": "p2", "text": "Session ids come from Math.random\u{202E})(modnar."},
+                           {"id": "p3", "text": "Logout does not clear the cookie."}]}}),
+        )
+        .await;
+    s.create(
+        &worker,
+        &json!({"session_id": "build-42", "title": "Which database for staging?",
+            "kind": {"type": "multiple_choice", "prompt": "Which database should the staging deploy use?",
+            "options": ["PostgreSQL 16 (managed)", "SQLite on the volume", "Keep the current one"]}}),
+    )
+    .await;
+    let t = s
+        .create(
+            &worker,
+            &tool(
+                "build-42",
+                "shell",
+                r#"{"argv":["rm","-rf","target/"],"cwd":"/home/carol/lev"}"#,
+            ),
+        )
+        .await;
+
+    let b = Browser::start().await;
+    b.goto(&format!("{}/#token={}", s.url, s.admin)).await;
+    b.wait_text("#me-name", "admin").await;
+    let mut saved = Vec::new();
+    for scheme in ["light", "dark"] {
+        b.color_scheme(scheme).await;
+        for (size, w, h) in [("desktop", 1280, 860), ("phone", 390, 844)] {
+            b.client.set_window_size(w, h).await.unwrap();
+            let shot = |name: &str| format!("{name}-{scheme}-{size}");
+
+            fresh(&b, &format!("{}/#inbox", s.url)).await;
+            b.wait_css(&item(&t)).await;
+            if size == "phone" {
+                saved.push(b.screenshot(&shot("inbox")).await);
+            }
+            b.click(&item(&t)).await;
+            b.wait_css(&format!("{} .edit-btn", detail(&t))).await;
+            saved.push(b.screenshot(&shot("tool-approval")).await);
+            b.click(&format!("{} .edit-btn", detail(&t))).await;
+            let editor = format!("{} textarea.args-edit", detail(&t));
+            b.wait_css(&editor).await.clear().await.unwrap();
+            b.type_into(&editor, "{\n  \"argv\": [\"rm\", \"-r\", \"target/debug\"],\n  \"cwd\": \"/home/carol/lev\"\n}").await;
+            b.click(&format!(
+                "{} .seg .seg-item:nth-child(2) > input",
+                detail(&t)
+            ))
+            .await;
+            b.click(&format!("{} input[value=like]", detail(&t))).await;
+            b.js("document.querySelector('#detail .edit-box').scrollIntoView(); return true")
+                .await;
+            saved.push(b.screenshot(&shot("tool-approval-edit")).await);
+
+            fresh(&b, &format!("{}/#inbox", s.url)).await;
+            b.click(&item(&q)).await;
+            b.wait_css(&format!("{} textarea.reply", detail(&q))).await;
+            saved.push(b.screenshot(&shot("question")).await);
+            fresh(&b, &format!("{}/#inbox", s.url)).await;
+            b.click(&item(&pts)).await;
+            b.wait_css("#detail .banner.warn").await;
+            saved.push(b.screenshot(&shot("flagged-points")).await);
+
+            fresh(&b, &format!("{}/#history", s.url)).await;
+            b.wait_css(&format!("#history-body details[data-id='{h1}']"))
+                .await;
+            b.click(&format!("#history-body details[data-id='{h1}'] > summary"))
+                .await;
+            saved.push(b.screenshot(&shot("history")).await);
+            for view in ["grants", "tasks", "audit"] {
+                fresh(&b, &format!("{}/#{view}", s.url)).await;
+                b.wait_until(
+                    view,
+                    &format!("document.querySelector('#{view}-body').children.length > 0"),
+                )
+                .await;
+                saved.push(b.screenshot(&shot(view)).await);
+            }
+        }
+    }
+    // The login page, after logging out.
+    b.click("#logout-btn").await;
+    b.wait_until(
+        "the login form",
+        "!document.getElementById('view-login').hidden",
+    )
+    .await;
+    for scheme in ["light", "dark"] {
+        b.color_scheme(scheme).await;
+        for (size, w, h) in [("desktop", 1280, 860), ("phone", 390, 844)] {
+            b.client.set_window_size(w, h).await.unwrap();
+            saved.push(b.screenshot(&format!("login-{scheme}-{size}")).await);
+        }
+    }
+    for path in &saved {
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 5_000, "{} looks empty ({len} bytes)", path.display());
+    }
+    assert!(
+        saved
+            .iter()
+            .all(|p| p.starts_with(super::browser_support::screenshot_dir()))
+    );
+    assert!(Path::new(&super::browser_support::screenshot_dir()).is_dir());
+    b.close().await;
+}
