@@ -20,6 +20,8 @@ mod interactions;
 mod listen;
 #[path = "all/observability.rs"]
 mod observability;
+#[path = "all/operators.rs"]
+mod operators;
 #[path = "all/respond.rs"]
 mod respond;
 #[path = "all/wait.rs"]

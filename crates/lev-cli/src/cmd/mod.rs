@@ -6,7 +6,6 @@ pub mod bench;
 pub mod demo;
 pub mod keys;
 pub mod ls;
-pub mod mcp;
 pub mod respond;
 pub mod serve;
 pub mod show;

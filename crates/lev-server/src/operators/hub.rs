@@ -262,10 +262,10 @@ impl OperatorHub {
             .entry(session_id.to_owned())
             .or_insert_with(Session::new);
         let mut sent_at = None;
-        if let Some(conn) = &session.conn {
-            if conn.out.send(Outbound::Text(text.clone())).is_ok() {
-                sent_at = Some(Instant::now());
-            }
+        if let Some(conn) = &session.conn
+            && conn.out.send(Outbound::Text(text.clone())).is_ok()
+        {
+            sent_at = Some(Instant::now());
         }
         session.pending.insert(
             n,

@@ -57,7 +57,7 @@ pub async fn decide(
 ) -> ApiResult<RespondResult> {
     let view = state
         .store()
-        .get_interaction(&id)
+        .get_interaction(id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no interaction {id:?}")))?;
     match view.request.status {

@@ -231,6 +231,13 @@ pub async fn spawn(
         armed: true,
     };
     let hub = Arc::clone(state.operators());
+    // Running from the moment an operator has it: with one connected now,
+    // marked before the message goes out, so nobody sees the task pending
+    // after the operator does; else when the hub hands it over.
+    let connected = hub.is_connected(&session_id);
+    if connected {
+        state.store().start_task(&task_id, "lev").await?;
+    }
     let spawn_msg = req.spawn.clone();
     let id_for_msg = task_id.clone();
     let mut ticket = hub.submit(&session_id, Kind::Spawn, |req_id| ServerMsg::Spawn {
@@ -239,7 +246,9 @@ pub async fn spawn(
         task_token,
         spawn: spawn_msg,
     });
-    ticket.report_sent();
+    if !connected {
+        ticket.report_sent();
+    }
     let reply = loop {
         match wait(&state, &mut ticket, deadline).await? {
             Waited::Sent => {

@@ -120,14 +120,13 @@ impl FromRequestParts<AppState> for ResultPoster {
                 })
                 .map(str::trim)
                 .filter(|s| !s.is_empty());
-            if let Some(secret) = secret {
-                if let Some(task) = state
+            if let Some(secret) = secret
+                && let Some(task) = state
                     .store()
                     .task_by_token_hash(&token_hash(secret))
                     .await?
-                {
-                    return Ok(Self::Task(Box::new(task)));
-                }
+            {
+                return Ok(Self::Task(Box::new(task)));
             }
         }
         Ok(Self::Principal(
