@@ -27,7 +27,8 @@ const S = {
   drafts: new Map(), // id -> draft form state
   mine: new Set(), // ids this page answered
   raced: new Map(), // id -> true when someone else answered first (shown once)
-  operators: new Set(), // sessions with an operator connected
+  operators: new Map(), // session id -> operator name ('' unknown), when connected
+  operatorsChecked: new Set(), // sessions whose state was asked of the server
   tasks: new Map(),
   tasksAvailable: null,
   detailRenderedFor: null,
@@ -437,6 +438,8 @@ function loggedOut(message) {
   S.csrf = null;
   S.items.clear();
   S.drafts.clear();
+  S.operators.clear();
+  S.operatorsChecked.clear();
   S.selected = null;
   S.loadedOnce = false;
   S.detailRenderedFor = null;
@@ -494,7 +497,8 @@ function connectEvents() {
       const data = parseJson(e.data);
       const sid = data.ok && data.value ? data.value.session_id : null;
       if (typeof sid !== 'string') return;
-      if (kind === 'operator.connected') S.operators.add(sid);
+      S.operatorsChecked.add(sid);
+      if (kind === 'operator.connected') S.operators.set(sid, typeof data.value.operator === 'string' ? data.value.operator : '');
       else S.operators.delete(sid);
       renderSessions();
       if (S.view === 'tasks') renderOperators();
@@ -518,6 +522,7 @@ function onInteraction(kind, data) {
   const view = asView(data);
   const id = idOf(view);
   if (!id) return;
+  checkOperators([view.request.session_id]);
   const known = S.items.get(id);
   S.items.set(id, view);
   const status = view.request.status;
@@ -594,6 +599,7 @@ async function loadPending() {
     cursor = r.body && r.body.next_cursor;
     if (!cursor) break;
   }
+  checkOperators([...S.items.values()].map((v) => v.request.session_id));
   // Pending items we hold that the server no longer lists were settled while
   // we were away: read their final state when shown, else forget them.
   for (const [id, v] of S.items) {
@@ -709,7 +715,28 @@ function renderSessions() {
 }
 
 function opDot(sid) {
-  return S.operators.has(sid) ? h('span', { class: 'op-dot', title: 'An operator is connected to this session' }) : null;
+  if (!S.operators.has(sid)) return null;
+  const who = S.operators.get(sid);
+  return h('span', { class: 'op-dot', title: 'An operator is connected to this session' + (who ? ': ' + plain(who) : '') });
+}
+
+/** Ask which of `sessions` have an operator connected (events keep it current after). */
+async function checkOperators(sessions) {
+  const fresh = [...new Set(sessions)].filter((sid) => sid && !S.operatorsChecked.has(sid)).slice(0, 500);
+  if (!fresh.length) return;
+  const r = await api('GET', 'v1/operators?sessions=' + encodeURIComponent(fresh.join(',')));
+  if (!r.ok) return;
+  for (const sid of fresh) S.operatorsChecked.add(sid);
+  for (const row of listOf(r.body, 'sessions')) {
+    if (!row || typeof row.session_id !== 'string') continue;
+    if (row.connected) {
+      if (!S.operators.has(row.session_id)) S.operators.set(row.session_id, '');
+    } else {
+      S.operators.delete(row.session_id);
+    }
+  }
+  renderSessions();
+  if (S.view === 'tasks') renderOperators();
 }
 
 function select(id) {
@@ -1464,6 +1491,7 @@ async function loadTasks() {
   if (r.ok) {
     S.tasks.clear();
     for (const t of listOf(r.body, 'tasks')) if (t && t.id) S.tasks.set(t.id, t);
+    await checkOperators([...S.tasks.values()].map((t) => t.session_id));
   }
   renderTasks();
   renderOperators();
@@ -1472,11 +1500,12 @@ async function loadTasks() {
 function renderOperators() {
   const body = clear($('operators-body'));
   if (!S.operators.size) {
-    body.append(h('div', { class: 'empty slim' }, h('p', { class: 'muted' }, 'No operator has connected since this page opened.')));
+    body.append(h('div', { class: 'empty slim' }, h('p', { class: 'muted' }, 'No session has an operator connected.')));
     return;
   }
-  body.append(h('ul', { class: 'op-list' }, [...S.operators].sort().map((sid) =>
-    h('li', { class: 'chip static', dataset: { session: sid } }, h('span', { class: 'op-dot' }), vis(sid)))));
+  body.append(h('ul', { class: 'op-list' }, [...S.operators].sort((a, b) => a[0].localeCompare(b[0])).map(([sid, who]) =>
+    h('li', { class: 'chip static', dataset: { session: sid } }, h('span', { class: 'op-dot' }), vis(sid),
+      who ? h('span', { class: 'n' }, ' · ', vis(who)) : null))));
 }
 
 function renderTasks() {

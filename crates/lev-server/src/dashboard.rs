@@ -11,6 +11,9 @@
 //!   cookie.
 //! - `GET /v1/me`: who is logged in: `{name, role, csrf_token, attach_root}`
 //!   (`csrf_token` null when authenticated by a bearer token).
+//! - `GET /v1/operators?sessions=a,b` (approver): which of those sessions have
+//!   an operator connected now, `{"sessions": [{"session_id", "connected"}]}`,
+//!   so the page knows the state before the first `operator.*` event.
 
 use std::sync::Arc;
 
@@ -52,6 +55,7 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/login", post(login))
         .route("/v1/logout", post(logout))
         .route("/v1/me", get(me))
+        .route("/v1/operators", get(operators))
 }
 
 fn etag(body: &str) -> String {
@@ -229,6 +233,47 @@ async fn me(
         csrf_token: session.map(|s| s.csrf),
         attach_root: state.settings().attach_root.is_some(),
     })
+}
+
+/// `GET /v1/operators?sessions=`.
+#[derive(Debug, Deserialize)]
+pub struct OperatorsQuery {
+    /// Comma-separated session ids.
+    #[serde(default)]
+    pub sessions: String,
+}
+
+/// Most sessions one `GET /v1/operators` asks about.
+const MAX_OPERATOR_QUERY: usize = 1000;
+
+async fn operators(
+    State(state): State<AppState>,
+    principal: Principal,
+    crate::routes::Q(query): crate::routes::Q<OperatorsQuery>,
+) -> ApiResult<Json<serde_json::Value>> {
+    principal.require(&[Role::Approver])?;
+    let mut sessions: Vec<&str> = query
+        .sessions
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .collect();
+    sessions.sort_unstable();
+    sessions.dedup();
+    if sessions.len() > MAX_OPERATOR_QUERY {
+        return Err(ApiError::Invalid(format!(
+            "sessions: expected at most {MAX_OPERATOR_QUERY} session ids, found {}",
+            sessions.len()
+        )));
+    }
+    for sid in &sessions {
+        lev_protocol::validate::check_id("sessions", sid)?;
+    }
+    let hub = state.operators();
+    let list: Vec<serde_json::Value> = sessions
+        .iter()
+        .map(|sid| serde_json::json!({"session_id": sid, "connected": hub.is_connected(sid)}))
+        .collect();
+    Ok(Json(serde_json::json!({ "sessions": list })))
 }
 
 #[cfg(test)]

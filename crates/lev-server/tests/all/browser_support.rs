@@ -16,7 +16,7 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fantoccini::elements::Element;
@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 /// How long a wait for the page lasts before the test fails.
 pub const WAIT: Duration = Duration::from_secs(15);
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 static BINARIES: OnceLock<Result<(PathBuf, PathBuf), String>> = OnceLock::new();
 
 fn which(name: &str) -> Option<PathBuf> {
@@ -104,13 +104,13 @@ pub struct Browser {
     session: String,
     http: reqwest::Client,
     _profile: tempfile::TempDir,
-    _turn: MutexGuard<'static, ()>,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Browser {
     /// Start chromedriver and a headless Chromium with a fresh profile.
     pub async fn start() -> Self {
-        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+        let turn = ONE_AT_A_TIME.lock().await;
         let (chromium, chromedriver) = binaries();
         let profile = tempfile::tempdir().expect("a profile dir");
         let port = free_port();

@@ -458,13 +458,40 @@ async fn every_kind_is_answered_from_the_browser_and_the_worker_gets_exactly_tha
     ] {
         assert!(how.contains(want), "history lacks {want:?}:\n{how}");
     }
-    // Grants and tasks show something sensible whether or not the server has them.
+    // The session grant made above, revoked from the page (or, on a server
+    // without grants yet, a calm "not available").
     b.click("#tabs a[data-view=grants]").await;
-    b.wait_until(
-        "the grants section",
-        "document.querySelector('#grants-body').children.length > 0",
-    )
-    .await;
+    let (status, grants) = s.get("/v1/grants", &s.admin).await;
+    if status == StatusCode::OK {
+        let grant = grants["grants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["grant_args"] == json!({"/argv/0": "^rm$"}))
+            .unwrap_or_else(|| panic!("no narrowed grant in {grants}"))
+            .clone();
+        let gid = grant["id"].as_str().unwrap();
+        let row = format!("#grants-body tr[data-grant='{gid}']");
+        b.wait_text(&row, "^rm$").await;
+        assert!(b.text(&row).await.contains("alice"));
+        let revoke = format!("{row} button[data-grant='{gid}']");
+        b.click(&revoke).await;
+        b.wait_text(&revoke, "Really revoke?").await;
+        b.click(&revoke).await;
+        b.wait_until(
+            "the grant row gone",
+            &format!("!document.querySelector(\"{row}\")"),
+        )
+        .await;
+        let (_, after) = s.get("/v1/grants", &s.admin).await;
+        assert!(
+            !after.to_string().contains(gid),
+            "the grant is still in force: {after}"
+        );
+    } else {
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        b.wait_css("#grants-body [data-unavailable=grants]").await;
+    }
     b.click("#tabs a[data-view=tasks]").await;
     b.wait_until(
         "the tasks section",
@@ -705,6 +732,79 @@ async fn the_race_loser_sees_the_winning_answer() {
     let got = settled(&s, &worker, &id).await;
     assert_eq!(got["response"]["approved"], true);
     b.cdp("Network.setBlockedURLs", json!({"urls": []})).await;
+    b.close().await;
+}
+
+/// An operator connection: a bare WebSocket handshake, held open.
+async fn connect_operator(s: &TestServer, token: &str, session: &str) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr = s.url.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET /v1/operators/{session}/ws HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            tcp.read(&mut byte).await.unwrap(),
+            1,
+            "the server closed the upgrade"
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    tcp
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_show_whether_an_operator_is_connected() {
+    let s = TestServer::start().await;
+    let worker = s.token("agent-1", "worker", None).await;
+    let alice = s.token("alice", "approver", None).await;
+    let op = s.token("op-1", "operator", None).await;
+    s.create(&worker, &free_text("s-op", "anyone there?")).await;
+    s.create(&worker, &free_text("s-alone", "and here?")).await;
+    // Connected before the page opens: the page asks the server.
+    let conn = connect_operator(&s, &op, "s-op").await;
+    let (status, v) = s.get("/v1/operators?sessions=s-op,s-alone", &alice).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(
+        v,
+        json!({"sessions": [{"session_id": "s-alone", "connected": false}, {"session_id": "s-op", "connected": true}]})
+    );
+    let (status, _) = s.get("/v1/operators?sessions=bad%20id", &alice).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let b = Browser::start().await;
+    b.goto(&format!("{}/#token={alice}", s.url)).await;
+    b.wait_text("#me-name", "alice").await;
+    b.wait_css("#sessions button[data-session='s-op'] .op-dot")
+        .await;
+    assert_eq!(
+        b.count("#sessions button[data-session='s-alone'] .op-dot")
+            .await,
+        0
+    );
+    b.click("#tabs a[data-view=tasks]").await;
+    b.wait_css("#operators-body li[data-session='s-op']").await;
+    // Live: the operator leaves, another comes.
+    drop(conn);
+    b.wait_until(
+        "the operator gone",
+        "!document.querySelector(\"#operators-body li[data-session='s-op']\")",
+    )
+    .await;
+    let _conn = connect_operator(&s, &op, "s-alone").await;
+    b.wait_text("#operators-body li[data-session='s-alone']", "op-1")
+        .await;
+    b.click("#tabs a[data-view=inbox]").await;
+    b.wait_css("#sessions button[data-session='s-alone'] .op-dot")
+        .await;
     b.close().await;
 }
 
