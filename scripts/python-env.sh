@@ -15,5 +15,5 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     -r "$root/scripts/requirements-test.txt"
-"$venv/bin/python" -c 'import cryptography; print("python env ready:", cryptography.__version__)'
+"$venv/bin/python" -c 'import cryptography, websockets; print("python env ready:", cryptography.__version__, websockets.__version__)'
 echo "$venv/bin/python"

@@ -12,10 +12,10 @@
 // Test helpers outside `#[test]` functions may panic on a broken setup too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "all/agents/mod.rs"]
-mod agents;
 #[path = "all/keys.rs"]
 mod keys;
+#[path = "all/operators.rs"]
+mod operators;
 #[path = "all/python_signer.rs"]
 mod python_signer;
 #[path = "all/serve.rs"]

@@ -1,0 +1,341 @@
+//! Operators against the real `lev serve` binary: a worker asks and spawns
+//! while an operator answers (the Rust SDK, and a Python program using the
+//! `websockets` package); when the operator dies, the next ask waits out the
+//! grace time, appears in `lev ls` for a person, and the person's
+//! `lev respond` reaches the worker.
+//!
+//! The Python interpreter is `$LEV_TEST_PYTHON`, else `.venv/bin/python` at
+//! the repository root (made by `scripts/python-env.sh`); without one the
+//! test fails with a hint rather than skip.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use lev_client::Client;
+use lev_client::operator::{
+    Ask, Hook, HookDecision, Operator, OperatorHandler, Session, SpawnOrder, SpawnOutcome,
+    post_worker_result,
+};
+use lev_protocol::WorkerResult;
+use lev_protocol::api::{Role, TokenCreate};
+use serde_json::{Value, json};
+
+use super::support::{Run, Scratch, lev, repo_root};
+
+/// `lev serve` on port 0 with short operator timings, killed when dropped.
+struct Served {
+    child: Child,
+    url: String,
+    admin: String,
+    _dir: Scratch,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Served {
+    fn start(name: &str, grace_s: u32, reply_s: u32) -> Self {
+        let dir = Scratch::new(name);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path("data"))
+            .args(["--operator-grace", &grace_s.to_string()])
+            .args(["--operator-reply-timeout", &reply_s.to_string()])
+            .env_remove("LEV_DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start lev serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let url = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("lev serve prints where it listens");
+            if let Some(url) = line.strip_prefix("lev: listening on ") {
+                break url.trim().to_owned();
+            }
+        };
+        let admin = std::fs::read_to_string(dir.path("data").join("admin.token"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        Self {
+            child,
+            url,
+            admin,
+            _dir: dir,
+        }
+    }
+
+    async fn token(&self, name: &str, role: Role) -> String {
+        let admin = Client::new(&self.url, Some(self.admin.clone())).unwrap();
+        admin
+            .create_token(&TokenCreate {
+                name: name.into(),
+                role,
+                caller: None,
+            })
+            .await
+            .unwrap()
+            .token
+    }
+
+    /// `lev ARGS --url URL --token TOKEN`, off the async runtime.
+    async fn lev(&self, token: &str, args: &[&str]) -> Run {
+        let mut all: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        all.extend([
+            "--url".into(),
+            self.url.clone(),
+            "--token".into(),
+            token.into(),
+        ]);
+        tokio::task::spawn_blocking(move || lev(all)).await.unwrap()
+    }
+
+    /// Wait until `lev ls --session SESSION --json` lists an interaction; its id.
+    async fn pending_in_lev_ls(&self, token: &str, session: &str) -> Value {
+        let started = Instant::now();
+        loop {
+            let run = self
+                .lev(token, &["ls", "--session", session, "--json"])
+                .await;
+            assert_eq!(run.code, 0, "{run:?}");
+            if let Some(first) = run.json().as_array().and_then(|a| a.first().cloned()) {
+                return first;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "nothing for people appeared in lev ls"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// The operator of the "done when" story: answers, vets, runs sub-agents.
+struct SmallOperator {
+    url: String,
+}
+
+impl OperatorHandler for SmallOperator {
+    async fn ask(&self, ask: Ask) -> Value {
+        json!({"echo": ask.question})
+    }
+
+    async fn hook_before(&self, hook: Hook) -> HookDecision {
+        if hook.spawn["reject"] == true {
+            HookDecision::Reject("not this one".into())
+        } else {
+            HookDecision::Allow
+        }
+    }
+
+    async fn spawn(&self, order: SpawnOrder) -> SpawnOutcome {
+        let sub_agent = Client::new(&self.url, Some(order.task_token)).unwrap();
+        let posted = post_worker_result(
+            &sub_agent,
+            &WorkerResult {
+                task_id: order.task_id,
+                value: json!({"sub_agent_did": order.spawn}),
+                ok: true,
+                error: None,
+                output_tail: Some("ok\n".into()),
+            },
+        )
+        .await;
+        match posted {
+            Ok(_) => SpawnOutcome::deferred(),
+            Err(e) => SpawnOutcome::failed(e.to_string()),
+        }
+    }
+}
+
+/// After the operator is gone: the next ask reaches a person through
+/// `lev ls`, who answers with `lev respond`; the worker gets that answer.
+async fn a_person_answers_after_the_operator_died(s: &Served, session: &Session, sid: &str) {
+    let approver = s.token("alice", Role::Approver).await;
+    let asking = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            session
+                .ask(
+                    json!("is the release ready?"),
+                    Some(Duration::from_secs(60)),
+                )
+                .await
+        })
+    };
+    let item = s.pending_in_lev_ls(&approver, sid).await;
+    assert_eq!(item["request"]["kind"]["type"], "free_text");
+    assert_eq!(item["request"]["kind"]["prompt"], "is the release ready?");
+    let id = item["request"]["id"].as_str().unwrap().to_owned();
+    let run = s
+        .lev(&approver, &["respond", &id, "--text", "yes, ship it"])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let answer = asking.await.unwrap().unwrap();
+    assert_eq!(answer.answer, json!("yes, ship it"));
+    assert_eq!(answer.answered_by, "alice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_asks_and_spawns_while_an_sdk_operator_answers_then_a_person_takes_over() {
+    let s = Served::start("op-sdk", 1, 30);
+    let op_token = s.token("main-ai", Role::Operator).await;
+    let worker = Client::new(&s.url, Some(s.token("worker-1", Role::Worker).await)).unwrap();
+    let operator = Operator::new(&s.url, &op_token, "s-1")
+        .unwrap()
+        .with_backoff(Duration::from_millis(50), Duration::from_millis(500));
+    let handler = Arc::new(SmallOperator { url: s.url.clone() });
+    let running = tokio::spawn(async move { operator.run(handler).await });
+
+    let session = Session::new(&worker, "s-1");
+    let answer = session
+        .ask(json!({"q": "which branch?"}), Some(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert_eq!(answer.answer, json!({"echo": {"q": "which branch?"}}));
+    assert_eq!(answer.answered_by, "main-ai");
+
+    let spawned = session
+        .spawn(json!({"agent": "tests"}), Some(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert!(spawned.ok);
+    assert_eq!(spawned.value, json!({"sub_agent_did": {"agent": "tests"}}));
+    assert!(spawned.task_id.starts_with("tk_"));
+
+    let refused = session
+        .spawn(json!({"reject": true}), Some(Duration::from_secs(20)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.status(), Some(403));
+    assert_eq!(refused.code(), Some("rejected_by_middleware"));
+
+    // Kill the operator: its connection drops.
+    running.abort();
+    let _ = running.await;
+    a_person_answers_after_the_operator_died(&s, &session, "s-1").await;
+}
+
+const PYTHON_SETUP: &str = "run scripts/python-env.sh (it makes .venv with the pinned packages, websockets among them), or set LEV_TEST_PYTHON to a python3 that has `websockets`";
+
+fn python() -> PathBuf {
+    let candidate = std::env::var_os("LEV_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".venv/bin/python"));
+    assert!(
+        candidate.exists(),
+        "no Python interpreter for the Python operator at {}\nhint: {PYTHON_SETUP}",
+        candidate.display()
+    );
+    candidate
+}
+
+/// The Python operator's process and the JSON lines it prints.
+struct PythonOperator {
+    child: Child,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl Drop for PythonOperator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl PythonOperator {
+    fn start(s: &Served, session: &str, token: &str) -> Self {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/ws_operator.py");
+        let ws_url = format!(
+            "{}/v1/operators/{session}/ws",
+            s.url.replacen("http://", "ws://", 1)
+        );
+        let mut child = Command::new(python())
+            .arg(&script)
+            .arg(ws_url)
+            .arg(token)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start the Python operator: {e}\nhint: {PYTHON_SETUP}")
+            });
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The next line the operator printed.
+    fn next(&self) -> Value {
+        self.lines
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| {
+                panic!("the Python operator printed nothing in 20 s\nhint: {PYTHON_SETUP}")
+            })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_written_in_python_answers_asks_and_runs_spawns() {
+    let s = Served::start("op-python", 1, 30);
+    let op_token = s.token("py-operator", Role::Operator).await;
+    let worker = Client::new(&s.url, Some(s.token("worker-1", Role::Worker).await)).unwrap();
+    let py = PythonOperator::start(&s, "s-py", &op_token);
+    let hello = py.next();
+    assert_eq!(hello["msg"]["type"], "hello", "{hello}");
+    assert_eq!(hello["msg"]["session_id"], "s-py");
+    let error = py.next();
+    assert_eq!(error["msg"]["type"], "error", "{error}");
+    assert_eq!(error["msg"]["code"], "malformed");
+
+    let session = Session::new(&worker, "s-py");
+    let answer = session
+        .ask(json!(["from", "rust"]), Some(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert_eq!(answer.answer, json!({"python": ["from", "rust"]}));
+    assert_eq!(answer.answered_by, "py-operator");
+
+    let spawned = session
+        .spawn(json!({"task": "lint"}), Some(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert_eq!(
+        spawned.value,
+        json!({"ran_by": "python", "spawn": {"task": "lint"}}),
+        "the ack deferred to the result Python posted with the task token"
+    );
+    let refused = session
+        .spawn(json!({"reject": true}), Some(Duration::from_secs(20)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("rejected_by_middleware"));
+    assert!(refused.to_string().contains("python says no"), "{refused}");
+
+    drop(py);
+    a_person_answers_after_the_operator_died(&s, &session, "s-py").await;
+}
