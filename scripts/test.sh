@@ -14,6 +14,9 @@ step "python test environment"
 bash scripts/python-env.sh
 export LEV_TEST_PYTHON="$PWD/.venv/bin/python"
 
+step "browser for the dashboard tests"
+bash scripts/browser-env.sh
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
