@@ -12,6 +12,8 @@ mod cmd;
 mod connect;
 mod describe;
 mod exit;
+mod gatekeep;
+mod mcp;
 mod report;
 mod term;
 
@@ -80,6 +82,18 @@ enum Command {
     /// and re-signed by the server still verifies alone: keep the head with
     /// --save-head and check later with --head, so the cut shows.
     Audit(cmd::audit::Args),
+    /// An MCP server on stdio for coding agents: ask_human and approval_prompt.
+    ///
+    /// approval_prompt is Claude Code's --permission-prompt-tool
+    /// (mcp__lev__approval_prompt): every tool call goes through lev's gate,
+    /// and an allow is answered only after its signed approval verified.
+    /// Speaks MCP 2025-11-25 (initialize) and 2026-07-28 (server/discover).
+    Mcp(cmd::mcp::Args),
+    /// Answer a coding agent's hook event through lev's gate (Claude Code).
+    ///
+    /// `lev hook claude-code` reads a PreToolUse or PermissionRequest event
+    /// on stdin and prints the decision for Claude Code to act on.
+    Hook(cmd::hook::Args),
     /// Load generator: starts `lev serve` as a child and drives it over HTTP.
     ///
     /// `lev bench cycles --workers 64` loops create -> respond -> wait and
@@ -102,6 +116,8 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Ask(args) => cmd::ask::run(args),
         Command::Token(args) => cmd::token::run(args),
         Command::Audit(args) => cmd::audit::run(args),
+        Command::Mcp(args) => cmd::mcp::run(args),
+        Command::Hook(args) => cmd::hook::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     }
 }

@@ -12,6 +12,8 @@
 // Test helpers outside `#[test]` functions may panic on a broken setup too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "all/agents/mod.rs"]
+mod agents;
 #[path = "all/keys.rs"]
 mod keys;
 #[path = "all/operators.rs"]
