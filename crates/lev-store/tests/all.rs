@@ -3,4 +3,5 @@
 
 mod all {
     mod sqlite;
+    mod tasks;
 }
