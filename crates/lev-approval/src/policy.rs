@@ -252,6 +252,11 @@ impl Policy {
         all
     }
 
+    /// The ordered rules.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
     /// The first rule that matches the tool and all of its args patterns.
     pub fn first_matching_rule(&self, tool: &str, args: &Value) -> Option<&Rule> {
         self.rules

@@ -2,21 +2,122 @@
 //!
 //! `keys/<kid>.json` holds a private JWK (mode 0600), `keys/active` the kid
 //! that signs. Both are made on first start. Every key in the directory is
-//! listed in the JWKS, so older keys keep verifying after a rotation.
+//! listed in the JWKS, so older keys keep verifying after a rotation, until
+//! `lev keys remove KID` deletes the file. The active key is never removed.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use lev_approval::SigningKeyPair;
 use lev_protocol::api::Jwks;
 
-/// The signing key and the public keys to publish.
+/// The signing key and the public keys to publish; rotated in place, so
+/// every clone sees the change at once.
 #[derive(Debug, Clone)]
-pub struct KeyRing {
+pub struct KeyRing(Arc<RingInner>);
+
+#[derive(Debug)]
+struct RingInner {
+    dir: PathBuf,
+    loaded: RwLock<Arc<Loaded>>,
+    /// Serialises rotations and removals (file changes and reload).
+    changing: Mutex<()>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    active: Arc<SigningKeyPair>,
+    jwks: Jwks,
+}
+
+/// Outcome of [`KeyRing::remove`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoveOutcome {
+    /// The key no longer verifies.
+    Removed,
+    /// The key signs: rotate first.
+    Active,
+    /// No such key.
+    NotFound,
+}
+
+impl KeyRing {
     /// The key that signs approvals and audit heads.
-    pub active: SigningKeyPair,
-    /// Every key of the directory, the active one first.
-    pub jwks: Jwks,
+    pub fn active(&self) -> Arc<SigningKeyPair> {
+        Arc::clone(&self.current().active)
+    }
+
+    /// Every trusted public key, the active one first.
+    pub fn jwks(&self) -> Jwks {
+        self.current().jwks.clone()
+    }
+
+    fn current(&self) -> Arc<Loaded> {
+        Arc::clone(&self.0.loaded.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Make a new signing key and make it the active one; older keys stay
+    /// trusted. Returns the new and the previous key ids. Blocking file IO.
+    ///
+    /// # Errors
+    /// When a file cannot be written or the directory read back.
+    pub fn rotate(&self) -> Result<(String, String), KeyStoreError> {
+        let _changing = self
+            .0
+            .changing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let previous = self.active().kid().to_owned();
+        let dir = &self.0.dir;
+        let key = SigningKeyPair::generate().map_err(|e| KeyStoreError::Bad {
+            path: dir.clone(),
+            message: e.to_string(),
+        })?;
+        let path = dir.join(format!("{}.json", key.kid()));
+        write_secret_file(&path, &key.to_private_jwk()).map_err(io(&path))?;
+        let active_path = dir.join("active");
+        write_secret_file(&active_path, &format!("{}\n", key.kid())).map_err(io(&active_path))?;
+        self.reload()?;
+        Ok((key.kid().to_owned(), previous))
+    }
+
+    /// Stop trusting key `kid`: its file is deleted. The active key is
+    /// refused. Blocking file IO.
+    ///
+    /// # Errors
+    /// When the file cannot be removed or the directory read back.
+    pub fn remove(&self, kid: &str) -> Result<RemoveOutcome, KeyStoreError> {
+        let _changing = self
+            .0
+            .changing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let is_kid = kid.len() == 16 && kid.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if !is_kid || !self.jwks().keys.iter().any(|k| k.kid == kid) {
+            return Ok(RemoveOutcome::NotFound);
+        }
+        if self.active().kid() == kid {
+            return Ok(RemoveOutcome::Active);
+        }
+        let path = self.0.dir.join(format!("{kid}.json"));
+        std::fs::remove_file(&path).map_err(io(&path))?;
+        std::fs::File::open(&self.0.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.0.dir))?;
+        self.reload()?;
+        Ok(RemoveOutcome::Removed)
+    }
+
+    fn reload(&self) -> Result<(), KeyStoreError> {
+        let loaded = load_dir(&self.0.dir)?;
+        *self
+            .0
+            .loaded
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
+        Ok(())
+    }
 }
 
 /// Why the keys could not be loaded or made.
@@ -85,6 +186,16 @@ pub fn load_or_create(data_dir: &Path) -> Result<KeyRing, KeyStoreError> {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io(&dir))?;
     }
+    let loaded = load_dir(&dir)?;
+    Ok(KeyRing(Arc::new(RingInner {
+        dir,
+        loaded: RwLock::new(Arc::new(loaded)),
+        changing: Mutex::new(()),
+    })))
+}
+
+/// Read the key directory, making the first key when there is no `active`.
+fn load_dir(dir: &Path) -> Result<Loaded, KeyStoreError> {
     let active_path = dir.join("active");
     let active_kid = match std::fs::read_to_string(&active_path) {
         Ok(text) => Some(text.trim().to_owned()),
@@ -102,7 +213,7 @@ pub fn load_or_create(data_dir: &Path) -> Result<KeyRing, KeyStoreError> {
         }
         None => {
             let key = SigningKeyPair::generate().map_err(|e| KeyStoreError::Bad {
-                path: dir.clone(),
+                path: dir.to_path_buf(),
                 message: e.to_string(),
             })?;
             let path = dir.join(format!("{}.json", key.kid()));
@@ -116,8 +227,8 @@ pub fn load_or_create(data_dir: &Path) -> Result<KeyRing, KeyStoreError> {
         keys: vec![active.public_jwk()],
     };
     let mut others = Vec::new();
-    for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
-        let path = entry.map_err(io(&dir))?.path();
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let path = entry.map_err(io(dir))?.path();
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
@@ -132,5 +243,8 @@ pub fn load_or_create(data_dir: &Path) -> Result<KeyRing, KeyStoreError> {
     }
     others.sort_by(|a, b| a.kid.cmp(&b.kid));
     jwks.keys.extend(others);
-    Ok(KeyRing { active, jwks })
+    Ok(Loaded {
+        active: Arc::new(active),
+        jwks,
+    })
 }

@@ -21,6 +21,7 @@ mod body;
 mod dashboard;
 mod error;
 mod expiry;
+mod gate;
 mod hub;
 mod ids;
 mod keys;
@@ -75,7 +76,9 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// A database URL; only the default SQLite file is supported yet.
     pub database: Option<String>,
-    /// The policy file (used by the gate, a later addition).
+    /// The gate's policy file; `None`: `policy.toml` in the data dir when
+    /// there is one, else [`Settings::policy`] (the built-in ask-everything
+    /// policy unless set).
     pub policy: Option<PathBuf>,
     /// How long an ask waits for an operator to connect.
     pub operator_grace: Duration,
@@ -243,6 +246,13 @@ impl Server {
         let mut settings = config.settings.clone();
         settings.operators.grace = config.operator_grace;
         settings.operators.reply_timeout = config.operator_reply_timeout;
+        if let Some((policy, source)) =
+            gate::load_policy(config.policy.as_deref(), &config.data_dir)
+                .map_err(ServeError::Config)?
+        {
+            settings.policy = Arc::new(policy);
+            settings.policy_source = source;
+        }
         settings.secure_cookies |= config.tls.is_some();
         let state = AppState::start(store, keys, settings);
         Ok(Self {

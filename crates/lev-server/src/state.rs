@@ -31,6 +31,10 @@ pub struct Settings {
     pub secure_cookies: bool,
     /// How operators are waited for (`--operator-grace`, ...).
     pub operators: crate::operators::OperatorSettings,
+    /// The gate's policy (`--policy`); without a file, every call asks.
+    pub policy: Arc<lev_approval::policy::Policy>,
+    /// Where the policy came from, for the audit log: its path, or `built-in`.
+    pub policy_source: String,
 }
 
 impl Default for Settings {
@@ -43,6 +47,8 @@ impl Default for Settings {
             attach_root: None,
             secure_cookies: false,
             operators: crate::operators::OperatorSettings::default(),
+            policy: Arc::new(lev_approval::policy::Policy::default()),
+            policy_source: "built-in".into(),
         }
     }
 }
@@ -67,7 +73,7 @@ impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
             .field("store", &self.0.store.kind())
-            .field("kid", &self.0.keys.active.kid())
+            .field("kid", &self.0.keys.active().kid())
             .finish_non_exhaustive()
     }
 }

@@ -14,6 +14,8 @@ mod bad_input;
 mod dashboard;
 #[path = "all/events.rs"]
 mod events;
+#[path = "all/gate.rs"]
+mod gate;
 #[path = "all/interactions.rs"]
 mod interactions;
 #[path = "all/listen.rs"]

@@ -89,8 +89,10 @@ pub trait GateStore: Send + Sync + 'static {
     async fn record_gate_decision(&self, new: NewGateDecision) -> Result<GateRecordOutcome>;
 
     /// The gate call that opened interaction `interaction_id`, if a gate did.
-    async fn gate_call_by_interaction(&self, interaction_id: &str)
-    -> Result<Option<GateCallRecord>>;
+    async fn gate_call_by_interaction(
+        &self,
+        interaction_id: &str,
+    ) -> Result<Option<GateCallRecord>>;
 
     /// Compare-and-set a tool approval `pending` -> `answered`, recording
     /// `grant` in the same transaction when the answer wins.

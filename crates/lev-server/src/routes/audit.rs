@@ -41,6 +41,6 @@ pub async fn audit(
     entries.retain(|e| e.seq <= head_seq);
     Ok(Json(AuditPage {
         entries,
-        head: sign_head(head_seq, &head_hash, &state.keys().active),
+        head: sign_head(head_seq, &head_hash, &state.keys().active()),
     }))
 }

@@ -25,7 +25,7 @@ pub async fn health(State(state): State<AppState>) -> Json<Health> {
 
 /// `GET /v1/keys` (no token): the trusted public keys as a JWKS.
 pub async fn keys(State(state): State<AppState>) -> Json<Jwks> {
-    Json(state.keys().jwks.clone())
+    Json(state.keys().jwks())
 }
 
 /// `GET /v1/blobs/{sha256}` (worker, approver): an attachment's bytes, never

@@ -1,8 +1,10 @@
 //! The HTTP routes of SPEC section 3, and what wraps them all: the shutdown
 //! gate (503 once shutdown begins), request counting, JSON 404 and 405.
 
+mod approvals;
 mod audit;
 mod events;
+mod hooks;
 mod interactions;
 mod misc;
 pub(crate) mod respond;
@@ -40,6 +42,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tokens", post(tokens::create).get(tokens::list))
         .route("/v1/tokens/{name}", delete(tokens::revoke))
         .route("/v1/audit", get(audit::audit))
+        .route("/v1/hooks/claude-code", post(hooks::claude_code))
+        .route("/v1/gate", post(approvals::gate))
+        .route("/v1/grants", get(approvals::list_grants))
+        .route("/v1/grants/{id}", delete(approvals::revoke_grant))
+        .route("/v1/nonces/consume", post(approvals::consume_nonce))
+        .route("/v1/keys/rotate", post(approvals::rotate_key))
+        .route("/v1/keys/{kid}", delete(approvals::remove_key))
         .route("/v1/operators/{sid}/ws", get(crate::operators::ws::upgrade))
         .route("/v1/sessions/{sid}/ask", post(sessions::ask))
         .route("/v1/sessions/{sid}/spawn", post(sessions::spawn))

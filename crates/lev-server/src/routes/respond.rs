@@ -1,22 +1,20 @@
 //! `POST /v1/interactions/{id}/respond`: the first answer wins, exactly once.
 //!
-//! The answer is validated against its request, its parts stored, a tool
-//! approval signed; then the store's compare-and-set decides. The winner is
-//! committed before any waiter is woken (the store announces only committed
-//! changes); a loser gets 409 with the winner.
+//! The answer is validated against its request and its parts stored; a tool
+//! approval goes on to the gate's answer path (`crate::gate::answer`: policy
+//! checks, signature, grant). Then the store's compare-and-set decides. The
+//! winner is committed before any waiter is woken (the store announces only
+//! committed changes); a loser gets 409 with the winner.
 
 use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
-use lev_approval::{ApprovalPayload, PAYLOAD_VERSION, new_nonce, sign_payload};
 use lev_protocol::api::{RespondResult, Role};
 use lev_protocol::validate::validate_response;
-use lev_protocol::{
-    Envelope, InteractionKind, InteractionRequest, InteractionResponse, InteractionStatus,
-};
+use lev_protocol::{InteractionKind, InteractionResponse, InteractionStatus};
 use lev_store::{NewAnswer, TransitionOutcome};
-use serde_json::{Value, json};
+use serde_json::json;
 use time::OffsetDateTime;
 
 use super::interactions::{already_answered, gone};
@@ -72,32 +70,18 @@ pub async fn decide(
     let decoded = decode_parts(inbound, state.settings().max_part_bytes)?;
     let parts = store_parts(state.store(), decoded).await?;
     let response = answer.map_parts(parts);
-    let now = OffsetDateTime::now_utc();
-    let approval = sign_approval(state, request, &response, approver, now)?;
-    let mut audit = BTreeMap::new();
-    audit.insert("approver".to_owned(), json!(approver));
     if let InteractionKind::ToolApproval { .. } = &request.kind {
-        audit.insert("approved".to_owned(), json!(response.approved));
-        audit.insert(
-            "scope".to_owned(),
-            json!(response.scope.map(|s| s.as_str())),
-        );
-        if let Some(edit) = &response.modified_args_json {
-            audit.insert("modified_args_json".to_owned(), json!(edit));
-        }
-        if let Some(env) = &approval {
-            audit.insert(
-                "approval_payload".to_owned(),
-                Value::String(env.payload.clone()),
-            );
-        }
+        // Checked against the policy, signed, with its grant: the gate's part.
+        return super::approvals::answer_tool_approval(state, &view, response, approver).await;
     }
+    let now = OffsetDateTime::now_utc();
+    let audit = BTreeMap::from([("approver".to_owned(), json!(approver))]);
     let outcome = state
         .store()
         .answer_interaction(NewAnswer {
             id: id.to_owned(),
             response: response.clone(),
-            approval,
+            approval: None,
             answered_by: approver.to_owned(),
             answered_at: now,
             audit,
@@ -115,51 +99,4 @@ pub async fn decide(
         TransitionOutcome::Gone(view) => Err(gone(&view)),
         TransitionOutcome::NotFound => Err(ApiError::NotFound(format!("no interaction {id:?}"))),
     }
-}
-
-/// Sign the decision on a tool approval; `None` for other kinds.
-fn sign_approval<P>(
-    state: &AppState,
-    request: &InteractionRequest,
-    response: &InteractionResponse<P>,
-    approver: &str,
-    now: OffsetDateTime,
-) -> ApiResult<Option<Envelope>> {
-    let InteractionKind::ToolApproval {
-        tool_name,
-        args_json,
-        missing_capabilities,
-        sandbox_mode,
-        ..
-    } = &request.kind
-    else {
-        return Ok(None);
-    };
-    let approved = response.approved == Some(true);
-    let mut covered = missing_capabilities.clone();
-    covered.sort();
-    covered.dedup();
-    let ttl = time::Duration::try_from(state.settings().approval_ttl)
-        .map_err(|e| ApiError::Internal(format!("approval ttl: {e}")))?;
-    let payload = ApprovalPayload {
-        v: PAYLOAD_VERSION,
-        turn_id: request.turn_id.clone().unwrap_or_default(),
-        request_id: request.id.clone().unwrap_or_default(),
-        tool_name: tool_name.clone(),
-        args_json: args_json.clone(),
-        modified_args_json: response.modified_args_json.clone().unwrap_or_default(),
-        approved,
-        approved_for_session: approved && response.scope.is_some_and(|s| s.is_grant_scope()),
-        covered_capabilities: covered,
-        caller: request.caller.clone().unwrap_or_default(),
-        approver: approver.to_owned(),
-        sandbox_mode: sandbox_mode.clone(),
-        reason: response.reason.clone().unwrap_or_default(),
-        injected_context: response.injected_context.clone().unwrap_or_default(),
-        conversation_id: request.conversation_id.clone().unwrap_or_default(),
-        nonce: new_nonce().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?,
-        issued_at: now,
-        expires_at: now + ttl,
-    };
-    Ok(Some(sign_payload(&payload, &state.keys().active)))
 }

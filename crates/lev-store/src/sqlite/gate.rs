@@ -37,7 +37,11 @@ fn gate_from_row(row: &Row<'_>) -> Result<GateCallRecord> {
     })
 }
 
-fn load_gate(conn: &Connection, session_id: &str, request_id: &str) -> Result<Option<GateCallRecord>> {
+fn load_gate(
+    conn: &Connection,
+    session_id: &str,
+    request_id: &str,
+) -> Result<Option<GateCallRecord>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {GATE_COLUMNS} FROM gate_calls WHERE session_id = ?1 AND request_id = ?2"
     ))?;

@@ -1,0 +1,177 @@
+//! A person's (or an operator's) answer to a `tool_approval` interaction,
+//! before the store's compare-and-set: who may approve, the edited call
+//! checked against the policy again, the grant it records, the signed
+//! decision.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lev_approval::ArgsMatcher;
+use lev_protocol::api::{Grant, InteractionView};
+use lev_protocol::validate::check_args_json;
+use lev_protocol::{ApprovalScope, Envelope, InteractionKind, StoredResponse};
+use lev_store::NewGrant;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::{Decision, grant_conversation, nonce_of, sign};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// What the answer commits with: its signed decision, the grant it makes,
+/// and what the audit entry says beside the answer.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The signed decision.
+    pub approval: Envelope,
+    /// A session or always grant, for the same transaction as the answer.
+    pub grant: Option<NewGrant>,
+    /// Merged into the `interaction.answered` audit entry.
+    pub audit: BTreeMap<String, Value>,
+}
+
+/// Check and sign `approver`'s answer `response` (already validated against
+/// the request) to the tool approval `view`.
+///
+/// # Errors
+/// 403 `self_approval` when the policy forbids approving one's own call;
+/// 422 for an edit that is not JSON or that a deny rule matches, and for
+/// `grant_args` that do not compile. The interaction stays pending.
+pub async fn prepare(
+    state: &AppState,
+    approver: &str,
+    view: &InteractionView,
+    response: &StoredResponse,
+) -> ApiResult<Prepared> {
+    let request = &view.request.request;
+    let InteractionKind::ToolApproval {
+        tool_name,
+        args_json,
+        missing_capabilities,
+        sandbox_mode,
+        ..
+    } = &request.kind
+    else {
+        return Err(ApiError::Internal(
+            "gate::answer::prepare called for an interaction that is not a tool approval".into(),
+        ));
+    };
+    let settings = state.settings();
+    let policy = &settings.policy;
+    let id = view.request.id();
+    let caller = request.caller.as_deref().unwrap_or_default();
+    let approved = response.approved == Some(true);
+    if approved && !policy.self_approval && !caller.is_empty() && caller == approver {
+        return Err(ApiError::Forbidden {
+            code: "self_approval",
+            message: format!(
+                "the policy forbids self-approval: {approver:?} may not approve a call made on \
+                 their own behalf; another person must decide"
+            ),
+        });
+    }
+    let edit = if approved {
+        response
+            .modified_args_json
+            .as_deref()
+            .filter(|e| !e.is_empty())
+    } else {
+        None
+    };
+    if let Some(edit) = edit {
+        check_args_json("modified_args_json", edit, &settings.limits)?;
+        let edited: Value = serde_json::from_str(edit).map_err(|e| {
+            ApiError::Invalid(format!("modified_args_json: expected JSON text, {e}"))
+        })?;
+        if let Some(rule) = policy.denies(tool_name, &edited) {
+            return Err(ApiError::Invalid(format!(
+                "modified_args_json: the policy denies the edited call (rule at line {} of {}): {}",
+                rule.line, settings.policy_source, rule.reason
+            )));
+        }
+    }
+    let scope = response.scope.unwrap_or_default();
+    let for_session = approved && scope.is_grant_scope();
+    let covered: BTreeSet<String> = missing_capabilities.iter().cloned().collect();
+    let now = OffsetDateTime::now_utc();
+    let grant = if for_session {
+        if let Some(patterns) = &response.grant_args {
+            ArgsMatcher::compile(patterns)
+                .map_err(|e| ApiError::Invalid(format!("grant_args: {e}")))?;
+        }
+        let conversation = (scope == ApprovalScope::Session).then(|| {
+            grant_conversation(
+                request.conversation_id.as_deref().unwrap_or_default(),
+                &request.session_id,
+            )
+            .to_owned()
+        });
+        Some(NewGrant {
+            grant: Grant {
+                id: crate::ids::new_id("gr_", now)
+                    .map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?,
+                scope,
+                caller: caller.to_owned(),
+                conversation_id: conversation,
+                sandbox_mode: sandbox_mode.clone(),
+                tool_name: tool_name.clone(),
+                covered_capabilities: covered.iter().cloned().collect(),
+                grant_args: response.grant_args.clone(),
+                approver: approver.to_owned(),
+                interaction_id: Some(id.to_owned()),
+                created_at: now,
+            },
+            actor: approver.to_owned(),
+        })
+    } else {
+        None
+    };
+    // A gate call's decision is bound to the tool-call id it was gated under.
+    let gate = state.store().gate_call_by_interaction(id).await?;
+    let request_id = gate.as_ref().map_or(id, |g| g.request_id.as_str());
+    let approval = sign(
+        state,
+        &Decision {
+            request_id,
+            turn_id: request.turn_id.as_deref().unwrap_or_default(),
+            tool_name,
+            args_json,
+            modified_args_json: edit.unwrap_or_default(),
+            approved,
+            approved_for_session: for_session,
+            covered: &covered,
+            caller,
+            approver,
+            sandbox_mode,
+            reason: response.reason.as_deref().unwrap_or_default(),
+            injected_context: response.injected_context.as_deref().unwrap_or_default(),
+            conversation_id: request.conversation_id.as_deref().unwrap_or_default(),
+        },
+    )?;
+    let mut audit = BTreeMap::new();
+    audit.insert("approver".to_owned(), json!(approver));
+    audit.insert("approved".to_owned(), json!(approved));
+    audit.insert(
+        "scope".to_owned(),
+        json!(response.scope.filter(|_| approved).map(|s| s.as_str())),
+    );
+    if let Some(edit) = edit {
+        audit.insert("modified_args_json".to_owned(), json!(edit));
+    }
+    if let Some(g) = &grant {
+        audit.insert("grant_id".to_owned(), json!(g.grant.id));
+    }
+    if let Some(g) = &gate {
+        audit.insert("gate_request_id".to_owned(), json!(g.request_id));
+    }
+    audit.insert("policy".to_owned(), json!(settings.policy_source));
+    audit.insert("nonce".to_owned(), json!(nonce_of(&approval)));
+    audit.insert(
+        "approval_payload".to_owned(),
+        Value::String(approval.payload.clone()),
+    );
+    Ok(Prepared {
+        approval,
+        grant,
+        audit,
+    })
+}

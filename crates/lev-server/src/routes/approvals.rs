@@ -1,0 +1,202 @@
+//! The routes of signed approvals: the gate, grants, nonces, and the
+//! signing keys' rotation.
+//!
+//! - `POST /v1/gate` (worker): SPEC section 6, in [`crate::gate`].
+//! - `GET /v1/grants`, `DELETE /v1/grants/{id}` (approver).
+//! - `POST /v1/nonces/consume` (worker): 200 the first time, 409
+//!   `nonce_spent` ever after.
+//! - `POST /v1/keys/rotate`, `DELETE /v1/keys/{kid}` (admin): a new active
+//!   key; an old key no longer trusted. Both answer the JWKS as it is after.
+
+use axum::Json;
+use axum::extract::State;
+use lev_protocol::StoredResponse;
+use lev_protocol::api::{
+    GateRequest, GateResponse, Grant, InteractionView, Jwks, NonceConsume, RespondResult, Role,
+};
+use lev_store::{AuditRecord, NewAnswer, NonceOutcome, TransitionOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use super::PathParam;
+use super::interactions::{already_answered, gone};
+use crate::auth::Principal;
+use crate::body::JsonBody;
+use crate::error::{ApiError, ApiResult};
+use crate::keys::RemoveOutcome;
+use crate::state::AppState;
+
+/// Longest nonce accepted (lev's own are 22 characters).
+const MAX_NONCE_LEN: usize = 256;
+
+/// `POST /v1/gate` (worker): always 200 with the decision, once the call is valid.
+pub async fn gate(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(req): JsonBody<GateRequest>,
+) -> ApiResult<Json<GateResponse>> {
+    principal.require(&[Role::Worker])?;
+    Ok(Json(crate::gate::decide(&state, &principal, req).await?))
+}
+
+/// `GET /v1/grants`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct GrantList {
+    /// Every grant in force, oldest first.
+    pub grants: Vec<Grant>,
+}
+
+/// `GET /v1/grants` (approver): the session and always grants in force.
+pub async fn list_grants(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> ApiResult<Json<GrantList>> {
+    principal.require(&[Role::Approver])?;
+    Ok(Json(GrantList {
+        grants: state.store().list_grants().await?,
+    }))
+}
+
+/// `DELETE /v1/grants/{id}` (approver): 200 with the revoked grant, 404.
+pub async fn revoke_grant(
+    State(state): State<AppState>,
+    principal: Principal,
+    PathParam(id): PathParam,
+) -> ApiResult<Json<Grant>> {
+    principal.require(&[Role::Approver])?;
+    state
+        .store()
+        .revoke_grant(&id, &principal.name)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("no grant {id:?} in force")))
+}
+
+/// `POST /v1/nonces/consume` (worker).
+pub async fn consume_nonce(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(body): JsonBody<NonceConsume>,
+) -> ApiResult<Json<serde_json::Value>> {
+    principal.require(&[Role::Worker])?;
+    let nonce = body.nonce;
+    if nonce.is_empty()
+        || nonce.len() > MAX_NONCE_LEN
+        || !nonce.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(ApiError::Invalid(format!(
+            "nonce: expected 1 to {MAX_NONCE_LEN} printable ASCII characters (an approval's nonce)"
+        )));
+    }
+    match state.store().consume_nonce(&nonce, &principal.name).await? {
+        NonceOutcome::Spent => Ok(Json(json!({"nonce": nonce, "spent": true}))),
+        NonceOutcome::AlreadySpent => Err(ApiError::Conflict {
+            code: "nonce_spent",
+            message: "this approval's nonce was spent before: an approval runs its call once"
+                .into(),
+        }),
+    }
+}
+
+/// `POST /v1/keys/rotate` (admin): a new active signing key.
+pub async fn rotate_key(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> ApiResult<Json<Jwks>> {
+    principal.require(&[Role::Admin])?;
+    let keys = state.keys().clone();
+    let (new, previous) = tokio::task::spawn_blocking(move || keys.rotate())
+        .await
+        .map_err(|e| ApiError::Internal(format!("key rotation task: {e}")))?
+        .map_err(|e| ApiError::Internal(format!("key rotation: {e}")))?;
+    state
+        .store()
+        .append_audit(AuditRecord {
+            action: "key.rotated".into(),
+            actor: principal.name,
+            data: json!({"kid": new, "previous": previous}),
+        })
+        .await?;
+    Ok(Json(state.keys().jwks()))
+}
+
+/// `DELETE /v1/keys/{kid}` (admin): stop trusting an old key; 409
+/// `active_key` for the key that signs.
+pub async fn remove_key(
+    State(state): State<AppState>,
+    principal: Principal,
+    PathParam(kid): PathParam,
+) -> ApiResult<Json<Jwks>> {
+    principal.require(&[Role::Admin])?;
+    let keys = state.keys().clone();
+    let wanted = kid.clone();
+    let outcome = tokio::task::spawn_blocking(move || keys.remove(&wanted))
+        .await
+        .map_err(|e| ApiError::Internal(format!("key removal task: {e}")))?
+        .map_err(|e| ApiError::Internal(format!("key removal: {e}")))?;
+    match outcome {
+        RemoveOutcome::Removed => {
+            state
+                .store()
+                .append_audit(AuditRecord {
+                    action: "key.removed".into(),
+                    actor: principal.name,
+                    data: json!({"kid": kid}),
+                })
+                .await?;
+            Ok(Json(state.keys().jwks()))
+        }
+        RemoveOutcome::Active => Err(ApiError::Conflict {
+            code: "active_key",
+            message: format!(
+                "key {kid} is the one that signs; rotate first (lev keys rotate), then remove it"
+            ),
+        }),
+        RemoveOutcome::NotFound => Err(ApiError::NotFound(format!("no trusted key {kid:?}"))),
+    }
+}
+
+/// Answer the tool approval `view` with `response` (validated, parts
+/// stored) by `approver`: checked and signed by [`crate::gate::answer`], then
+/// the store's compare-and-set, with the grant it makes in the same
+/// transaction.
+///
+/// # Errors
+/// 403 `self_approval`, 422 for an edit the policy denies or bad
+/// `grant_args`, 409 `already_answered` with the winner, 410, 404.
+pub async fn answer_tool_approval(
+    state: &AppState,
+    view: &InteractionView,
+    response: StoredResponse,
+    approver: &str,
+) -> ApiResult<RespondResult> {
+    let prepared = crate::gate::answer::prepare(state, approver, view, &response).await?;
+    let id = view.request.id().to_owned();
+    let outcome = state
+        .store()
+        .answer_tool_approval(
+            NewAnswer {
+                id: id.clone(),
+                response: response.clone(),
+                approval: Some(prepared.approval),
+                answered_by: approver.to_owned(),
+                answered_at: OffsetDateTime::now_utc(),
+                audit: prepared.audit,
+            },
+            prepared.grant,
+        )
+        .await?;
+    match outcome {
+        TransitionOutcome::Done(view) => {
+            state.metrics().answered();
+            Ok(RespondResult {
+                response: view.response.unwrap_or(response),
+                approval: view.approval,
+            })
+        }
+        TransitionOutcome::AlreadyAnswered(view) => Err(already_answered(*view)),
+        TransitionOutcome::Gone(view) => Err(gone(&view)),
+        TransitionOutcome::NotFound => Err(ApiError::NotFound(format!("no interaction {id:?}"))),
+    }
+}
