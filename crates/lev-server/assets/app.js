@@ -1326,12 +1326,17 @@ function describe(req, resp) {
 function outcome(view, raced) {
   const req = view.request;
   const box = h('section', { class: 'outcome outcome-' + req.status });
-  if (raced === 'conflict' || raced === 'event') {
+  if (raced && req.status === 'answered') {
     box.append(h('div', { class: 'banner info', role: 'status' },
       h('strong', null, req.answered_by ? ['Answered by ', vis(req.answered_by), ' first. '] : 'Someone else answered first. '),
       'Their answer stands; yours was not sent.'));
-  } else if (raced === 'gone') {
-    box.append(h('div', { class: 'banner info', role: 'status' }, 'This interaction can no longer be answered.'));
+  } else if (raced) {
+    box.append(h('div', { class: 'banner info', role: 'status' },
+      req.status === 'expired'
+        ? 'This interaction timed out before an answer; the agent was told it was denied.'
+        : req.status === 'cancelled'
+          ? 'This question was cancelled (by the agent, or by its timeout); it can no longer be answered.'
+          : 'This interaction can no longer be answered.'));
   }
   box.append(h('div', { class: 'outcome-body' }, describe(req, view.response)),
     h('p', { class: 'muted small' },

@@ -732,6 +732,23 @@ async fn the_race_loser_sees_the_winning_answer() {
     let got = settled(&s, &worker, &id).await;
     assert_eq!(got["response"]["approved"], true);
     b.cdp("Network.setBlockedURLs", json!({"urls": []})).await;
+
+    // Timed out while open: said so, not "someone else answered".
+    b.goto(&format!("{}/", s.url)).await;
+    b.wait_css("#live.on").await;
+    let mut req = tool("s-r", "shell", r#"{"argv":["sleep","1"]}"#);
+    req["timeout_s"] = json!(2);
+    let id = s.create(&worker, &req).await;
+    open(&b, &id).await;
+    b.wait_text("#detail .outcome .banner", "timed out before an answer")
+        .await;
+    assert!(b.text("#detail .outcome-body").await.contains("Expired"));
+    let mut req = free_text("s-r", "still there?");
+    req["timeout_s"] = json!(2);
+    let id = s.create(&worker, &req).await;
+    open(&b, &id).await;
+    b.wait_text("#detail .outcome .banner", "was cancelled")
+        .await;
     b.close().await;
 }
 
@@ -771,12 +788,21 @@ async fn sessions_show_whether_an_operator_is_connected() {
     s.create(&worker, &free_text("s-alone", "and here?")).await;
     // Connected before the page opens: the page asks the server.
     let conn = connect_operator(&s, &op, "s-op").await;
-    let (status, v) = s.get("/v1/operators?sessions=s-op,s-alone", &alice).await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    assert_eq!(
-        v,
-        json!({"sessions": [{"session_id": "s-alone", "connected": false}, {"session_id": "s-op", "connected": true}]})
-    );
+    // The hub registers the connection just after the upgrade: poll.
+    let want = json!({"sessions": [
+        {"session_id": "s-alone", "connected": false},
+        {"session_id": "s-op", "connected": true}
+    ]});
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, v) = s.get("/v1/operators?sessions=s-op,s-alone", &alice).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        if v == want {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never connected: {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let (status, _) = s.get("/v1/operators?sessions=bad%20id", &alice).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 
