@@ -520,6 +520,18 @@ async fn assert_inert(b: &Browser) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_text_stays_inert_and_hidden_characters_are_shown_and_flagged() {
     let Env { s, worker, b } = setup().await;
+    // Desktop notifications, recorded: permission granted, the page not in focus.
+    b.js("window.__notes = [];
+          window.Notification = class {
+            constructor(title, opts) { window.__notes.push({title, body: opts.body, tag: opts.tag}); }
+            addEventListener() {}
+            close() {}
+            static get permission() { return 'granted'; }
+            static requestPermission() { return Promise.resolve('granted'); }
+          };
+          document.hasFocus = () => false;
+          return true;")
+        .await;
     let prompt = "<img src=x onerror=\"window.__xss=1;alert(1)\"><script>window.__xss=2</script>\
                   <a href=\"javascript:window.__xss=3\">click</a>";
     let title = "<b onmouseover=alert(1)>Bold title</b>";
@@ -533,6 +545,12 @@ async fn agent_text_stays_inert_and_hidden_characters_are_shown_and_flagged() {
         .await;
     open(&b, &id).await;
     assert_inert(&b).await;
+    let notes = b.js("return window.__notes").await;
+    assert_eq!(
+        notes,
+        json!([{"title": "lev · Question", "body": format!("{title}\ns-x"), "tag": id}]),
+        "one notification, plain text"
+    );
     assert_eq!(
         b.js("return document.querySelector('#detail .prompt').textContent")
             .await,
@@ -616,6 +634,16 @@ async fn agent_text_stays_inert_and_hidden_characters_are_shown_and_flagged() {
         )
         .await;
     b.wait_css(&format!("{}.flagged", item(&bid))).await;
+    // The notification spells hidden characters out too.
+    let last = b
+        .js("return window.__notes[window.__notes.length - 1].body")
+        .await;
+    assert!(
+        last.as_str()
+            .unwrap()
+            .starts_with("Run the installer ⟨U+202E⟩exe.txt⟨U+202C⟩ now⟨U+200B⟩"),
+        "{last}"
+    );
     open(&b, &bid).await;
     b.wait_text(
         "#detail .banner.warn",
