@@ -113,7 +113,7 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout),
     };
     let mut verdict = match args.client.client() {
-        Ok(client) => runtime()?.block_on(gatekeep::verdict(&client, &call, |_| {})),
+        Ok(client) => runtime()?.block_on(gatekeep::verdict(&client, None, &call, |_| {})),
         // No usable URL or token: lev cannot be asked, as if it were down.
         Err(e) => Verdict::Defer {
             reason: format!(

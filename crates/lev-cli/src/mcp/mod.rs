@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lev_approval::TrustedKeys;
 use lev_client::Client;
 use lev_protocol::claude_code::{
     APPROVAL_PROMPT_TOOL, ASK_HUMAN_TOOL, PermissionPromptInput, PermissionPromptResult,
@@ -74,6 +75,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             config,
             in_flight: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(0),
+            keys: tokio::sync::OnceCell::new(),
         }),
     };
     let transport = opening::Opening::new(
@@ -103,6 +105,8 @@ struct Inner {
     /// Interactions created by calls still waiting, by call.
     in_flight: Mutex<HashMap<u64, String>>,
     next_call: AtomicU64,
+    /// The server's keys, fetched at the first approval and pinned.
+    keys: tokio::sync::OnceCell<TrustedKeys>,
 }
 
 impl Inner {
@@ -264,7 +268,19 @@ impl LevMcp {
             route: config.route.clone(),
             timeout: config.timeout,
         };
-        let verdict = gatekeep::verdict(&config.client, &call, |id| pending.waiting_for(id)).await;
+        let keys = match self
+            .inner
+            .keys
+            .get_or_try_init(|| gatekeep::pinned_keys(&config.client))
+            .await
+        {
+            Ok(keys) => Some(keys),
+            // Not pinned yet: try again on the next call; this one is decided
+            // by `verdict`, which fetches them itself (and fails the same way).
+            Err(_) => None,
+        };
+        let verdict =
+            gatekeep::verdict(&config.client, keys, &call, |id| pending.waiting_for(id)).await;
         let result = PermissionPromptResult::from_verdict(&input.tool_name, &verdict);
         CallToolResult::success(vec![ContentBlock::text(result.to_json_text())])
     }

@@ -5,8 +5,10 @@
 
 use std::path::PathBuf;
 
+use lev_protocol::{ApprovalScope, InteractionResponse};
 use serde_json::{Value, json};
 
+use super::served::Served;
 use crate::support::{Run, lev_with_stdin};
 
 /// A committed hook event.
@@ -153,5 +155,264 @@ fn the_fixtures_are_the_events_claude_code_sends() {
     assert_eq!(
         event("pre_tool_use.json")["hook_event_name"],
         json!("PreToolUse")
+    );
+}
+
+/// A hook run in the background: the event goes in now, the output comes
+/// out once someone decides.
+struct Pending(std::thread::JoinHandle<Run>);
+
+impl Pending {
+    fn start(served: &Served, event: &Value, args: &[&str]) -> Self {
+        let url = served.url.clone();
+        let token = served.worker.clone();
+        let stdin = event.to_string().into_bytes();
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        Self(std::thread::spawn(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            hook(&url, &token, &args, &stdin)
+        }))
+    }
+
+    fn output(self) -> Value {
+        let run = self.0.join().unwrap();
+        assert_eq!(run.code, 0, "{run:?}");
+        run.json()
+    }
+}
+
+/// The committed event `name` in its own session and with its own call id.
+fn event_in(name: &str, session: &str, tool_use_id: &str, input: Value) -> Value {
+    let mut e = event(name);
+    e["session_id"] = json!(session);
+    e["tool_use_id"] = json!(tool_use_id);
+    e["tool_input"] = input;
+    e
+}
+
+/// The tool approval pending in `session`, checked against the event.
+fn asked(served: &Served, e: &Value) -> lev_protocol::Interaction {
+    let session = e["session_id"].as_str().unwrap();
+    let asked = served.pending(session);
+    match &asked.request.kind {
+        lev_protocol::InteractionKind::ToolApproval {
+            tool_name,
+            args_json,
+            sandbox_mode,
+            ..
+        } => {
+            assert_eq!(tool_name, e["tool_name"].as_str().unwrap());
+            assert_eq!(args_json, &e["tool_input"].to_string());
+            assert_eq!(sandbox_mode, e["permission_mode"].as_str().unwrap());
+        }
+        other => panic!("expected a tool approval, found {other:?}"),
+    }
+    assert_eq!(asked.request.conversation_id.as_deref(), Some(session));
+    asked
+}
+
+#[test]
+fn pre_tool_use_gets_each_decision_as_spec_section_10_shapes_it() {
+    let served = Served::start("hook-pre", None);
+
+    // Approve with an edit and injected context.
+    let e = event_in(
+        "pre_tool_use.json",
+        "pre-edit",
+        "toolu_edit",
+        json!({"command": "rm -rf build"}),
+    );
+    let run = Pending::start(&served, &e, &[]);
+    let a = asked(&served, &e);
+    let mut answer = InteractionResponse::approval(a.id(), true, ApprovalScope::Once);
+    answer.modified_args_json = Some(r#"{"command":"rm -rf build/tmp"}"#.into());
+    answer.injected_context = Some("build/ is shared with the nightly job".into());
+    served.respond(&a, &answer);
+    assert_eq!(
+        run.output(),
+        json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+            "permissionDecisionReason": "approved in lev by pat",
+            "updatedInput": {"command": "rm -rf build/tmp"},
+            "additionalContext": "build/ is shared with the nightly job"}})
+    );
+
+    // Approve as it is.
+    let input = json!({"command": "cargo test", "description": "Run the tests"});
+    let e = event_in("pre_tool_use.json", "pre-once", "toolu_once", input.clone());
+    let run = Pending::start(&served, &e, &[]);
+    let a = asked(&served, &e);
+    served.respond(
+        &a,
+        &InteractionResponse::approval(a.id(), true, ApprovalScope::Once),
+    );
+    assert_eq!(
+        run.output(),
+        json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+            "permissionDecisionReason": "approved in lev by pat", "updatedInput": input}})
+    );
+
+    // Deny with feedback.
+    let e = event_in(
+        "pre_tool_use.json",
+        "pre-deny",
+        "toolu_deny",
+        json!({"command": "git push -f"}),
+    );
+    let run = Pending::start(&served, &e, &[]);
+    let a = asked(&served, &e);
+    served.respond(
+        &a,
+        &InteractionResponse::deny_with_feedback(a.id(), "open a PR instead"),
+    );
+    assert_eq!(
+        run.output(),
+        json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+            "permissionDecisionReason": "The person denied the call to Bash; it was not run.\nFeedback: open a PR instead"}})
+    );
+
+    // Approve for the session: the next call in the session is allowed at once.
+    let input = json!({"command": "ls"});
+    let e = event_in(
+        "pre_tool_use.json",
+        "pre-session",
+        "toolu_s1",
+        input.clone(),
+    );
+    let run = Pending::start(&served, &e, &[]);
+    let a = asked(&served, &e);
+    served.respond(
+        &a,
+        &InteractionResponse::approval(a.id(), true, ApprovalScope::Session),
+    );
+    assert_eq!(
+        run.output()["hookSpecificOutput"]["permissionDecision"],
+        "allow"
+    );
+    let e = event_in(
+        "pre_tool_use.json",
+        "pre-session",
+        "toolu_s2",
+        json!({"command": "ls -la"}),
+    );
+    let again = hook(&served.url, &served.worker, &[], e.to_string().as_bytes());
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(
+        again.json(),
+        json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+            "permissionDecisionReason": "approved in lev by pat", "updatedInput": {"command": "ls -la"}}})
+    );
+}
+
+#[test]
+fn permission_request_gets_each_decision_as_spec_section_10_shapes_it() {
+    let served = Served::start("hook-perm", None);
+
+    let input = json!({"command": "cargo publish", "description": "Publish the crate"});
+    let e = event_in(
+        "permission_request.json",
+        "perm-once",
+        "toolu_p1",
+        input.clone(),
+    );
+    let run = Pending::start(&served, &e, &[]);
+    let a = asked(&served, &e);
+    served.respond(
+        &a,
+        &InteractionResponse::approval(a.id(), true, ApprovalScope::Once),
+    );
+    assert_eq!(
+        run.output(),
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+            "decision": {"behavior": "allow", "updatedInput": input}}})
+    );
+
+    let e = event_in(
+        "permission_request.json",
+        "perm-edit",
+        "toolu_p2",
+        json!({"command": "cargo publish"}),
+    );
+    let run = Pending::start(&served, &e, &[]);
+    let a = asked(&served, &e);
+    let mut answer = InteractionResponse::approval(a.id(), true, ApprovalScope::Once);
+    answer.modified_args_json = Some(r#"{"command":"cargo publish --dry-run"}"#.into());
+    served.respond(&a, &answer);
+    assert_eq!(
+        run.output(),
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+            "decision": {"behavior": "allow", "updatedInput": {"command": "cargo publish --dry-run"}}}})
+    );
+
+    let e = event_in(
+        "permission_request.json",
+        "perm-deny",
+        "toolu_p3",
+        json!({"command": "cargo yank"}),
+    );
+    let run = Pending::start(&served, &e, &[]);
+    let a = asked(&served, &e);
+    served.respond(
+        &a,
+        &InteractionResponse::deny_with_feedback(a.id(), "never yank"),
+    );
+    assert_eq!(
+        run.output(),
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": "The person denied the call to Bash; it was not run.\nFeedback: never yank"}}})
+    );
+
+    let e = event_in(
+        "permission_request.json",
+        "perm-session",
+        "toolu_p4",
+        json!({"command": "cargo fmt"}),
+    );
+    let run = Pending::start(&served, &e, &[]);
+    let a = asked(&served, &e);
+    served.respond(
+        &a,
+        &InteractionResponse::approval(a.id(), true, ApprovalScope::Session),
+    );
+    assert_eq!(
+        run.output()["hookSpecificOutput"]["decision"]["behavior"],
+        "allow"
+    );
+    let e = event_in(
+        "permission_request.json",
+        "perm-session",
+        "toolu_p5",
+        json!({"command": "cargo fmt --check"}),
+    );
+    let again = hook(&served.url, &served.worker, &[], e.to_string().as_bytes());
+    assert_eq!(
+        again.json(),
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+            "decision": {"behavior": "allow", "updatedInput": {"command": "cargo fmt --check"}}}})
+    );
+
+    // Nobody decides within --timeout: a deny that says so.
+    let e = event_in(
+        "permission_request.json",
+        "perm-late",
+        "toolu_p6",
+        json!({"command": "make"}),
+    );
+    let late = hook(
+        &served.url,
+        &served.worker,
+        &["--timeout", "1"],
+        e.to_string().as_bytes(),
+    );
+    let out = late.json();
+    assert_eq!(
+        out["hookSpecificOutput"]["decision"]["behavior"], "deny",
+        "{out}"
+    );
+    assert!(
+        out["hookSpecificOutput"]["decision"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Nobody decided on the call to Bash within 1 s"),
+        "{out}"
     );
 }

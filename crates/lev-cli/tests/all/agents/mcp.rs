@@ -6,7 +6,7 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lev_protocol::InteractionStatus;
+use lev_protocol::{ApprovalScope, InteractionResponse, InteractionStatus};
 use serde_json::{Value, json};
 
 use super::driver::Driver;
@@ -301,4 +301,208 @@ fn unknown_and_stray_messages_get_errors_never_a_closed_connection() {
         "clientInfo": {"name": "raw", "version": "1"}}}),
     );
     assert_eq!(raw.reply()["result"]["protocolVersion"], "2025-06-18");
+}
+
+/// `approval_prompt`'s text, parsed (it must be exactly one text block of JSON).
+fn decision(mcp: &Driver, id: &str) -> Value {
+    let (texts, is_error) = mcp.result(id);
+    assert!(!is_error, "{texts:?}");
+    assert_eq!(texts.len(), 1, "one text block: {texts:?}");
+    serde_json::from_str(&texts[0]).unwrap_or_else(|e| panic!("not JSON ({e}): {}", texts[0]))
+}
+
+/// The tool approval pending in `session`, checked against the call made.
+fn pending_approval(
+    served: &Served,
+    session: &str,
+    tool: &str,
+    input: &Value,
+) -> lev_protocol::Interaction {
+    let asked = served.pending(session);
+    match &asked.request.kind {
+        lev_protocol::InteractionKind::ToolApproval {
+            tool_name,
+            args_json,
+            sandbox_mode,
+            ..
+        } => {
+            assert_eq!(tool_name, tool);
+            assert_eq!(
+                args_json,
+                &input.to_string(),
+                "args_json is the input as compact JSON"
+            );
+            assert_eq!(sandbox_mode, "default");
+        }
+        other => panic!("expected a tool approval, found {other:?}"),
+    }
+    assert_eq!(asked.request.conversation_id.as_deref(), Some(session));
+    asked
+}
+
+fn approve(asked: &lev_protocol::Interaction, scope: ApprovalScope) -> InteractionResponse {
+    InteractionResponse::approval(asked.id(), true, scope)
+}
+
+#[test]
+fn approval_prompt_answers_each_decision_with_the_documented_json_in_both_eras() {
+    let served = Served::start("mcp-approval", None);
+    for (mode, _) in &ERAS[..2] {
+        let session = format!("approve-{mode}");
+        let mut mcp = Driver::start(mode, &served, &["--session", &session]);
+        let call = |mcp: &mut Driver, id: &str, input: &Value| {
+            mcp.call(
+                id,
+                "approval_prompt",
+                json!({"tool_name": "Bash", "input": input, "tool_use_id": format!("toolu_{mode}_{id}")}),
+            );
+        };
+
+        // Approve: the original input comes back as updatedInput.
+        let input = json!({"command": "cargo test", "description": "Run the tests"});
+        call(&mut mcp, "once", &input);
+        let asked = pending_approval(&served, &session, "Bash", &input);
+        served.respond(&asked, &approve(&asked, ApprovalScope::Once));
+        assert_eq!(
+            decision(&mcp, "once"),
+            json!({"behavior": "allow", "updatedInput": input}),
+            "{mode}"
+        );
+
+        // Approve with an edit: the edit is what runs.
+        let input = json!({"command": "rm -rf target"});
+        call(&mut mcp, "edit", &input);
+        let asked = pending_approval(&served, &session, "Bash", &input);
+        let mut edit = approve(&asked, ApprovalScope::Once);
+        edit.modified_args_json = Some(r#"{"command":"rm -rf target/debug"}"#.into());
+        edit.injected_context = Some("target/release is a colleague's build".into());
+        served.respond(&asked, &edit);
+        assert_eq!(
+            decision(&mcp, "edit"),
+            json!({"behavior": "allow", "updatedInput": {"command": "rm -rf target/debug"}}),
+            "{mode}: the permission-prompt contract has no field for injected context"
+        );
+
+        // Deny with feedback: the feedback reaches the model in the message.
+        let input = json!({"command": "git push --force"});
+        call(&mut mcp, "deny", &input);
+        let asked = pending_approval(&served, &session, "Bash", &input);
+        served.respond(
+            &asked,
+            &InteractionResponse::deny_with_feedback(asked.id(), "push to a branch and open a PR"),
+        );
+        assert_eq!(
+            decision(&mcp, "deny"),
+            json!({"behavior": "deny", "message": "The person denied the call to Bash; it was not run.\nFeedback: push to a branch and open a PR"}),
+            "{mode}"
+        );
+
+        // Approve for the session: Claude Code may remember it...
+        let input = json!({"command": "ls -la"});
+        call(&mut mcp, "session", &input);
+        let asked = pending_approval(&served, &session, "Bash", &input);
+        served.respond(&asked, &approve(&asked, ApprovalScope::Session));
+        assert_eq!(
+            decision(&mcp, "session"),
+            json!({"behavior": "allow", "updatedInput": input, "updatedPermissions": [
+                {"type": "addRules", "rules": [{"toolName": "Bash"}], "behavior": "allow",
+                 "destination": "session"}]}),
+            "{mode}"
+        );
+        // ...and lev's grant answers the next call of the tool at once.
+        let input = json!({"command": "cargo build"});
+        call(&mut mcp, "granted", &input);
+        assert_eq!(
+            decision(&mcp, "granted"),
+            json!({"behavior": "allow", "updatedInput": input}),
+            "{mode}"
+        );
+        assert!(
+            served
+                .all(&session)
+                .iter()
+                .all(|i| i.status != InteractionStatus::Pending),
+            "no person was asked"
+        );
+    }
+}
+
+const POLICY: &str = r#"
+[[rule]]
+tool = "Bash"
+args = { "/command" = "^rm -rf /" }
+decision = "deny"
+reason = "nothing deletes the root"
+
+[[rule]]
+tool = "Read"
+decision = "allow"
+
+[[rule]]
+tool = "*"
+decision = "ask"
+"#;
+
+#[test]
+fn approval_prompt_follows_the_policy_and_says_when_nobody_decided() {
+    let served = Served::start("mcp-policy", Some(POLICY));
+    let mut mcp = Driver::start(
+        "2026-07-28",
+        &served,
+        &["--session", "policy", "--timeout", "2"],
+    );
+
+    mcp.call(
+        "rule-allow",
+        "approval_prompt",
+        json!({"tool_name": "Read", "input": {"file_path": "/srv/app/README.md"}}),
+    );
+    assert_eq!(
+        decision(&mcp, "rule-allow"),
+        json!({"behavior": "allow", "updatedInput": {"file_path": "/srv/app/README.md"}})
+    );
+
+    mcp.call(
+        "rule-deny",
+        "approval_prompt",
+        json!({"tool_name": "Bash", "input": {"command": "rm -rf /"}, "tool_use_id": "toolu_rm"}),
+    );
+    assert_eq!(
+        decision(&mcp, "rule-deny"),
+        json!({"behavior": "deny", "message": "lev's policy denies the call to Bash: nothing deletes the root. It was not run."})
+    );
+
+    mcp.call(
+        "late",
+        "approval_prompt",
+        json!({"tool_name": "Bash", "input": {"command": "make"}, "tool_use_id": "toolu_make"}),
+    );
+    let text = decision(&mcp, "late");
+    assert_eq!(text["behavior"], "deny", "{text}");
+    let message = text["message"].as_str().unwrap();
+    assert!(
+        message.contains("nobody approved it in time") || message.contains("Nobody decided"),
+        "{message}"
+    );
+    assert_eq!(text.as_object().unwrap().len(), 2, "{text}");
+
+    // A malformed call is the model's mistake, told as a tool error.
+    mcp.call("bad", "approval_prompt", json!({"input": {}}));
+    let (texts, is_error) = mcp.result("bad");
+    assert!(is_error && texts[0].contains("tool_name"), "{texts:?}");
+}
+
+#[test]
+fn cancelling_an_approval_prompt_cancels_its_interaction() {
+    let served = Served::start("mcp-cancel-approval", None);
+    let mut mcp = Driver::start("legacy", &served, &["--session", "cancel-approval"]);
+    let input = json!({"command": "terraform apply"});
+    mcp.call(
+        "apply",
+        "approval_prompt",
+        json!({"tool_name": "Bash", "input": input, "tool_use_id": "toolu_apply"}),
+    );
+    let asked = pending_approval(&served, "cancel-approval", "Bash", &input);
+    mcp.cancel("apply");
+    served.wait_status("cancel-approval", asked.id(), InteractionStatus::Cancelled);
 }
