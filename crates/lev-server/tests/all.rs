@@ -16,6 +16,8 @@ mod dashboard;
 mod events;
 #[path = "all/gate.rs"]
 mod gate;
+#[path = "all/hooks.rs"]
+mod hooks;
 #[path = "all/interactions.rs"]
 mod interactions;
 #[path = "all/listen.rs"]
