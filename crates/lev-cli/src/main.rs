@@ -44,8 +44,21 @@ enum Command {
     /// conversation, caller or sandbox mode); 1 when it is not genuine or not
     /// valid now. The nonce is not spent: that is the verifier's own ledger's job.
     Verify(cmd::verify::Args),
-    /// Signing keys.
+    /// The server's signing keys: list (the default), rotate, remove KID;
+    /// and generate, which writes a new key file.
     Keys(cmd::keys::Args),
+    /// Run a command once a person (or the policy, or a grant) approves it.
+    ///
+    /// Gates tool `shell` with {"argv":[...],"cwd":"..."}, waits for the
+    /// decision (spinner on stderr), verifies the signed approval, then runs
+    /// the approved argv (the approver's edit, if any) with stdio passed
+    /// through. Exit: the command's code; 126 denied (the feedback on
+    /// stderr); 124 nobody decided in time.
+    Run(cmd::run::Args),
+    /// Session and always grants: list them, revoke one.
+    Grants(cmd::grants::Args),
+    /// The gate's policy file: print the example, check a file.
+    Policy(cmd::policy::Args),
     /// A server on a temporary data dir and an agent asking every kind of question.
     ///
     /// Prints the dashboard URL and the `export LEV_URL=... LEV_TOKEN=...`
@@ -109,6 +122,9 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Verify(args) => cmd::verify::run(args),
         Command::Keys(args) => cmd::keys::run(args),
+        Command::Run(args) => cmd::run::run(args),
+        Command::Grants(args) => cmd::grants::run(args),
+        Command::Policy(args) => cmd::policy::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Ls(args) => cmd::ls::run(args),
         Command::Show(args) => cmd::show::run(args),

@@ -20,6 +20,8 @@ mod keys;
 mod operators;
 #[path = "all/python_signer.rs"]
 mod python_signer;
+#[path = "all/run.rs"]
+mod run;
 #[path = "all/serve.rs"]
 mod serve;
 #[path = "all/support.rs"]

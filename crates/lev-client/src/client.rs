@@ -378,7 +378,7 @@ impl Client {
     }
 
     /// Send a request and decode a JSON answer.
-    async fn call<T: DeserializeOwned>(
+    pub(crate) async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,

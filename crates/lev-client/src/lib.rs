@@ -40,6 +40,7 @@
 mod client;
 mod error;
 pub mod events;
+pub mod gate;
 pub mod operator;
 pub mod parts;
 pub mod render;

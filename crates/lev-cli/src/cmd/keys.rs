@@ -1,4 +1,5 @@
-//! `lev keys`: signing keys. `generate` writes a new key file.
+//! `lev keys`: the server's signing keys (list, `rotate`, `remove KID`,
+//! through the admin API), and `generate`, which writes a new key file.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -6,18 +7,55 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 use lev_approval::SigningKeyPair;
+use lev_client::Client;
+use lev_protocol::api::Jwks;
 
+use crate::connect::{ClientArgs, runtime};
 use crate::report::HINT;
 
-/// `lev keys ...`
+/// `lev keys ...`: without a subcommand, the server's trusted keys, the one
+/// that signs first.
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// Print the JWKS as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 #[derive(Debug, clap::Subcommand)]
 enum Command {
+    /// The server's trusted public keys (GET /v1/keys), the one that signs
+    /// first (the default).
+    #[command(alias = "list")]
+    Ls {
+        /// Print the JWKS as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Make a new signing key on the server (admin). Older keys stay
+    /// trusted, so approvals they signed still verify, until removed.
+    Rotate {
+        /// Print the JWKS after as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Stop trusting an old key (admin): approvals it signed no longer
+    /// verify. The key that signs is refused: rotate first.
+    Remove {
+        /// The key id (16 hex digits, as `lev keys` lists them).
+        kid: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Write a new Ed25519 signing key to FILE (mode 0600) and print its public
     /// key (base64url) and key id.
     Generate(GenerateArgs),
@@ -39,7 +77,61 @@ struct GenerateArgs {
 /// When the key cannot be made or written.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
-        Command::Generate(args) => generate(&args),
+        None => list(&args.client, args.json),
+        Some(Command::Ls { json, client }) => list(&client, json),
+        Some(Command::Rotate { json, client }) => {
+            let jwks = runtime()?
+                .block_on(client.client()?.rotate_key())
+                .context("rotating the signing key")?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&jwks)?);
+            } else {
+                let active = jwks.keys.first().map_or("", |k| k.kid.as_str());
+                eprintln!(
+                    "lev: new signing key {active}; older keys stay trusted until `lev keys remove KID`"
+                );
+                print_keys(&jwks);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Remove { kid, client }) => {
+            let jwks = runtime()?
+                .block_on(client.client()?.remove_key(&kid))
+                .with_context(|| format!("removing key {}", crate::term::one_line(&kid)))?;
+            eprintln!(
+                "lev: key {} is no longer trusted",
+                crate::term::one_line(&kid)
+            );
+            print_keys(&jwks);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Generate(args)) => generate(&args),
+    }
+}
+
+/// `GET /v1/keys` needs no token.
+fn list(client: &ClientArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let client = Client::new(&client.url, None).context("--url")?;
+    let jwks = runtime()?
+        .block_on(client.keys())
+        .context("reading the server's keys")?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&jwks)?);
+    } else {
+        print_keys(&jwks);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per key: the id, its role, the public key.
+fn print_keys(jwks: &Jwks) {
+    for (i, key) in jwks.keys.iter().enumerate() {
+        let role = if i == 0 { "signs" } else { "verifies" };
+        println!(
+            "{}  {role:<8}  {}",
+            crate::term::one_line(&key.kid),
+            crate::term::one_line(&key.x)
+        );
     }
 }
 

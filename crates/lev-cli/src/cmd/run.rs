@@ -1,0 +1,285 @@
+//! `lev run -- CMD ARGS...`: ask for approval through the gate, verify the
+//! signed decision, run the approved command (SPEC section 7).
+//!
+//! The gate sees tool `shell` with args `{"argv":[...],"cwd":"..."}` and the
+//! capability `proc-exec`. The decision is verified against the keys the
+//! server published when the run started (pinned for the run), must
+//! authorize exactly this call in this session, and its nonce is spent
+//! before anything runs. What runs is the effective argv: the person's edit
+//! when there is one.
+//!
+//! Exit codes, kept out of the command's way like `timeout` and the shells:
+//! the command's own code when it ran (128 + N for a signal); 126 denied; 124
+//! nobody decided in time (or the question was cancelled); 127 the approved
+//! program does not exist; 130 interrupted while waiting; 1 any other error.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use lev_client::gate::{ApprovedCall, GateOutcome, Gatekeeper, RefusalKind, Submitted, ToolCall};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::connect::{ClientArgs, runtime};
+use crate::term;
+
+/// Denied by a person or a rule.
+const DENIED: u8 = 126;
+/// Nobody decided in time, or the question was cancelled.
+const TIMED_OUT: u8 = 124;
+/// The approved program was not found.
+const NOT_FOUND: u8 = 127;
+/// Interrupted (Ctrl-C) while waiting.
+const INTERRUPTED: u8 = 130;
+
+/// Ask approval for a command through the gate, verify it, then run it.
+///
+/// The command runs with stdin, stdout and stderr passed through and lev
+/// exits with its code. lev's own messages go to stderr. Exit 126 when
+/// denied (the feedback on stderr), 124 when nobody decided in time.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  lev run -- cargo publish\n  lev run --timeout 300 -- git push origin main\n  lev run --session deploy-42 --sandbox-mode danger-full-access -- ./deploy.sh"
+)]
+pub struct Args {
+    /// The session, also the conversation; a session grant holds within it
+    /// [default: cli-<parent process id>: one shell, one session].
+    #[arg(long, value_name = "SESSION")]
+    session: Option<String>,
+    /// The sandbox mode the command runs under (the policy says what it grants).
+    #[arg(long, default_value = "workspace-write", value_name = "MODE")]
+    sandbox_mode: String,
+    /// Give up after this many seconds without a decision (exit 124).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: Option<u64>,
+    /// The command and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// Run `lev run`.
+///
+/// # Errors
+/// No server, a bad token, a decision that does not verify or authorize this
+/// call, a spent nonce, args that are not a command.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let cwd = cwd
+        .to_str()
+        .context("the current directory's path is not UTF-8; lev run needs it as JSON text")?
+        .to_owned();
+    let args_json = serde_json::to_string(&json!({"argv": args.command, "cwd": cwd}))?;
+    let session = match &args.session {
+        Some(s) => s.clone(),
+        None => format!("cli-{}", parent_pid()),
+    };
+    let nonce = lev_approval::new_nonce().context("making a request id")?;
+    let call = ToolCall {
+        conversation_id: session.clone(),
+        sandbox_mode: args.sandbox_mode.clone(),
+        required_capabilities: vec!["proc-exec".to_owned()],
+        timeout: args.timeout.map(Duration::from_secs),
+        ..ToolCall::new(session, format!("run-{nonce}"), "shell", args_json)
+    };
+    let client = args.client.client()?;
+    let rt = runtime()?;
+    let outcome = rt.block_on(async {
+        let gatekeeper = Gatekeeper::pinned(client)
+            .await
+            .context("fetching the server's keys")?;
+        let submitted = gatekeeper.submit(&call).await.context("asking the gate")?;
+        match submitted.interaction_id() {
+            Some(id) => wait(&gatekeeper, &call, submitted.clone(), id.to_owned()).await,
+            None => gatekeeper
+                .settle(&call, submitted)
+                .await
+                .map(Some)
+                .context("checking the decision"),
+        }
+    })?;
+    let Some(outcome) = outcome else {
+        return Ok(ExitCode::from(INTERRUPTED));
+    };
+    match outcome {
+        GateOutcome::Run(approved) => execute(&approved, &cwd),
+        GateOutcome::Refused(refusal) => {
+            say(&refusal.text);
+            Ok(ExitCode::from(match refusal.kind {
+                RefusalKind::Policy | RefusalKind::Denied => DENIED,
+                RefusalKind::Expired | RefusalKind::Cancelled | RefusalKind::TimedOut => TIMED_OUT,
+            }))
+        }
+    }
+}
+
+#[cfg(unix)]
+fn parent_pid() -> u32 {
+    std::os::unix::process::parent_id()
+}
+
+#[cfg(not(unix))]
+fn parent_pid() -> u32 {
+    std::process::id()
+}
+
+/// Each line of `text` on stderr after `lev: `, control characters made visible.
+fn say(text: &str) {
+    let mut err = std::io::stderr().lock();
+    for line in text.lines() {
+        let _ = writeln!(err, "lev: {}", term::one_line(line));
+    }
+}
+
+/// Wait for a person with a spinner on a terminal (one line otherwise);
+/// `None` when interrupted, after cancelling the question.
+async fn wait(
+    gatekeeper: &Gatekeeper,
+    call: &ToolCall,
+    submitted: Submitted,
+    id: String,
+) -> anyhow::Result<Option<GateOutcome>> {
+    let shown_id = term::one_line(&id);
+    let hint = format!("lev respond {shown_id} --approve | --deny");
+    let spinner = std::io::stderr().is_terminal();
+    if !spinner {
+        eprintln!("lev: waiting for approval of {shown_id} (answer with: {hint})");
+    }
+    let started = Instant::now();
+    let settle = gatekeeper.settle(call, submitted);
+    tokio::pin!(settle);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+    let mut frame = 0;
+    let result = loop {
+        tokio::select! {
+            result = &mut settle => break Some(result),
+            _ = tokio::signal::ctrl_c() => break None,
+            _ = tick.tick(), if spinner => {
+                let mut err = std::io::stderr();
+                let _ = write!(
+                    err,
+                    "\r\x1b[2K{} waiting for approval of {shown_id} ({}s) - {hint}",
+                    frames[frame % frames.len()],
+                    started.elapsed().as_secs()
+                );
+                let _ = err.flush();
+                frame += 1;
+            }
+        }
+    };
+    if spinner {
+        eprint!("\r\x1b[2K");
+    }
+    match result {
+        Some(outcome) => {
+            Ok(Some(outcome.with_context(|| {
+                format!("checking the decision on {shown_id}")
+            })?))
+        }
+        None => {
+            let _ = gatekeeper.client().cancel(&id).await;
+            eprintln!("lev: interrupted; cancelled {shown_id}");
+            Ok(None)
+        }
+    }
+}
+
+/// Run the approved command with stdio passed through; its exit code.
+fn execute(approved: &ApprovedCall, default_cwd: &str) -> anyhow::Result<ExitCode> {
+    let args = approved.args()?;
+    let (argv, cwd) = command_of(&args, default_cwd)?;
+    if approved.was_edited() {
+        say(&format!(
+            "the approver edited the command; running: {}",
+            argv.join(" ")
+        ));
+    }
+    if let Some(context) = approved.injected_context() {
+        say(&format!("note from the approver: {context}"));
+    }
+    let Some((program, rest)) = argv.split_first() else {
+        bail!("the approved args hold an empty argv");
+    };
+    let status = match std::process::Command::new(program)
+        .args(rest)
+        .current_dir(&cwd)
+        .status()
+    {
+        Ok(status) => status,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            say(&format!("{program}: command not found (in {cwd})"));
+            return Ok(ExitCode::from(NOT_FOUND));
+        }
+        Err(e) => return Err(e).with_context(|| format!("running {program}")),
+    };
+    Ok(ExitCode::from(exit_code(status)))
+}
+
+/// The argv and working directory of `{"argv": [...], "cwd": "..."}`; a
+/// missing `cwd` (an edit may leave it out) is the directory lev runs in.
+fn command_of(args: &Value, default_cwd: &str) -> anyhow::Result<(Vec<String>, String)> {
+    let argv = args
+        .get("argv")
+        .and_then(Value::as_array)
+        .context("expected the approved args to hold \"argv\": an array of strings")?
+        .iter()
+        .map(|a| a.as_str().map(str::to_owned))
+        .collect::<Option<Vec<_>>>()
+        .context("expected \"argv\" to hold strings only")?;
+    if argv.is_empty() {
+        bail!("expected \"argv\" to name a command, found an empty array");
+    }
+    let cwd = match args.get("cwd") {
+        None | Some(Value::Null) => default_cwd.to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => bail!("expected \"cwd\" to be a string, found {other}"),
+    };
+    Ok((argv, cwd))
+}
+
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    if let Some(code) = status.code() {
+        return u8::try_from(code & 0xff).unwrap_or(1);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt as _;
+        if let Some(signal) = status.signal() {
+            return u8::try_from((128 + signal) & 0xff).unwrap_or(1);
+        }
+    }
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_from_args() {
+        let (argv, cwd) =
+            command_of(&json!({"argv": ["echo", "hi"], "cwd": "/tmp"}), "/x").unwrap();
+        assert_eq!(argv, ["echo", "hi"]);
+        assert_eq!(cwd, "/tmp");
+        let (_, cwd) = command_of(&json!({"argv": ["ls"]}), "/x").unwrap();
+        assert_eq!(cwd, "/x");
+        for bad in [
+            json!({"argv": []}),
+            json!({"argv": "ls"}),
+            json!({"argv": [1]}),
+            json!({"cwd": "/"}),
+            json!({"argv": ["ls"], "cwd": 3}),
+        ] {
+            assert!(command_of(&bad, "/x").is_err(), "{bad}");
+        }
+    }
+}

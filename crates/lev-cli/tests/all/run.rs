@@ -1,0 +1,433 @@
+//! `lev run`, `lev grants`, `lev keys`, `lev policy` against a real
+//! `lev serve`: the issue's "done when" as a process test.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::support::{Run, Scratch, lev};
+
+/// `lev serve` on port 0 with its own data dir (and policy), killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+    admin: String,
+    dir: Scratch,
+}
+
+impl Server {
+    fn start(name: &str, policy: Option<&str>) -> Self {
+        let dir = Scratch::new(name);
+        std::fs::create_dir_all(dir.path("data")).unwrap();
+        if let Some(policy) = policy {
+            std::fs::write(dir.path("data").join("policy.toml"), policy).unwrap();
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path("data"))
+            .env_remove("LEV_DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = lines_of(child.stderr.take().unwrap());
+        let url = loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("lev serve prints where it listens");
+            if let Some(url) = line.strip_prefix("lev: listening on ") {
+                break url.trim().to_owned();
+            }
+        };
+        let admin = std::fs::read_to_string(dir.path("data").join("admin.token"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        Self {
+            child,
+            url,
+            admin,
+            dir,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lev"));
+        c.args(args)
+            .env("LEV_URL", &self.url)
+            .env("LEV_TOKEN", &self.admin)
+            .env("HOME", self.dir.path("home"))
+            .env_remove("LEV_DATA_DIR")
+            .env_remove("NO_COLOR");
+        c
+    }
+
+    /// `lev ARGS` as the admin, to completion.
+    fn lev(&self, args: &[&str]) -> Run {
+        let out = self.command(args).stdin(Stdio::null()).output().unwrap();
+        Run {
+            code: out.status.code().unwrap(),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+
+    /// Start `lev run ARGS` in `cwd`; its stdout and stderr are collected.
+    fn spawn_run(&self, args: &[&str], cwd: &std::path::Path, stdin: &[u8]) -> Running {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        let mut child = self
+            .command(&all)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin).unwrap();
+        drop(input);
+        let mut out = child.stdout.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            out.read_to_string(&mut s).unwrap();
+            s
+        });
+        let stderr = lines_of(child.stderr.take().unwrap());
+        Running {
+            child,
+            stdout: Some(stdout),
+            stderr,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Every interaction, newest first (a JSON array).
+    fn interactions(&self) -> serde_json::Value {
+        let r = self.lev(&["ls", "--all", "--json"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.json()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn lines_of(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+struct Running {
+    child: Child,
+    stdout: Option<std::thread::JoinHandle<String>>,
+    stderr: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    /// The interaction `lev run` waits on, from its line on stderr.
+    fn interaction_id(&mut self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .stderr
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("lev run did not wait; stderr: {:?}", self.seen));
+            self.seen.push(line.clone());
+            if let Some(rest) = line.split("waiting for approval of ").nth(1) {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+        }
+    }
+
+    /// Wait for the exit: code, stdout, stderr.
+    fn finish(mut self) -> Run {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "lev run did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = self.stdout.take().unwrap().join().unwrap();
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(line);
+        }
+        Run {
+            code: status.code().unwrap(),
+            stdout,
+            stderr: self.seen.join("\n"),
+        }
+    }
+
+    fn still_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+fn work_dir(s: &Server) -> PathBuf {
+    let dir = s.dir.path("work");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+#[test]
+fn lev_run_waits_and_runs_the_edited_command() {
+    let s = Server::start("run-edit", None);
+    let cwd = work_dir(&s);
+    let mut run = s.spawn_run(&["--session", "shell-1", "--", "echo", "hello"], &cwd, b"");
+    let id = run.interaction_id();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(run.still_running(), "lev run waits for a decision");
+    // The gate's call is exactly the compact {"argv","cwd"}.
+    let listed = s.interactions();
+    let kind = &listed[0]["request"]["kind"];
+    let cwd_text = cwd.to_str().unwrap();
+    assert_eq!(
+        kind["args_json"],
+        serde_json::json!({"argv": ["echo", "hello"], "cwd": cwd_text}).to_string()
+    );
+    assert_eq!(kind["tool_name"], "shell");
+    assert_eq!(kind["sandbox_mode"], "workspace-write");
+    assert_eq!(listed[0]["request"]["session_id"], "shell-1");
+    assert_eq!(listed[0]["request"]["conversation_id"], "shell-1");
+    let edit = serde_json::json!({"argv": ["echo", "edited"], "cwd": cwd_text}).to_string();
+    let r = s.lev(&["respond", &id, "--approve", "--edit-args", &edit]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let done = run.finish();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.stdout, "edited\n", "stderr: {}", done.stderr);
+    assert!(
+        done.stderr.contains("edited the command"),
+        "{}",
+        done.stderr
+    );
+    // An edit without cwd runs where lev run was started.
+    let mut run = s.spawn_run(&["--session", "shell-1", "--", "echo", "x"], &cwd, b"");
+    let id = run.interaction_id();
+    let r = s.lev(&[
+        "respond",
+        &id,
+        "--approve",
+        "--edit-args",
+        r#"{"argv":["pwd"]}"#,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let done = run.finish();
+    assert_eq!(done.stdout.trim(), cwd_text, "{}", done.stderr);
+}
+
+#[test]
+fn lev_run_denied_exits_126_with_the_feedback() {
+    let s = Server::start("run-deny", None);
+    let cwd = work_dir(&s);
+    let mut run = s.spawn_run(&["--", "echo", "hello"], &cwd, b"");
+    let id = run.interaction_id();
+    let r = s.lev(&["respond", &id, "--deny", "--feedback", "use ls"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let done = run.finish();
+    assert_eq!(done.code, 126, "{}", done.stderr);
+    assert_eq!(done.stdout, "", "nothing ran");
+    assert!(done.stderr.contains("Feedback: use ls"), "{}", done.stderr);
+    // Nobody decides in time: 124, and the question is gone.
+    let run = s.spawn_run(&["--timeout", "1", "--", "echo", "late"], &cwd, b"");
+    let done = run.finish();
+    assert_eq!(done.code, 124, "{}", done.stderr);
+    assert_eq!(done.stdout, "");
+}
+
+#[test]
+fn a_session_grant_stops_the_second_identical_run_from_asking() {
+    let s = Server::start("run-grant", None);
+    let cwd = work_dir(&s);
+    // Both runs are children of this process: the same default session.
+    let mut run = s.spawn_run(&["--", "echo", "hello"], &cwd, b"");
+    let id = run.interaction_id();
+    let r = s.lev(&["respond", &id, "--approve", "--scope", "session"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let done = run.finish();
+    assert_eq!(
+        (done.code, done.stdout.as_str()),
+        (0, "hello\n"),
+        "{}",
+        done.stderr
+    );
+    let asked = s.interactions().as_array().unwrap().len();
+    let run = s.spawn_run(&["--", "echo", "hello"], &cwd, b"");
+    let done = run.finish();
+    assert_eq!(
+        (done.code, done.stdout.as_str()),
+        (0, "hello\n"),
+        "{}",
+        done.stderr
+    );
+    assert!(!done.stderr.contains("waiting"), "{}", done.stderr);
+    assert_eq!(
+        s.interactions().as_array().unwrap().len(),
+        asked,
+        "nobody was asked"
+    );
+    // Another session asks again; revoking the grant makes this one ask too.
+    let grants = s.lev(&["grants", "--json"]).json();
+    let grant = grants[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(grants[0]["scope"], "session");
+    assert_eq!(grants[0]["tool_name"], "shell");
+    assert_eq!(
+        grants[0]["covered_capabilities"],
+        serde_json::json!(["proc-exec"])
+    );
+    let listed = s.lev(&["grants"]);
+    assert!(listed.stdout.contains(&grant), "{}", listed.stdout);
+    let mut other = s.spawn_run(
+        &["--session", "elsewhere", "--", "echo", "hello"],
+        &cwd,
+        b"",
+    );
+    let other_id = other.interaction_id();
+    s.lev(&["respond", &other_id, "--deny"]);
+    assert_eq!(other.finish().code, 126);
+    let r = s.lev(&["grants", "revoke", &grant]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(s.lev(&["grants", "revoke", &grant]).code, 1);
+    let mut run = s.spawn_run(&["--", "echo", "hello"], &cwd, b"");
+    let id = run.interaction_id();
+    s.lev(&["respond", &id, "--deny"]);
+    assert_eq!(run.finish().code, 126);
+}
+
+const ALLOW_ECHO_DENY_RM: &str = r#"
+[sandbox_modes]
+"workspace-write" = ["fs-read", "fs-write", "proc-exec"]
+
+[[rule]]
+tool = "shell"
+args = { "/argv/0" = "^rm$" }
+decision = "deny"
+reason = "no rm from agents"
+"#;
+
+#[test]
+fn lev_run_passes_stdio_and_the_exit_code_through() {
+    let s = Server::start("run-policy", Some(ALLOW_ECHO_DENY_RM));
+    let cwd = work_dir(&s);
+    // Allowed by the policy (nothing missing): runs at once.
+    let done = s
+        .spawn_run(&["--", "cat"], &cwd, b"piped through\n")
+        .finish();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.stdout, "piped through\n");
+    let done = s
+        .spawn_run(
+            &["--", "sh", "-c", "echo out; echo err >&2; exit 7"],
+            &cwd,
+            b"",
+        )
+        .finish();
+    assert_eq!(done.code, 7, "{}", done.stderr);
+    assert_eq!(done.stdout, "out\n");
+    assert!(done.stderr.contains("err"), "{}", done.stderr);
+    // Denied by a rule: 126 and the reason.
+    let done = s.spawn_run(&["--", "rm", "-rf", "x"], &cwd, b"").finish();
+    assert_eq!(done.code, 126, "{}", done.stderr);
+    assert!(done.stderr.contains("no rm from agents"), "{}", done.stderr);
+    // A program that does not exist: 127.
+    let done = s
+        .spawn_run(&["--", "no-such-program-xyz"], &cwd, b"")
+        .finish();
+    assert_eq!(done.code, 127, "{}", done.stderr);
+    // Every allow is in the audit log with what decided it.
+    let audit = s.lev(&["audit", "--json"]);
+    assert_eq!(audit.code, 0, "{}", audit.stderr);
+    assert!(audit.stdout.contains("gate.allowed"), "{}", audit.stdout);
+    assert!(audit.stdout.contains("gate.denied"), "{}", audit.stdout);
+}
+
+#[test]
+fn lev_policy_prints_the_example_and_checks_files() {
+    let scratch = Scratch::new("policy");
+    let example = lev(["policy", "example"]);
+    assert_eq!(example.code, 0, "{}", example.stderr);
+    assert!(example.stdout.contains("[[rule]]"));
+    let file = scratch.write("example.toml", &example.stdout);
+    let check = lev([
+        std::ffi::OsStr::new("policy"),
+        "check".as_ref(),
+        file.as_os_str(),
+    ]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert!(check.stdout.contains("ok"), "{}", check.stdout);
+    let bad = scratch.write(
+        "bad.toml",
+        "[[rule]]\ntool = \"x\"\n\ndecision = \"perhaps\"\n",
+    );
+    let check = lev([
+        std::ffi::OsStr::new("policy"),
+        "check".as_ref(),
+        bad.as_os_str(),
+    ]);
+    assert_eq!(check.code, 1);
+    assert!(check.stderr.contains("line 4"), "{}", check.stderr);
+    // lev serve refuses to start with it, naming the line.
+    let out = Command::new(env!("CARGO_BIN_EXE_lev"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(scratch.path("data"))
+        .arg("--policy")
+        .arg(&bad)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("line 4") && stderr.contains("bad.toml"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn lev_keys_lists_rotates_and_removes() {
+    let s = Server::start("keys", None);
+    let listed = s.lev(&["keys"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let first = listed.stdout.split_whitespace().next().unwrap().to_owned();
+    assert!(listed.stdout.contains("signs"), "{}", listed.stdout);
+    let rotated = s.lev(&["keys", "rotate"]);
+    assert_eq!(rotated.code, 0, "{}", rotated.stderr);
+    let jwks = s.lev(&["keys", "--json"]).json();
+    let keys = jwks["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 2);
+    let active = keys[0]["kid"].as_str().unwrap().to_owned();
+    assert_ne!(active, first);
+    assert_eq!(keys[1]["kid"], first.as_str());
+    let refused = s.lev(&["keys", "remove", &active]);
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.contains("rotate first"),
+        "{}",
+        refused.stderr
+    );
+    let removed = s.lev(&["keys", "remove", &first]);
+    assert_eq!(removed.code, 0, "{}", removed.stderr);
+    assert_eq!(
+        s.lev(&["keys", "--json"]).json()["keys"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
