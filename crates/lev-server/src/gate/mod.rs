@@ -413,6 +413,9 @@ pub async fn decide(
                 if let Some(at) = view.request.expires_at {
                     state.expiry().schedule(at);
                 }
+                // `route: ["operator", ...]`: the session's operator triages it
+                // first, and its answer comes back through the same checks.
+                crate::operators::triage::on_created(state, &view.request);
             }
             Ok(record.decision)
         }

@@ -774,3 +774,83 @@ async fn the_policy_file_of_the_data_dir_is_used() {
             .ends_with("policy.toml")
     );
 }
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn operator_socket(s: &TestServer, session: &str, token: &str) -> Ws {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let url = format!(
+        "{}/v1/operators/{session}/ws",
+        s.url.replacen("http", "ws", 1)
+    );
+    let mut req = url.into_client_request().unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    assert_eq!(next_frame(&mut ws).await["type"], "hello");
+    ws
+}
+
+async fn next_frame(ws: &mut Ws) -> Value {
+    use futures_util::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
+            .await
+            .expect("a frame within 10 s")
+            .expect("the connection is open")
+            .expect("a frame");
+        if let Message::Text(text) = msg {
+            return serde_json::from_str(text.as_str()).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_operator_triages_a_gate_call_through_the_same_checks() {
+    use futures_util::SinkExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    let s = start(POLICY).await;
+    let (worker, _) = s.worker_and_approver().await;
+    let op = s.token("main-ai", "operator", None).await;
+    let mut ws = operator_socket(&s, "s-1", &op).await;
+    let mut call = shell_call("op-1", &["ls"]);
+    call["route"] = json!(["operator", "human"]);
+    let (_, v) = gate(&s, &worker, &call).await;
+    assert_eq!(v["decision"], "ask", "{v}");
+    let id = v["interaction_id"].as_str().unwrap().to_owned();
+    let ask = next_frame(&mut ws).await;
+    assert_eq!(ask["type"], "ask", "{ask}");
+    assert_eq!(ask["question"]["interaction"]["id"], json!(id));
+    // An edit the policy denies is refused, and people get the question.
+    let escape = json!({"argv": ["rm", "-rf", "/"]}).to_string();
+    let answer = json!({"type": "answer", "req_id": ask["req_id"],
+        "value": {"request_id": id, "approved": true, "modified_args_json": escape}});
+    ws.send(Message::Text(answer.to_string().into()))
+        .await
+        .unwrap();
+    let refused = next_frame(&mut ws).await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().contains("destructive"),
+        "{refused}"
+    );
+    let (_, i) = s.get(&format!("/v1/interactions/{id}"), &worker).await;
+    assert_eq!(i["request"]["status"], "pending");
+    // A second gate call: the operator approves, signed as the operator.
+    let mut call = shell_call("op-2", &["ls", "-l"]);
+    call["route"] = json!(["operator"]);
+    let (_, v) = gate(&s, &worker, &call).await;
+    let id = v["interaction_id"].as_str().unwrap().to_owned();
+    let ask = next_frame(&mut ws).await;
+    let answer = json!({"type": "answer", "req_id": ask["req_id"],
+        "value": {"request_id": id, "approved": true}});
+    ws.send(Message::Text(answer.to_string().into()))
+        .await
+        .unwrap();
+    let w = wait(&s, &worker, &id).await;
+    let vr = verified(&s, &w["approval"]).await;
+    assert_eq!(vr.approver, "main-ai");
+    assert!(vr.authorizes_call("op-2", "shell", call["args_json"].as_str().unwrap()));
+}
