@@ -11,13 +11,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use lev_approval::{Call, NotAuthorized, TrustedKeys};
-use lev_client::{Client, Outcome};
+use lev_approval::TrustedKeys;
+use lev_client::Client;
+use lev_client::gate::{GateError as SdkGateError, GateOutcome, Gatekeeper, RefusalKind, ToolCall};
 use lev_protocol::ApprovalScope;
-use lev_protocol::api::{ErrorBody, GateRequest, GateResponse, NonceConsume};
+use lev_protocol::api::{GateRequest, GateResponse};
 use lev_protocol::claude_code::{Decision, Verdict};
 use serde_json::{Map, Value};
-use time::OffsetDateTime;
 
 /// One tool call of an agent.
 #[derive(Debug, Clone)]
@@ -130,23 +130,17 @@ impl From<lev_client::Error> for GateError {
 /// # Errors
 /// [`GateError`] when the keys cannot be fetched or none is usable.
 pub async fn pinned_keys(client: &Client) -> Result<TrustedKeys, GateError> {
-    let jwks = client.keys().await?;
-    let mut trusted = TrustedKeys::new();
-    for jwk in &jwks.keys {
-        if let Ok(raw) = lev_approval::decode_base64(&jwk.x) {
-            let _ = trusted.insert_bytes(&raw);
-        }
-    }
-    if trusted.is_empty() {
-        return Err(GateError::Unverified(
-            "GET /v1/keys lists no usable Ed25519 key".to_owned(),
-        ));
-    }
-    Ok(trusted)
+    Gatekeeper::pinned(client.clone())
+        .await
+        .map(|g| g.keys().clone())
+        .map_err(GateError::from)
 }
 
-/// Decide `call`: the gate, a person if it asks, the checks of a verifier
-/// against `keys` (see [`pinned_keys`]).
+/// Decide `call` with the SDK's [`Gatekeeper`]: the gate, a person if it
+/// asks, then the checks of a verifier against `keys` (see [`pinned_keys`]):
+/// the envelope verifies, authorizes exactly this call in this conversation
+/// and sandbox mode (and for this caller when one was named), and its nonce
+/// is spent. Only then is it an [`Decision::Allowed`].
 ///
 /// `waiting_for` is told the interaction's id when a person must decide, so
 /// that the caller can cancel it if its own client goes away.
@@ -159,163 +153,79 @@ pub async fn decide(
     call: &GateCall,
     mut waiting_for: impl FnMut(&str),
 ) -> Result<Decision, GateError> {
+    let gatekeeper = Gatekeeper::new(client.clone(), keys.clone());
     let request = call.gate_request();
-    let (envelope, response) = match post_gate(client, &request).await? {
-        GateResponse::Allow { approval } => (approval, None),
-        GateResponse::Deny { reason, .. } => return Ok(Decision::DeniedByPolicy { reason }),
-        GateResponse::Ask { interaction_id } => {
-            waiting_for(&interaction_id);
-            let answer = client
-                .wait_for_answer(&interaction_id, Some(call.timeout))
-                .await?;
-            match answer.outcome {
-                Outcome::Answered {
-                    response, approval, ..
-                } => {
-                    if response.approved != Some(true) {
-                        return Ok(Decision::DeniedByPerson {
-                            feedback: response.deny_feedback().map(str::to_owned),
-                        });
-                    }
-                    let Some(approval) = approval else {
-                        return Err(GateError::Unverified(
-                            "the call was approved without a signed approval".to_owned(),
-                        ));
-                    };
-                    (approval, Some(response))
-                }
-                Outcome::Expired => return Ok(Decision::Expired),
-                Outcome::Cancelled => return Ok(Decision::Cancelled),
-                Outcome::TimedOut { waited } => {
-                    return Ok(Decision::TimedOut {
-                        waited_s: waited.as_secs(),
+    let tool_call = ToolCall {
+        session_id: request.session_id,
+        conversation_id: request.conversation_id,
+        turn_id: request.turn_id,
+        request_id: request.request_id,
+        caller: request.caller,
+        tool_name: request.tool_name,
+        args_json: request.args_json,
+        sandbox_mode: request.sandbox_mode,
+        required_capabilities: request.required_capabilities,
+        timeout: Some(call.timeout),
+        route: request.route,
+    };
+    let submitted = gatekeeper.submit(&tool_call).await?;
+    if let GateResponse::Deny { reason, .. } = submitted.response() {
+        return Ok(Decision::DeniedByPolicy {
+            reason: reason.clone(),
+        });
+    }
+    if let Some(id) = submitted.interaction_id() {
+        waiting_for(id);
+    }
+    match gatekeeper.settle(&tool_call, submitted).await? {
+        GateOutcome::Run(approved) => {
+            let verified = approved.verified();
+            // A person's session or always grant for any args lets the agent
+            // stop asking about the tool; an allow by an earlier grant or a
+            // rule does not.
+            let remember_for_session =
+                approved
+                    .answer()
+                    .and_then(|a| a.response())
+                    .is_some_and(|r| {
+                        matches!(
+                            r.scope,
+                            Some(ApprovalScope::Session | ApprovalScope::Always)
+                        ) && r.grant_args.is_none()
                     });
-                }
-            }
-        }
-    };
-    let verified = lev_approval::verify(&envelope, keys, OffsetDateTime::now_utc())
-        .map_err(|e| GateError::Unverified(e.to_string()))?;
-    let checked = verified.check_call(&Call {
-        request_id: &request.request_id,
-        tool_name: &request.tool_name,
-        args_json: request.args_json.as_bytes(),
-        conversation_id: Some(&request.conversation_id),
-        // A token bound to a caller makes the server name that caller; only
-        // a caller this side named itself can be checked here.
-        caller: call.caller.as_deref(),
-        sandbox_mode: Some(&request.sandbox_mode),
-    });
-    match checked {
-        Ok(()) => {}
-        Err(NotAuthorized::Denied { reason }) => return Ok(Decision::DeniedByPolicy { reason }),
-        Err(e) => return Err(GateError::Unverified(e.to_string())),
-    }
-    spend_nonce(client, &verified.nonce).await?;
-    // A person's session or always grant for any args lets the agent stop
-    // asking about the tool; an allow by an earlier grant or a rule does not.
-    let remember_for_session = response.as_ref().is_some_and(|r| {
-        matches!(
-            r.scope,
-            Some(ApprovalScope::Session | ApprovalScope::Always)
-        ) && r.grant_args.is_none()
-    });
-    Ok(Decision::Allowed {
-        approver: verified.approver,
-        modified_args_json: Some(verified.modified_args_json).filter(|m| !m.is_empty()),
-        injected_context: Some(verified.injected_context).filter(|c| !c.is_empty()),
-        remember_for_session,
-    })
-}
-
-/// `POST /v1/gate`.
-async fn post_gate(client: &Client, request: &GateRequest) -> Result<GateResponse, GateError> {
-    let response = http(client, "/v1/gate", request).await?;
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| transport("/v1/gate", e))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| GateError::Unverified(format!("POST /v1/gate: expected a gate decision, {e}")))
-}
-
-/// `POST /v1/nonces/consume`: 200 the first time; 409 means the approval was
-/// used before, and must not be acted on again.
-async fn spend_nonce(client: &Client, nonce: &str) -> Result<(), GateError> {
-    match http(
-        client,
-        "/v1/nonces/consume",
-        &NonceConsume {
-            nonce: nonce.to_owned(),
-        },
-    )
-    .await
-    {
-        Ok(_) => Ok(()),
-        Err(GateError::Refused(e)) if e.status() == Some(409) => Err(GateError::Unverified(
-            "the approval's nonce was spent before: it runs its call once".to_owned(),
-        )),
-        Err(e) => Err(e),
-    }
-}
-
-/// POST `body` as JSON to `path` with the client's token; a non-2xx answer is
-/// [`GateError::Refused`] with the server's error code and message.
-async fn http(
-    client: &Client,
-    path: &'static str,
-    body: &impl serde::Serialize,
-) -> Result<reqwest::Response, GateError> {
-    static HTTP: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    let http = HTTP.get_or_init(|| {
-        reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(60))
-            .no_proxy()
-            .build()
-            .unwrap_or_default()
-    });
-    let mut request = http.post(format!("{}{path}", client.base_url())).json(body);
-    if let Some(token) = client.token() {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.map_err(|e| {
-        if e.is_connect() {
-            GateError::Unreachable(lev_client::Error::Connect {
-                url: client.base_url().to_owned(),
-                source: e,
+            Ok(Decision::Allowed {
+                approver: verified.approver.clone(),
+                modified_args_json: Some(verified.modified_args_json.clone())
+                    .filter(|m| !m.is_empty()),
+                injected_context: approved.injected_context().map(str::to_owned),
+                remember_for_session,
             })
-        } else {
-            transport(path, e)
         }
-    })?;
-    let status = response.status();
-    if status.is_success() {
-        return Ok(response);
+        GateOutcome::Refused(refusal) => Ok(match refusal.kind {
+            // The gate's own deny was answered above; a rule can only deny here
+            // through a signed denial, whose reason is in the text.
+            RefusalKind::Policy => Decision::DeniedByPolicy {
+                reason: String::new(),
+            },
+            RefusalKind::Denied => Decision::DeniedByPerson {
+                feedback: refusal.feedback,
+            },
+            RefusalKind::Expired => Decision::Expired,
+            RefusalKind::Cancelled => Decision::Cancelled,
+            RefusalKind::TimedOut => Decision::TimedOut {
+                waited_s: call.timeout.as_secs(),
+            },
+        }),
     }
-    let bytes = response.bytes().await.unwrap_or_default();
-    let (code, message) = match serde_json::from_slice::<ErrorBody>(&bytes) {
-        Ok(body) => (body.error.code, body.error.message),
-        Err(_) => (
-            "error".to_owned(),
-            format!("the server answered {status} to POST {path}"),
-        ),
-    };
-    Err(lev_client::Error::Api {
-        status: status.as_u16(),
-        code,
-        message,
-        winner: None,
-    }
-    .into())
 }
 
-fn transport(path: &'static str, source: reqwest::Error) -> GateError {
-    GateError::Unreachable(lev_client::Error::Transport {
-        method: "POST",
-        path: path.to_owned(),
-        source,
-    })
+impl From<SdkGateError> for GateError {
+    fn from(e: SdkGateError) -> Self {
+        match e {
+            SdkGateError::Client(e) => e.into(),
+            other => Self::Unverified(other.to_string()),
+        }
+    }
 }
 
 /// What the agent should do about `call`: [`decide`], with every error

@@ -268,17 +268,14 @@ impl LevMcp {
             route: config.route.clone(),
             timeout: config.timeout,
         };
-        let keys = match self
+        // Not pinned yet (lev unreachable): `verdict` tries again itself, and
+        // the next call tries to pin them again.
+        let keys = self
             .inner
             .keys
             .get_or_try_init(|| gatekeep::pinned_keys(&config.client))
             .await
-        {
-            Ok(keys) => Some(keys),
-            // Not pinned yet: try again on the next call; this one is decided
-            // by `verdict`, which fetches them itself (and fails the same way).
-            Err(_) => None,
-        };
+            .ok();
         let verdict =
             gatekeep::verdict(&config.client, keys, &call, |id| pending.waiting_for(id)).await;
         let result = PermissionPromptResult::from_verdict(&input.tool_name, &verdict);

@@ -4,6 +4,7 @@
 mod approvals;
 mod audit;
 mod events;
+mod hooks;
 mod interactions;
 mod misc;
 pub(crate) mod respond;
@@ -41,6 +42,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tokens", post(tokens::create).get(tokens::list))
         .route("/v1/tokens/{name}", delete(tokens::revoke))
         .route("/v1/audit", get(audit::audit))
+        .route("/v1/hooks/claude-code", post(hooks::claude_code))
         .route("/v1/gate", post(approvals::gate))
         .route("/v1/grants", get(approvals::list_grants))
         .route("/v1/grants/{id}", delete(approvals::revoke_grant))
