@@ -8,12 +8,37 @@
 //!   and every acknowledged write kept through a SIGKILL mid-stream.
 //! - `python_signer`: envelopes signed by Python's `cryptography` with its own
 //!   DSSE code, verified by `lev verify`.
+//! - `sdk`: the Rust SDK (lev-client) against a real `lev serve`: a full
+//!   create -> answer -> wait cycle, the 409 winner, attachments, events.
+//! - `inbox`: `lev ls`, `lev show`, `lev respond` in every form; where the
+//!   token comes from; connection errors.
+//! - `ask`: `lev ask` with a person answering through the API; exit 0, 3, 4.
+//! - `tokens`: `lev token create|ls|revoke`.
+//! - `audit`: `lev audit [--verify]`, a forged entry, a cut-off tail and `--head`.
+//! - `terminal`: control characters made visible, NO_COLOR.
+//! - `demo`: `lev demo`'s agent asks and prints what its model reads.
+//! - `bench`: `lev bench` smoke runs (never a speed test).
+//!
+//! The client-command modules share `client_env`: `lev serve` on port 0 in a
+//! scratch data dir, and `lev` runs with LEV_URL and LEV_TOKEN pointed at it.
 
 // Test helpers outside `#[test]` functions may panic on a broken setup too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "all/agents/mod.rs"]
 mod agents;
+#[path = "all/ask.rs"]
+mod ask;
+#[path = "all/audit.rs"]
+mod audit;
+#[path = "all/bench.rs"]
+mod bench;
+#[path = "all/client_env.rs"]
+mod client_env;
+#[path = "all/demo.rs"]
+mod demo;
+#[path = "all/inbox.rs"]
+mod inbox;
 #[path = "all/keys.rs"]
 mod keys;
 #[path = "all/operators.rs"]
@@ -22,9 +47,15 @@ mod operators;
 mod python_signer;
 #[path = "all/run.rs"]
 mod run;
+#[path = "all/sdk.rs"]
+mod sdk;
 #[path = "all/serve.rs"]
 mod serve;
 #[path = "all/support.rs"]
 mod support;
+#[path = "all/terminal.rs"]
+mod terminal;
+#[path = "all/tokens.rs"]
+mod tokens;
 #[path = "all/verify.rs"]
 mod verify;

@@ -352,6 +352,21 @@ impl Client {
         Ok(page)
     }
 
+    /// `GET /metrics` (admin): the server's metrics in Prometheus text format.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn metrics(&self) -> Result<String> {
+        let response = self
+            .send(Method::GET, "/metrics", None::<&()>, None)
+            .await?;
+        response.text().await.map_err(|source| Error::Transport {
+            method: "GET",
+            path: "/metrics".into(),
+            source,
+        })
+    }
+
     /// `GET /v1/events`: the Server-Sent Events stream, from after
     /// `last_event_id` when given.
     ///

@@ -21,7 +21,9 @@ use crate::term;
 /// Exit codes: 0 answered; 3 declined (the question expired with
 /// --on-timeout deny); 4 timed out or cancelled; 1 error; 2 usage.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  lev ask \"Which branch should I deploy?\"\n  lev ask \"Ship it?\" --choice yes --choice no --timeout 600\n  answer=$(lev ask \"Release notes?\" --timeout 3600) || exit")]
+#[command(
+    after_help = "Examples:\n  lev ask \"Which branch should I deploy?\"\n  lev ask \"Ship it?\" --choice yes --choice no --timeout 600\n  answer=$(lev ask \"Release notes?\" --timeout 3600) || exit"
+)]
 pub struct Args {
     /// The question.
     text: String,

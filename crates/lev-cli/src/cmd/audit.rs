@@ -21,7 +21,9 @@ use crate::term::{self, Style};
 /// the first defect. A chain cut short and re-signed still verifies alone:
 /// keep the head with --save-head and check later with --head, so the cut shows.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  lev audit --after 100\n  lev audit --verify --save-head audit-head.json\n  lev audit --verify --head audit-head.json --save-head audit-head.json")]
+#[command(
+    after_help = "Examples:\n  lev audit --after 100\n  lev audit --verify --save-head audit-head.json\n  lev audit --verify --head audit-head.json --save-head audit-head.json"
+)]
 pub struct Args {
     /// Check the chain and its signed head instead of listing entries.
     #[arg(long)]

@@ -186,25 +186,28 @@ async fn waiters(
     let base = Instant::now();
     let since = move || u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let rss_idle = server.rss_kib();
-    // Connections opened to create are reused by waiters: count from here.
-    let fds_before = server.open_fds();
 
     // 1. Create them.
     let t = Instant::now();
-    let ids = Arc::new(run_bounded(count, concurrency, {
-        let worker = worker.clone();
-        move |i| {
+    let ids = Arc::new(
+        run_bounded(count, concurrency, {
             let worker = worker.clone();
-            async move {
-                let created = worker
-                    .create_interaction(&question(format!("wait-{}", i % 64), i))
-                    .await?;
-                anyhow::Ok(created.id().to_owned())
+            move |i| {
+                let worker = worker.clone();
+                async move {
+                    let created = worker
+                        .create_interaction(&question(format!("wait-{}", i % 64), i))
+                        .await?;
+                    anyhow::Ok(created.id().to_owned())
+                }
             }
-        }
-    })
-    .await?);
-    eprintln!("lev bench: created {count} in {:.1} s", t.elapsed().as_secs_f64());
+        })
+        .await?,
+    );
+    eprintln!(
+        "lev bench: created {count} in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
 
     // 2. A waiter on each, each on its own connection.
     let woken: Arc<Vec<AtomicU64>> = Arc::new((0..count).map(|_| AtomicU64::new(0)).collect());
@@ -234,18 +237,20 @@ async fn waiters(
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    // Every waiter is in once the server holds a socket for each.
+    // Every waiter is in once the server counts it (its `lev_waiters` gauge).
+    let admin = approver.with_token(Some(server.admin_token.clone()));
     let t = Instant::now();
     loop {
-        let fds = server.open_fds();
-        if fds >= fds_before + count {
+        let waiting = gauge(&admin.metrics().await?, "lev_waiters");
+        if waiting >= count as u64 {
             break;
         }
         if t.elapsed() > Duration::from_secs(120) {
-            bail!("only {} of {count} waiters reached the server in 120 s", fds.saturating_sub(fds_before));
+            bail!("only {waiting} of {count} waiters reached the server in 120 s");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Let the server settle before reading its memory.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_waiting = server.rss_kib();
     eprintln!(
@@ -332,6 +337,15 @@ where
         }
     }
     Ok(out)
+}
+
+/// The value of an unlabelled metric in Prometheus text, 0 when absent.
+fn gauge(text: &str, name: &str) -> u64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -433,10 +447,6 @@ impl ServerChild {
 
     fn peak_rss_kib(&self) -> Option<u64> {
         self.status_field("VmHWM:")
-    }
-
-    fn open_fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, Iterator::count)
     }
 }
 

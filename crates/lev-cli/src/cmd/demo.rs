@@ -71,7 +71,10 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
 
     let style = Style::stdout();
     let default_url = base == DEFAULT_URL;
-    println!("{}", style.bold("lev demo: a server on a temporary data dir, and an agent asking questions"));
+    println!(
+        "{}",
+        style.bold("lev demo: a server on a temporary data dir, and an agent asking questions")
+    );
     println!();
     println!("  dashboard   {dashboard}");
     println!();
@@ -80,10 +83,17 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     println!("  export LEV_URL={base} LEV_TOKEN={admin}");
     println!("  lev ls");
     println!("  lev show ID");
-    println!("  lev respond ID --text \"...\"   (or --choice N, --approve, --deny --feedback \"...\")");
+    println!(
+        "  lev respond ID --text \"...\"   (or --choice N, --approve, --deny --feedback \"...\")"
+    );
     if !default_url {
         println!();
-        println!("{}", style.dim(&format!("(port 7420 was taken: this demo listens on {base})")));
+        println!(
+            "{}",
+            style.dim(&format!(
+                "(port 7420 was taken: this demo listens on {base})"
+            ))
+        );
     }
     println!();
     println!("Ctrl-C stops the demo and deletes its data.");
@@ -115,6 +125,7 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
                     Ok(()) => {
                         let done = answered.fetch_add(1, Ordering::Relaxed) + 1;
                         if exit_after.is_some_and(|max| done >= max) {
+                            // Nothing more to ask; the demo stops.
                             return;
                         }
                     }
@@ -132,10 +143,13 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let finished = async {
-        if args.exit_after.is_some() {
-            while slots.join_next().await.is_some() {}
-        } else {
-            std::future::pending::<()>().await;
+        match args.exit_after {
+            Some(max) => {
+                while answered.load(Ordering::Relaxed) < max {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            None => std::future::pending::<()>().await,
         }
     };
     tokio::select! {
@@ -195,7 +209,9 @@ async fn ask(
             if response.approved == Some(true) =>
         {
             let ran_with = response.modified_args_json.as_deref().unwrap_or(args);
-            Some(format!("{output}\n(simulated: the demo agent ran nothing; args {ran_with})"))
+            Some(format!(
+                "{output}\n(simulated: the demo agent ran nothing; args {ran_with})"
+            ))
         }
         _ => None,
     };
@@ -324,7 +340,10 @@ const SCRIPT: &[Question] = &[
              Answer with the ids and any notes.",
             &[
                 ("p1", "The cookie lacks SameSite=Strict"),
-                ("p2", "Session ids come from rand::thread_rng, not a CSPRNG seeded per process"),
+                (
+                    "p2",
+                    "Session ids come from rand::thread_rng, not a CSPRNG seeded per process",
+                ),
                 ("p3", "No test covers logout invalidating the session"),
             ],
         ),

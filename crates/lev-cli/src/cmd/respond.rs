@@ -18,7 +18,9 @@ const MAX_PART_BYTES: u64 = 10 * 1024 * 1024;
 
 /// Answer an interaction: text (with files), a choice, or a decision on a tool call.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  lev respond ir_01 --text \"main, after the tests pass\"\n  lev respond ir_01 --text \"see @notes.md\"          (attaches ./notes.md)\n  lev respond ir_01 --text \"the logs\" --attach build.log --attach test.log\n  lev respond ir_01 --choice 1\n  lev respond ir_01 --approve --scope session\n  lev respond ir_01 --approve --edit-args '{\"argv\":[\"ls\",\"-la\"]}'\n  lev respond ir_01 --deny --feedback \"use git status instead\"")]
+#[command(
+    after_help = "Examples:\n  lev respond ir_01 --text \"main, after the tests pass\"\n  lev respond ir_01 --text \"see @notes.md\"          (attaches ./notes.md)\n  lev respond ir_01 --text \"the logs\" --attach build.log --attach test.log\n  lev respond ir_01 --choice 1\n  lev respond ir_01 --approve --scope session\n  lev respond ir_01 --approve --edit-args '{\"argv\":[\"ls\",\"-la\"]}'\n  lev respond ir_01 --deny --feedback \"use git status instead\""
+)]
 #[command(group(clap::ArgGroup::new("answer").required(true).multiple(true)
     .args(["text", "choice", "approve", "deny"])))]
 pub struct Args {
@@ -30,7 +32,7 @@ pub struct Args {
     #[arg(long, value_name = "TEXT", conflicts_with_all = ["choice", "approve", "deny"])]
     text: Option<String>,
     /// Attach a file to a text answer (repeatable).
-    #[arg(long, value_name = "FILE", requires = "text")]
+    #[arg(long, value_name = "FILE", requires = "text", conflicts_with_all = ["choice", "approve", "deny"])]
     attach: Vec<PathBuf>,
 
     /// Pick option N (as numbered by `lev show`, from 0) of a multiple choice,
@@ -43,28 +45,51 @@ pub struct Args {
     approve: bool,
     /// How long the approval lasts: this call, the rest of the session, or
     /// until revoked.
-    #[arg(long, value_enum, requires = "approve", value_name = "SCOPE")]
+    #[arg(
+        long,
+        value_enum,
+        requires = "approve",
+        conflicts_with = "deny",
+        value_name = "SCOPE"
+    )]
     scope: Option<Scope>,
     /// Run the call with these args instead: JSON text, or @FILE to read it.
-    #[arg(long, value_name = "JSON|@FILE", requires = "approve")]
+    #[arg(
+        long,
+        value_name = "JSON|@FILE",
+        requires = "approve",
+        conflicts_with = "deny"
+    )]
     edit_args: Option<String>,
     /// Narrow a session or always grant to calls whose args match: POINTER=REGEX
     /// (repeatable), such as /argv/0=^git$.
-    #[arg(long, value_name = "POINTER=REGEX", requires = "approve")]
+    #[arg(
+        long,
+        value_name = "POINTER=REGEX",
+        requires = "approve",
+        conflicts_with = "deny"
+    )]
     grant_arg: Vec<String>,
 
     /// Deny a tool call.
     #[arg(long)]
     deny: bool,
     /// Tell the model what to do instead (with --deny).
-    #[arg(long, value_name = "TEXT", requires = "deny")]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        requires = "deny",
+        conflicts_with = "approve"
+    )]
     feedback: Option<String>,
 
-    /// Context for the model, put before the tool's result and marked internal.
-    #[arg(long, value_name = "TEXT")]
+    /// Context for the model, put before the tool's result and marked internal
+    /// (with --approve or --deny).
+    #[arg(long, value_name = "TEXT", conflicts_with = "text")]
     inject: Option<String>,
-    /// A reason for the record (audit log, dashboard); the model is not told.
-    #[arg(long, value_name = "TEXT")]
+    /// A reason for the record (audit log, dashboard); the model is not told
+    /// (with --approve or --deny).
+    #[arg(long, value_name = "TEXT", conflicts_with = "text")]
     reason: Option<String>,
 
     /// Print the stored answer and its signed decision as JSON.
@@ -155,9 +180,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
     let id = args.id.clone();
     if let Some(text) = &args.text {
-        if args.inject.is_some() || args.reason.is_some() {
-            bail!("--inject and --reason go with --approve or --deny, found them with --text");
-        }
         let mut files: Vec<PathBuf> = at_paths(text)?;
         files.extend(args.attach.iter().cloned());
         let parts = files
@@ -169,9 +191,11 @@ fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
     if !args.approve && !args.deny {
         // A plain choice.
         if args.inject.is_some() || args.reason.is_some() {
-            bail!(
-                "--inject and --reason go with --approve or --deny, found them with --choice alone"
-            );
+            clap::Error::raw(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "--inject and --reason need --approve or --deny, found --choice alone\n",
+            )
+            .exit();
         }
         let choice = args
             .choice

@@ -1,0 +1,87 @@
+//! `lev demo`: it prints the dashboard URL and the export lines, its agent
+//! asks, and each answer comes back as the text its model reads.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use lev_client::{Client, ListQuery};
+use lev_protocol::{InteractionKind, InteractionResponse};
+
+use crate::client_env::block_on;
+
+#[test]
+fn demo_agent_asks_and_prints_what_its_model_reads() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
+        .args(["demo", "--listen", "127.0.0.1:0", "--exit-after", "2"])
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start lev demo");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut out = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (url, token) = loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("no export line in:\n{out}"));
+        out.push_str(&line);
+        out.push('\n');
+        if let Some(rest) = line.trim().strip_prefix("export LEV_URL=") {
+            let (url, token) = rest.split_once(" LEV_TOKEN=").unwrap();
+            break (url.to_owned(), token.to_owned());
+        }
+    };
+    assert!(
+        out.contains(&format!("dashboard   {url}/#token={token}")),
+        "{out}"
+    );
+
+    // Answer the first two questions as a person would.
+    let client = Client::new(&url, Some(token)).unwrap();
+    block_on(async {
+        let mut answered = 0;
+        while answered < 2 {
+            let page = client
+                .list_interactions(&ListQuery::default())
+                .await
+                .unwrap();
+            for view in page.items {
+                let id = view.request.id().to_owned();
+                let response = match view.request.request.kind {
+                    InteractionKind::ToolApproval { .. } => {
+                        InteractionResponse::deny_with_feedback(&id, "not today")
+                    }
+                    InteractionKind::MultipleChoice { .. } => InteractionResponse::choice(&id, 0),
+                    _ => InteractionResponse::text(&id, "answer from the test"),
+                };
+                if client.respond(&id, &response).await.is_ok() {
+                    answered += 1;
+                }
+                if answered == 2 {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let status = child.wait().unwrap();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    assert!(status.success(), "{out}");
+    assert!(out.contains("the model reads:"), "{out}");
+    assert!(out.contains("answer from the test"), "{out}");
+    assert!(out.contains("Feedback: not today"), "{out}");
+    assert!(out.contains("lev demo: stopped; removed"), "{out}");
+}
