@@ -22,6 +22,10 @@ use crate::state::AppState;
 
 /// Largest frame an operator may send.
 const MAX_FRAME: usize = 1024 * 1024;
+/// The read buffer: tungstenite zeroes up to this much on every read, so
+/// its 128 KiB default costs more than a whole small frame (larger frames
+/// still arrive whole, over several reads).
+const READ_BUFFER: usize = 16 * 1024;
 
 /// The upgrade (operator role).
 pub async fn upgrade(
@@ -35,6 +39,7 @@ pub async fn upgrade(
     Ok(ws
         .max_message_size(MAX_FRAME)
         .max_frame_size(MAX_FRAME)
+        .read_buffer_size(READ_BUFFER)
         .on_upgrade(move |socket| serve(state, session_id, principal.name, socket)))
 }
 
