@@ -127,7 +127,8 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
         status(style, i.status)
     );
     let mut field = |name: &str, value: &str| {
-        let _ = writeln!(out, "  {:<13} {}", style.dim(name), term::one_line(value));
+        let padded = format!("{name:<13}");
+        let _ = writeln!(out, "  {} {}", style.dim(&padded), term::one_line(value));
     };
     field("kind", i.request.kind.type_name());
     field("session", &r.session_id);
@@ -180,27 +181,16 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
             sandbox_mode,
             options,
         } => {
-            let _ = writeln!(
-                out,
-                "  {}  {}",
-                style.dim("tool"),
-                term::one_line(tool_name)
-            );
+            let mut row = |name: &str, value: &str| {
+                let padded = format!("{name:<13}");
+                let _ = writeln!(out, "  {} {}", style.dim(&padded), term::one_line(value));
+            };
+            row("tool", tool_name);
             if !sandbox_mode.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "  {}  {}",
-                    style.dim("sandbox mode"),
-                    term::one_line(sandbox_mode)
-                );
+                row("sandbox mode", sandbox_mode);
             }
             if !missing_capabilities.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "  {}  {}",
-                    style.dim("needs"),
-                    term::one_line(&missing_capabilities.join(", "))
-                );
+                row("needs", &missing_capabilities.join(", "));
             }
             let _ = writeln!(out, "  {}", style.dim("args"));
             let _ = writeln!(

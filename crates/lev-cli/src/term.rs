@@ -121,11 +121,12 @@ pub fn age(then: time::OffsetDateTime) -> String {
 
 /// An RFC 3339 time, or `-`.
 pub fn rfc3339(t: Option<time::OffsetDateTime>) -> String {
-    t.and_then(|t| {
-        t.format(&time::format_description::well_known::Rfc3339)
-            .ok()
-    })
-    .unwrap_or_else(|| "-".to_owned())
+    t.and_then(|t| t.replace_nanosecond(0).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| "-".to_owned())
 }
 
 #[cfg(test)]
