@@ -6,6 +6,8 @@
 //! - `vector_set`: the vector format, the generator and the reference verifier
 //!   (shared with the example).
 //! - `properties`: property tests of the call binding, the signature and grants.
+//! - `grant_props`: property tests of grant matching and of the gate's
+//!   decision with grants (a grant never overrides a deny rule).
 //! - `fuzz_smoke`: the fuzz target's body over a few thousand inputs, on stable.
 
 // Test helpers outside `#[test]` functions may panic on a broken setup too.
@@ -13,6 +15,8 @@
 
 #[path = "all/fuzz_smoke.rs"]
 mod fuzz_smoke;
+#[path = "all/grant_props.rs"]
+mod grant_props;
 #[path = "all/properties.rs"]
 mod properties;
 #[path = "all/vector_set.rs"]

@@ -4,6 +4,8 @@
 //!
 //! - `cycles`: N workers each loop create -> respond -> wait, durable at each
 //!   step; prints cycles/s and the cycle latency's p50 and p99.
+//! - `gate`: N workers gating calls that a policy rule allows (signed,
+//!   audited, recorded for idempotency); prints decisions/s, p50 and p99.
 //! - `waiters`: N interactions with a waiter blocked on each, then all
 //!   answered; prints the server's RSS while they wait and the wake latency
 //!   (respond sent -> waiter woken) p50 and p99.
@@ -49,6 +51,9 @@ enum Mode {
         #[arg(long, default_value_t = 2, value_name = "SECS")]
         warmup: u64,
     },
+    /// The gate's allow path: N workers gating calls a policy rule allows
+    /// (signed, audited, recorded); decisions/s and latency (bench_gate.rs).
+    Gate(super::bench_gate::GateArgs),
     /// N workers blocked in wait at once; then every one answered.
     Waiters {
         /// Waiting workers.
@@ -68,7 +73,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let server = ServerChild::start()?;
+    let policy = match &args.mode {
+        Mode::Gate(_) => Some(super::bench_gate::POLICY),
+        _ => None,
+    };
+    let server = ServerChild::start(policy)?;
     eprintln!(
         "lev bench: server pid {} at {} (open-file limit {limit})",
         server.pid(),
@@ -84,6 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 duration,
                 warmup,
             } => cycles(&server, worker, approver, workers, duration, warmup).await,
+            Mode::Gate(gate) => super::bench_gate::gate(worker, &gate).await,
             Mode::Waiters { count, concurrency } => {
                 waiters(&server, worker, approver, count, concurrency).await
             }
@@ -388,11 +398,15 @@ struct ServerChild {
 }
 
 impl ServerChild {
-    fn start() -> anyhow::Result<Self> {
+    fn start(policy: Option<&str>) -> anyhow::Result<Self> {
         let data = tempfile::Builder::new()
             .prefix("lev-bench-")
             .tempdir()
             .context("making a temporary data dir")?;
+        if let Some(policy) = policy {
+            std::fs::write(data.path().join("policy.toml"), policy)
+                .context("writing the bench policy")?;
+        }
         let exe = std::env::current_exe().context("finding the lev binary")?;
         let mut child = Command::new(exe)
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])

@@ -13,7 +13,7 @@ use lev_store::NewGrant;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use super::{Decision, grant_conversation, nonce_of, sign};
+use super::{Decision, grant_conversation, sign};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -128,7 +128,7 @@ pub async fn prepare(
     // A gate call's decision is bound to the tool-call id it was gated under.
     let gate = state.store().gate_call_by_interaction(id).await?;
     let request_id = gate.as_ref().map_or(id, |g| g.request_id.as_str());
-    let approval = sign(
+    let (approval, nonce) = sign(
         state,
         &Decision {
             request_id,
@@ -164,7 +164,7 @@ pub async fn prepare(
         audit.insert("gate_request_id".to_owned(), json!(g.request_id));
     }
     audit.insert("policy".to_owned(), json!(settings.policy_source));
-    audit.insert("nonce".to_owned(), json!(nonce_of(&approval)));
+    audit.insert("nonce".to_owned(), json!(nonce));
     audit.insert(
         "approval_payload".to_owned(),
         Value::String(approval.payload.clone()),

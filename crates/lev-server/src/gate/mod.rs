@@ -88,8 +88,9 @@ pub(crate) struct Decision<'a> {
 }
 
 /// Sign a decision with the active key: a fresh nonce, `issued_at` now,
-/// `expires_at` after `--approval-ttl`.
-pub(crate) fn sign(state: &AppState, d: &Decision<'_>) -> ApiResult<Envelope> {
+/// `expires_at` after `--approval-ttl`. Returns the envelope and its nonce
+/// (for the audit log).
+pub(crate) fn sign(state: &AppState, d: &Decision<'_>) -> ApiResult<(Envelope, String)> {
     let now = OffsetDateTime::now_utc();
     let ttl = time::Duration::try_from(state.settings().approval_ttl)
         .map_err(|e| ApiError::Internal(format!("approval ttl: {e}")))?;
@@ -114,7 +115,10 @@ pub(crate) fn sign(state: &AppState, d: &Decision<'_>) -> ApiResult<Envelope> {
         issued_at: now,
         expires_at: now + ttl,
     };
-    Ok(sign_payload(&payload, &state.keys().active()))
+    Ok((
+        sign_payload(&payload, &state.keys().active()),
+        payload.nonce,
+    ))
 }
 
 /// The conversation a session grant is keyed on: the call's conversation,
@@ -287,7 +291,7 @@ pub async fn decide(
                   covered: &BTreeSet<String>,
                   approver: &str,
                   reason: &str|
-     -> ApiResult<Envelope> {
+     -> ApiResult<(Envelope, String)> {
         sign(
             state,
             &Decision {
@@ -316,10 +320,10 @@ pub async fn decide(
             let reason = rule_line
                 .and_then(|l| policy.rules().iter().find(|r| r.line == l))
                 .map_or("", |r| r.reason.as_str());
-            let approval = signed(true, false, &shortfall, "policy", reason)?;
+            let (approval, nonce) = signed(true, false, &shortfall, "policy", reason)?;
             audit.insert("decided_by".into(), rule_of(rule_line));
             audit.insert("covered_capabilities".into(), json!(shortfall));
-            audit.insert("nonce".into(), json!(nonce_of(&approval)));
+            audit.insert("nonce".into(), json!(nonce));
             (
                 GateResponse::Allow { approval },
                 "gate.allowed",
@@ -328,7 +332,7 @@ pub async fn decide(
             )
         }
         GateVerdict::Deny { reason, rule_line } => {
-            let approval = signed(false, false, &BTreeSet::new(), "policy", &reason)?;
+            let (approval, _) = signed(false, false, &BTreeSet::new(), "policy", &reason)?;
             audit.insert("decided_by".into(), rule_of(Some(rule_line)));
             (
                 GateResponse::Deny {
@@ -344,14 +348,14 @@ pub async fn decide(
             let g = grants
                 .get(grant)
                 .ok_or_else(|| ApiError::Internal("a grant matched that is not loaded".into()))?;
-            let approval = signed(true, true, &shortfall, &g.approver, "")?;
+            let (approval, nonce) = signed(true, true, &shortfall, &g.approver, "")?;
             audit.insert(
                 "decided_by".into(),
                 json!({"policy": source, "grant_id": g.id, "grant_scope": g.scope.as_str(),
                        "grant_approver": g.approver, "grant_interaction_id": g.interaction_id}),
             );
             audit.insert("covered_capabilities".into(), json!(shortfall));
-            audit.insert("nonce".into(), json!(nonce_of(&approval)));
+            audit.insert("nonce".into(), json!(nonce));
             (
                 GateResponse::Allow { approval },
                 "gate.allowed",
@@ -440,15 +444,6 @@ fn decision_name(d: RuleDecision) -> &'static str {
         RuleDecision::Deny => "deny",
         RuleDecision::Ask => "ask",
     }
-}
-
-/// The nonce of an envelope lev just signed, for the audit log.
-fn nonce_of(envelope: &Envelope) -> String {
-    lev_approval::decode_base64(&envelope.payload)
-        .ok()
-        .and_then(|bytes| ApprovalPayload::from_bytes(&bytes).ok())
-        .map(|p| p.nonce)
-        .unwrap_or_default()
 }
 
 /// The `tool_approval` interaction a gate call opens when it asks.

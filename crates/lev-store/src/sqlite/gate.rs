@@ -110,9 +110,10 @@ fn insert_interaction(
         return Ok(None);
     }
     let request_json = serde_json::to_string(&i.request).map_err(|e| corrupt(&id, e))?;
-    tx.conn.execute(
+    tx.conn.prepare_cached(
         "INSERT INTO interactions (id, session_id, request_json, status, created_at, expires_at, expires_at_ms)
          VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6)",
+    )?.execute(
         params![
             id,
             i.request.session_id,
@@ -168,45 +169,73 @@ fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
 #[async_trait]
 impl GateStore for SqliteStore {
     async fn record_gate_decision(&self, new: NewGateDecision) -> Result<GateRecordOutcome> {
+        // Serialise here, on the caller's thread: the one writer thread does
+        // only the SQL.
+        let call_json = new.record.call.to_string();
+        let decision_json = serde_json::to_string(&new.record.decision)
+            .map_err(|e| corrupt(&new.record.request_id, e))?;
+        let created_at = rfc3339(new.record.created_at);
         self.writer
             .write(move |tx| {
-                let r = &new.record;
-                if let Some(existing) = load_gate(tx.conn, &r.session_id, &r.request_id)? {
-                    return Ok(if existing.call == r.call {
+                let NewGateDecision {
+                    record,
+                    interaction,
+                    audit,
+                } = new;
+                let replay = |existing: GateCallRecord| {
+                    if existing.call == record.call {
                         GateRecordOutcome::Existing(Box::new(existing))
                     } else {
                         GateRecordOutcome::Conflict(Box::new(existing))
-                    });
-                }
-                let interaction = match &new.interaction {
-                    Some(i) => match insert_interaction(tx, i)? {
-                        Some(view) => Some(Box::new(view)),
-                        None => return Ok(GateRecordOutcome::TooManyPending),
-                    },
+                    }
+                };
+                // An ask opens an interaction: look for a replay first, so a
+                // retry never opens a second one (nor hits the pending limit).
+                let opened = match &interaction {
+                    Some(i) => {
+                        if let Some(existing) =
+                            load_gate(tx.conn, &record.session_id, &record.request_id)?
+                        {
+                            return Ok(replay(existing));
+                        }
+                        match insert_interaction(tx, i)? {
+                            Some(view) => Some(Box::new(view)),
+                            None => return Ok(GateRecordOutcome::TooManyPending),
+                        }
+                    }
                     None => None,
                 };
-                let interaction_id = match &r.decision {
+                let interaction_id = match &record.decision {
                     GateResponse::Ask { interaction_id } => Some(interaction_id.as_str()),
                     _ => None,
                 };
-                let decision_json =
-                    serde_json::to_string(&r.decision).map_err(|e| corrupt(&r.request_id, e))?;
-                tx.conn.execute(
-                    "INSERT INTO gate_calls (session_id, request_id, call_json, decision_json, interaction_id, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![
-                        r.session_id,
-                        r.request_id,
-                        r.call.to_string(),
+                // Insert first: the common case (a new call) costs no lookup.
+                let inserted = tx
+                    .conn
+                    .prepare_cached(
+                        "INSERT INTO gate_calls (session_id, request_id, call_json, decision_json, interaction_id, created_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                         ON CONFLICT (session_id, request_id) DO NOTHING",
+                    )?
+                    .execute(params![
+                        record.session_id,
+                        record.request_id,
+                        call_json,
                         decision_json,
                         interaction_id,
-                        rfc3339(r.created_at)
-                    ],
-                )?;
-                tx.audit(new.audit.clone())?;
+                        created_at
+                    ])?;
+                if inserted == 0 {
+                    // Only an allow or a deny gets here (an ask looked above,
+                    // in this same transaction): nothing was written yet.
+                    let existing = load_gate(tx.conn, &record.session_id, &record.request_id)?
+                        .ok_or_else(|| corrupt(&record.request_id, "conflicting gate call vanished"))?;
+                    return Ok(replay(existing));
+                }
+                tx.audit(audit)?;
                 Ok(GateRecordOutcome::Recorded {
-                    record: Box::new(new.record.clone()),
-                    interaction,
+                    record: Box::new(record),
+                    interaction: opened,
                 })
             })
             .await
@@ -337,10 +366,13 @@ impl GateStore for SqliteStore {
         let (nonce, actor) = (nonce.to_owned(), actor.to_owned());
         self.writer
             .write(move |tx| {
-                let n = tx.conn.execute(
-                    "INSERT OR IGNORE INTO nonces (nonce, spent_at, spent_by) VALUES (?1, ?2, ?3)",
-                    params![nonce, rfc3339(OffsetDateTime::now_utc()), actor],
-                )?;
+                let n = tx
+                    .conn
+                    .prepare_cached(
+                        "INSERT INTO nonces (nonce, spent_at, spent_by) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (nonce) DO NOTHING",
+                    )?
+                    .execute(params![nonce, rfc3339(OffsetDateTime::now_utc()), actor])?;
                 Ok(if n == 1 {
                     NonceOutcome::Spent
                 } else {

@@ -68,17 +68,19 @@ CREATE TABLE blobs (
         // The gate (SPEC sections 5 and 6). A gate call is kept for ever: its
         // (session, request id) is the idempotency key. A revoked grant keeps
         // its row. Spent nonces are never pruned: a spent approval is refused
-        // for ever.
+        // for ever. gate_calls keeps rowids: its rows (the signed decision)
+        // are large, which WITHOUT ROWID tables handle badly.
         r"
 CREATE TABLE gate_calls (
+    seq            INTEGER PRIMARY KEY,
     session_id     TEXT NOT NULL,
     request_id     TEXT NOT NULL,
     call_json      TEXT NOT NULL,
     decision_json  TEXT NOT NULL,
     interaction_id TEXT,
     created_at     TEXT NOT NULL,
-    PRIMARY KEY (session_id, request_id)
-) WITHOUT ROWID;
+    UNIQUE (session_id, request_id)
+);
 CREATE INDEX gate_calls_by_interaction ON gate_calls (interaction_id)
     WHERE interaction_id IS NOT NULL;
 

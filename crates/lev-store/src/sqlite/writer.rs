@@ -67,10 +67,9 @@ impl Tx<'_> {
     /// Append an event; it is announced once the transaction commits.
     pub(crate) fn event(&mut self, kind: &str, data: serde_json::Value) -> Result<i64> {
         let text = data.to_string();
-        self.conn.execute(
-            "INSERT INTO events (kind, data_json) VALUES (?1, ?2)",
-            params![kind, text],
-        )?;
+        self.conn
+            .prepare_cached("INSERT INTO events (kind, data_json) VALUES (?1, ?2)")?
+            .execute(params![kind, text])?;
         let seq = self.conn.last_insert_rowid();
         self.state.staged.push(StoredEvent {
             seq,
@@ -92,8 +91,9 @@ impl Tx<'_> {
             &record.data,
             &self.state.audit_hash,
         );
-        self.conn.execute(
+        self.conn.prepare_cached(
             "INSERT INTO audit (seq, at, action, actor, data_json, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?.execute(
             params![
                 i64::try_from(seq).unwrap_or(i64::MAX),
                 at,
