@@ -431,3 +431,57 @@ fn lev_keys_lists_rotates_and_removes() {
         1
     );
 }
+
+/// The SDK's gate helper against the real server: a replayed decision is
+/// refused at the nonce, a decision under keys it does not trust is refused
+/// at the signature, and a refusal carries the text for the model.
+#[test]
+fn the_sdk_gate_helper_refuses_replays_and_untrusted_keys() {
+    use lev_client::gate::{GateError, GateOutcome, Gatekeeper, RefusalKind, ToolCall};
+    let s = Server::start("sdk-gate", Some(ALLOW_ECHO_DENY_RM));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = lev_client::Client::new(&s.url, Some(s.admin.clone())).unwrap();
+        let gatekeeper = Gatekeeper::pinned(client.clone()).await.unwrap();
+        let call = ToolCall {
+            conversation_id: "c-1".into(),
+            sandbox_mode: "workspace-write".into(),
+            ..ToolCall::new("s-1", "call-1", "shell", r#"{"argv":["echo","hi"]}"#)
+        };
+        let GateOutcome::Run(approved) = gatekeeper.decide(&call).await.unwrap() else {
+            panic!("the policy allows echo");
+        };
+        assert_eq!(approved.args_json(), r#"{"argv":["echo","hi"]}"#);
+        assert_eq!(approved.verified().approver, "policy");
+        assert_eq!(approved.tool_result_text("hi\n"), "hi\n");
+        // The same call again: the gate replays the same decision, whose
+        // nonce is spent.
+        let err = gatekeeper.decide(&call).await.unwrap_err();
+        assert!(matches!(err, GateError::NonceSpent), "{err}");
+        // Keys it does not trust: nothing runs.
+        let stranger = lev_approval::SigningKeyPair::from_seed(&[7; 32]);
+        let keys = lev_approval::TrustedKeys::parse(&stranger.public_base64url()).unwrap();
+        let untrusting = Gatekeeper::new(client.clone(), keys);
+        let other = ToolCall {
+            request_id: "call-2".into(),
+            ..call.clone()
+        };
+        let err = untrusting.decide(&other).await.unwrap_err();
+        assert!(matches!(err, GateError::Unverified(_)), "{err}");
+        // A rule's deny: the model reads why.
+        let rm = ToolCall {
+            request_id: "call-3".into(),
+            args_json: r#"{"argv":["rm","x"]}"#.into(),
+            ..call.clone()
+        };
+        let GateOutcome::Refused(refusal) = gatekeeper.decide(&rm).await.unwrap() else {
+            panic!("the policy denies rm");
+        };
+        assert_eq!(refusal.kind, RefusalKind::Policy);
+        assert!(
+            refusal.text.contains("no rm from agents"),
+            "{}",
+            refusal.text
+        );
+    });
+}
