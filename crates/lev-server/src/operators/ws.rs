@@ -61,6 +61,10 @@ fn parse(text: &str) -> Result<ClientMsg, Outbound> {
             format!("expected one JSON object per text frame: {e}"),
         ));
     }
+    if let Ok(msg) = serde_json::from_str::<ClientMsg>(text) {
+        return Ok(msg);
+    }
+    // Not a reply: read it again, to say precisely why.
     let value: Value = serde_json::from_str(text).map_err(|e| {
         error_frame(
             None,
@@ -130,7 +134,34 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
             };
             match next {
                 Some(Outbound::Text(text)) => {
-                    if sink.send(Message::Text(text)).await.is_err() {
+                    // What is queued already goes out with one flush.
+                    if sink.feed(Message::Text(text)).await.is_err() {
+                        return;
+                    }
+                    let mut closing = None;
+                    while let Ok(more) = outbound.try_recv() {
+                        match more {
+                            Outbound::Text(text) => {
+                                if sink.feed(Message::Text(text)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            close @ Outbound::Close(..) => {
+                                closing = Some(close);
+                                break;
+                            }
+                        }
+                    }
+                    if sink.flush().await.is_err() {
+                        return;
+                    }
+                    if let Some(Outbound::Close(code, reason)) = closing {
+                        let _ = sink
+                            .send(Message::Close(Some(CloseFrame {
+                                code,
+                                reason: reason.into(),
+                            })))
+                            .await;
                         return;
                     }
                 }
