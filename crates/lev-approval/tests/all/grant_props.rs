@@ -45,16 +45,13 @@ proptest! {
         narrowed_to in proptest::option::of(program()),
         argv0 in program(),
     ) {
-        let args = match &narrowed_to {
-            Some(p) => Some(
-                ArgsMatcher::compile(&BTreeMap::from([(
-                    "/argv/0".to_owned(),
-                    format!("^{}$", regex::escape(p)),
-                )]))
-                .unwrap(),
-            ),
-            None => None,
-        };
+        let args = narrowed_to.as_ref().map(|p| {
+            ArgsMatcher::compile(&BTreeMap::from([(
+                "/argv/0".to_owned(),
+                format!("^{}$", regex::escape(p)),
+            )]))
+            .unwrap()
+        });
         let grant = GrantRule {
             caller: g_caller.clone(),
             conversation_id: g_conv.clone(),

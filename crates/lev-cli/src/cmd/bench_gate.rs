@@ -78,7 +78,7 @@ pub async fn gate(worker: Client, args: &GateArgs) -> anyhow::Result<()> {
                 let GateResponse::Allow { approval } = decision else {
                     bail!("{}: expected allow, found {decision:?}", request.request_id);
                 };
-                if n % 512 == 0 {
+                if n.is_multiple_of(512) {
                     let verified = verify(&approval, &keys, time::OffsetDateTime::now_utc())?;
                     verified.check_call(&Call::new(
                         &request.request_id,
