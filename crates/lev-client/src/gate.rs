@@ -423,7 +423,10 @@ impl Gatekeeper {
                     GateError::Client(e)
                 }
             })?;
-        Ok(GateOutcome::Run(Box::new(ApprovedCall { verified, answer })))
+        Ok(GateOutcome::Run(Box::new(ApprovedCall {
+            verified,
+            answer,
+        })))
     }
 }
 
