@@ -11,6 +11,8 @@
 //! ```
 //!
 //! `--workers` is per session: that many asks in flight on each session.
+//! `--rate N` paces the workers to offer N asks/s in all (default: each asks
+//! again as soon as it has its answer).
 //! Prints asks/s and the round trip's p50, p90, p99. Run it by hand; it is
 //! never a pass/fail test of speed.
 
@@ -51,6 +53,7 @@ struct Args {
     duration: u64,
     warmup: u64,
     threads: usize,
+    rate: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -63,6 +66,7 @@ fn parse_args() -> Result<Args, String> {
         duration: 10,
         warmup: 2,
         threads: 1,
+        rate: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -77,6 +81,7 @@ fn parse_args() -> Result<Args, String> {
             "--duration" => args.duration = number(value()?)?,
             "--warmup" => args.warmup = number(value()?)?,
             "--threads" => args.threads = usize::try_from(number(value()?)?).unwrap_or(1),
+            "--rate" => args.rate = number(value()?)?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -167,6 +172,11 @@ async fn run(args: Args) -> Result<(), String> {
             .map_err(|e| format!("warm-up ask: {e}"))?;
     }
 
+    // Paced: each worker asks at most every `pace`, so together they offer
+    // `--rate` asks/s (a worker that falls behind just asks back to back).
+    let total_workers = (args.sessions * args.workers).max(1);
+    let pace =
+        (args.rate > 0).then(|| Duration::from_secs_f64(total_workers as f64 / args.rate as f64));
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -178,7 +188,15 @@ async fn run(args: Args) -> Result<(), String> {
                 let mut samples = Vec::with_capacity(100_000);
                 let mut errors = 0u64;
                 let question = json!({"w": w});
+                let mut ticks = pace.map(|p| {
+                    let mut t = tokio::time::interval(p);
+                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    t
+                });
                 while !stop.load(Ordering::Relaxed) {
+                    if let Some(t) = ticks.as_mut() {
+                        t.tick().await;
+                    }
                     let started = Instant::now();
                     let ok = session
                         .ask(question.clone(), Some(Duration::from_secs(30)))
@@ -213,11 +231,16 @@ async fn run(args: Args) -> Result<(), String> {
     all.sort();
     let rate = all.len() as f64 / elapsed.as_secs_f64();
     println!(
-        "sessions={} workers/session={} in-flight={} client-threads={}",
+        "sessions={} workers/session={} in-flight<={} client-threads={} offered={}",
         args.sessions,
         args.workers,
         args.sessions * args.workers,
-        args.threads
+        args.threads,
+        if args.rate > 0 {
+            format!("{}/s", args.rate)
+        } else {
+            "unpaced".into()
+        }
     );
     println!(
         "asks={} errors={} asks/s={rate:.0} p50={:?} p90={:?} p99={:?} max={:?}",
