@@ -180,6 +180,7 @@ async fn run(args: Args) -> Result<(), String> {
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
+    let workers = args.workers;
     for s in 0..args.sessions {
         for w in 0..args.workers {
             let session = Session::new(&worker, &format!("bench-{stamp}-{s}"));
@@ -188,8 +189,11 @@ async fn run(args: Args) -> Result<(), String> {
                 let mut samples = Vec::with_capacity(100_000);
                 let mut errors = 0u64;
                 let question = json!({"w": w});
+                // Staggered, so the workers do not all ask at the same instant.
+                let index = (s * workers + w) as f64 / total_workers as f64;
                 let mut ticks = pace.map(|p| {
-                    let mut t = tokio::time::interval(p);
+                    let first = tokio::time::Instant::now() + p.mul_f64(index);
+                    let mut t = tokio::time::interval_at(first, p);
                     t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                     t
                 });
