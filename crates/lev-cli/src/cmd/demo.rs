@@ -70,7 +70,8 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     let agent = admin_client.with_token(Some(worker.token));
 
     let style = Style::stdout();
-    let default_url = base == DEFAULT_URL;
+    // Only a demo that fell back from the default port says why its URL differs.
+    let fell_back = args.listen.is_none() && base != DEFAULT_URL;
     println!(
         "{}",
         style.bold("lev demo: a server on a temporary data dir, and an agent asking questions")
@@ -86,7 +87,7 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     println!(
         "  lev respond ID --text \"...\"   (or --choice N, --approve, --deny --feedback \"...\")"
     );
-    if !default_url {
+    if fell_back {
         println!();
         println!(
             "{}",
