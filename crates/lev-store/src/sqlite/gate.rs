@@ -1,17 +1,14 @@
 //! The gate's tables in SQLite (migration 2): `gate_calls`, `grants`, `nonces`.
 
 use async_trait::async_trait;
+use lev_protocol::ApprovalScope;
 use lev_protocol::api::{GateResponse, Grant};
-use lev_protocol::{ApprovalScope, InteractionStatus};
 use rusqlite::{Connection, Row, params};
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::writer::{Tx, rfc3339};
-use super::{
-    SqliteStore, audit_summary, corrupt, load_view, millis, parse_time, precheck, set_final,
-    view_json,
-};
+use super::{SqliteStore, audit_summary, corrupt, load_view, millis, parse_time, view_json};
 use crate::gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
 };
@@ -266,35 +263,11 @@ impl GateStore for SqliteStore {
     ) -> Result<TransitionOutcome> {
         self.writer
             .write(move |tx| {
-                if let Err(outcome) = precheck(load_view(tx.conn, &answer.id)?) {
-                    return Ok(outcome);
-                }
-                let view = set_final(
-                    tx,
-                    &answer.id,
-                    InteractionStatus::Answered,
-                    Some(&answer.answered_by),
-                    Some(&answer.response),
-                    answer.approval.as_ref(),
-                    answer.answered_at,
-                )?;
-                tx.event("interaction.answered", view_json(&view))?;
-                let mut data = audit_summary(&view);
-                data.insert("answered_by".into(), json!(answer.answered_by));
-                data.insert(
-                    "response".into(),
-                    serde_json::to_value(&answer.response).unwrap_or(Value::Null),
-                );
-                data.extend(answer.audit);
-                tx.audit(AuditRecord {
-                    action: "interaction.answered".into(),
-                    actor: answer.answered_by.clone(),
-                    data: Value::Object(data),
-                })?;
-                if let Some(grant) = &grant {
+                let outcome = super::answer_in(tx, answer)?;
+                if let (TransitionOutcome::Done(_), Some(grant)) = (&outcome, &grant) {
                     insert_grant(tx, grant)?;
                 }
-                Ok(TransitionOutcome::Done(Box::new(view)))
+                Ok(outcome)
             })
             .await
     }

@@ -275,6 +275,37 @@ fn set_final(
     load_view(tx.conn, id)?.ok_or_else(|| corrupt(id, "vanished during its own update"))
 }
 
+/// Compare-and-set `pending` -> `answered` inside the open transaction, with
+/// its event and audit entry: the one answer path every kind of answer takes.
+pub(super) fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<TransitionOutcome> {
+    if let Err(outcome) = precheck(load_view(tx.conn, &answer.id)?) {
+        return Ok(outcome);
+    }
+    let view = set_final(
+        tx,
+        &answer.id,
+        InteractionStatus::Answered,
+        Some(&answer.answered_by),
+        Some(&answer.response),
+        answer.approval.as_ref(),
+        answer.answered_at,
+    )?;
+    tx.event("interaction.answered", view_json(&view))?;
+    let mut data = audit_summary(&view);
+    data.insert("answered_by".into(), json!(answer.answered_by));
+    data.insert(
+        "response".into(),
+        serde_json::to_value(&answer.response).unwrap_or(Value::Null),
+    );
+    data.extend(answer.audit);
+    tx.audit(AuditRecord {
+        action: "interaction.answered".into(),
+        actor: answer.answered_by,
+        data: Value::Object(data),
+    })?;
+    Ok(TransitionOutcome::Done(Box::new(view)))
+}
+
 fn event_kind(status: InteractionStatus) -> &'static str {
     match status {
         InteractionStatus::Pending => "interaction.created",
@@ -441,36 +472,7 @@ impl Store for SqliteStore {
     }
 
     async fn answer_interaction(&self, answer: NewAnswer) -> Result<TransitionOutcome> {
-        self.writer
-            .write(move |tx| {
-                if let Err(outcome) = precheck(load_view(tx.conn, &answer.id)?) {
-                    return Ok(outcome);
-                }
-                let view = set_final(
-                    tx,
-                    &answer.id,
-                    InteractionStatus::Answered,
-                    Some(&answer.answered_by),
-                    Some(&answer.response),
-                    answer.approval.as_ref(),
-                    answer.answered_at,
-                )?;
-                tx.event("interaction.answered", view_json(&view))?;
-                let mut data = audit_summary(&view);
-                data.insert("answered_by".into(), json!(answer.answered_by));
-                data.insert(
-                    "response".into(),
-                    serde_json::to_value(&answer.response).unwrap_or(Value::Null),
-                );
-                data.extend(answer.audit);
-                tx.audit(AuditRecord {
-                    action: "interaction.answered".into(),
-                    actor: answer.answered_by.clone(),
-                    data: Value::Object(data),
-                })?;
-                Ok(TransitionOutcome::Done(Box::new(view)))
-            })
-            .await
+        self.writer.write(move |tx| answer_in(tx, answer)).await
     }
 
     async fn cancel_interaction(&self, id: &str, actor: &str) -> Result<TransitionOutcome> {
