@@ -16,6 +16,50 @@ pub fn multi_line(text: &str) -> String {
     escape(text, true)
 }
 
+/// Wait for `work`, saying on stderr what is awaited: a spinner with the time
+/// waited when stderr is a terminal, one plain line otherwise. `None` when
+/// the person pressed Ctrl-C first.
+///
+/// `waiting` reads after "waiting for" (`an answer to ir_...`); `hint` is the
+/// command that answers it.
+pub async fn wait_with_spinner<T>(
+    waiting: &str,
+    hint: &str,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    use std::io::Write as _;
+    let spinner = std::io::stderr().is_terminal();
+    if !spinner {
+        eprintln!("lev: waiting for {waiting} (answer with: {hint})");
+    }
+    let started = tokio::time::Instant::now();
+    tokio::pin!(work);
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+    let mut frame = 0;
+    let result = loop {
+        tokio::select! {
+            result = &mut work => break Some(result),
+            _ = tokio::signal::ctrl_c() => break None,
+            _ = tick.tick(), if spinner => {
+                let mut err = std::io::stderr();
+                let _ = write!(
+                    err,
+                    "\r\x1b[2K{} waiting for {waiting} ({}s) - answer with: {hint}",
+                    frames[frame % frames.len()],
+                    started.elapsed().as_secs()
+                );
+                let _ = err.flush();
+                frame += 1;
+            }
+        }
+    };
+    if spinner {
+        eprint!("\r\x1b[2K");
+    }
+    result
+}
+
 fn escape(text: &str, keep_lines: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {

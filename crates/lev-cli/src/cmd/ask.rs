@@ -1,6 +1,6 @@
 //! `lev ask TEXT`: ask a person from a script, wait, print the answer.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -9,7 +9,6 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use lev_client::{Answer, Client, Outcome};
 use lev_protocol::{InteractionKind, InteractionRequest, OnTimeout};
-use tokio::time::Instant;
 
 use crate::connect::{ClientArgs, runtime};
 use crate::exit;
@@ -141,38 +140,14 @@ async fn ask(
         InteractionKind::MultipleChoice { .. } => format!("lev respond {shown_id} --choice N"),
         _ => format!("lev respond {shown_id} --text TEXT"),
     };
-    let spinner = std::io::stderr().is_terminal();
-    if !spinner {
-        eprintln!("lev: waiting for an answer to {shown_id} (answer with: {hint})");
-    }
     // A little past the server's own timeout, so its verdict arrives first.
     let deadline = timeout.map(|t| Duration::from_secs(t) + Duration::from_secs(2));
-    let started = Instant::now();
-    let wait = client.wait_for_answer(&id, deadline);
-    tokio::pin!(wait);
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-    let mut frame = 0;
-    let result = loop {
-        tokio::select! {
-            result = &mut wait => break Some(result),
-            _ = tokio::signal::ctrl_c() => break None,
-            _ = tick.tick(), if spinner => {
-                let mut err = std::io::stderr();
-                let _ = write!(
-                    err,
-                    "\r\x1b[2K{} waiting for an answer to {shown_id} ({}s) - answer with: {hint}",
-                    frames[frame % frames.len()],
-                    started.elapsed().as_secs()
-                );
-                let _ = err.flush();
-                frame += 1;
-            }
-        }
-    };
-    if spinner {
-        eprint!("\r\x1b[2K");
-    }
+    let result = term::wait_with_spinner(
+        &format!("an answer to {shown_id}"),
+        &hint,
+        client.wait_for_answer(&id, deadline),
+    )
+    .await;
     match result {
         Some(answer) => {
             let mut answer = answer.with_context(|| format!("waiting for {shown_id}"))?;

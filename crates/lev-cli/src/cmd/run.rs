@@ -13,14 +13,13 @@
 //! nobody decided in time (or the question was cancelled); 127 the approved
 //! program does not exist; 130 interrupted while waiting; 1 any other error.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use lev_client::gate::{ApprovedCall, GateOutcome, Gatekeeper, RefusalKind, Submitted, ToolCall};
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
 use crate::connect::{ClientArgs, runtime};
 use crate::term;
@@ -149,36 +148,12 @@ async fn wait(
 ) -> anyhow::Result<Option<GateOutcome>> {
     let shown_id = term::one_line(&id);
     let hint = format!("lev respond {shown_id} --approve | --deny");
-    let spinner = std::io::stderr().is_terminal();
-    if !spinner {
-        eprintln!("lev: waiting for approval of {shown_id} (answer with: {hint})");
-    }
-    let started = Instant::now();
-    let settle = gatekeeper.settle(call, submitted);
-    tokio::pin!(settle);
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-    let mut frame = 0;
-    let result = loop {
-        tokio::select! {
-            result = &mut settle => break Some(result),
-            _ = tokio::signal::ctrl_c() => break None,
-            _ = tick.tick(), if spinner => {
-                let mut err = std::io::stderr();
-                let _ = write!(
-                    err,
-                    "\r\x1b[2K{} waiting for approval of {shown_id} ({}s) - {hint}",
-                    frames[frame % frames.len()],
-                    started.elapsed().as_secs()
-                );
-                let _ = err.flush();
-                frame += 1;
-            }
-        }
-    };
-    if spinner {
-        eprint!("\r\x1b[2K");
-    }
+    let result = term::wait_with_spinner(
+        &format!("approval of {shown_id}"),
+        &hint,
+        gatekeeper.settle(call, submitted),
+    )
+    .await;
     match result {
         Some(outcome) => {
             Ok(Some(outcome.with_context(|| {
