@@ -148,6 +148,7 @@ async fn run(args: Args) -> Result<(), String> {
                     name,
                     role,
                     caller: None,
+                    sessions: (role == Role::Operator).then(|| vec!["*".into()]),
                 })
                 .await
                 .map(|t| t.token)

@@ -254,6 +254,9 @@ pub struct Task {
     /// The error, when it failed.
     #[serde(default)]
     pub error: Option<String>,
+    /// The caller the spawning worker acted for, when it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
     /// When it was created.
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -353,6 +356,10 @@ pub struct TokenCreate {
     /// For worker tokens: the caller every request acts for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<String>,
+    /// The sessions the token may act in (patterns, `*` any run of
+    /// characters): required for operator tokens, optional for workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Vec<String>>,
 }
 
 /// The answer to [`TokenCreate`]: the secret, shown once.
@@ -376,6 +383,9 @@ pub struct TokenInfo {
     /// The bound caller, for worker tokens.
     #[serde(default)]
     pub caller: Option<String>,
+    /// The session patterns it is limited to; absent, any session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Vec<String>>,
     /// When it was made.
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,

@@ -86,3 +86,94 @@ mod tests {
         }
     }
 }
+
+/// Most session patterns one token may carry.
+pub const MAX_SESSION_PATTERNS: usize = 64;
+
+/// Whether `s` is a session pattern (SPEC section 12): 1 to 128 characters of
+/// the identifier set or `*`, where `*` matches any run of characters.
+pub fn is_valid_session_pattern(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_ID_LEN
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-' | b'*'))
+}
+
+/// Whether `session_id` matches `pattern` (`*` matches any run of
+/// characters, everything else itself). Both are at most 128 bytes, and the
+/// matcher backtracks only to the last `*`, so the cost is at most the
+/// product of the two lengths.
+pub fn session_pattern_matches(pattern: &str, session_id: &str) -> bool {
+    let (p, s) = (pattern.as_bytes(), session_id.as_bytes());
+    let (mut pi, mut si) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((star_pi, star_si)) = star {
+            pi = star_pi + 1;
+            si = star_si + 1;
+            star = Some((star_pi, star_si + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&b| b == b'*')
+}
+
+/// Token names the control plane writes itself (SPEC section 12): an
+/// approver named like them would pass for the policy, a timeout or a group.
+pub fn is_reserved_token_name(name: &str) -> bool {
+    matches!(name, "policy" | "timeout" | "system" | "operator")
+        || name.starts_with("person:")
+        || name.starts_with("group:")
+        || name.starts_with("task:")
+}
+
+#[cfg(test)]
+mod session_tests {
+    use super::*;
+
+    #[test]
+    fn session_patterns_match_as_globs() {
+        for (p, s, want) in [
+            ("*", "anything", true),
+            ("ci-*", "ci-42", true),
+            ("ci-*", "ci-", true),
+            ("ci-*", "build-7", false),
+            ("build-7", "build-7", true),
+            ("build-7", "build-70", false),
+            ("*-7", "build-7", true),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "axxbyy", false),
+            ("**", "", true),
+            ("", "", true),
+            ("", "x", false),
+        ] {
+            assert_eq!(session_pattern_matches(p, s), want, "{p} {s}");
+        }
+    }
+
+    #[test]
+    fn session_pattern_rules() {
+        assert!(is_valid_session_pattern("ci-*"));
+        assert!(is_valid_session_pattern("*"));
+        assert!(!is_valid_session_pattern(""));
+        assert!(!is_valid_session_pattern("ci ?"));
+        assert!(!is_valid_session_pattern(&"a".repeat(129)));
+    }
+
+    #[test]
+    fn reserved_names() {
+        for name in ["policy", "timeout", "system", "operator", "person:ann", "group:oncall"] {
+            assert!(is_reserved_token_name(name), "{name}");
+        }
+        for name in ["ann", "policy-bot", "operators"] {
+            assert!(!is_reserved_token_name(name), "{name}");
+        }
+    }
+}

@@ -30,6 +30,9 @@ pub struct Principal {
     pub role: Role,
     /// For a worker token bound to one caller: that caller.
     pub caller: Option<String>,
+    /// The session patterns the token is limited to; `None`, any session
+    /// (but an operator token without patterns acts in none).
+    pub sessions: Option<Vec<String>>,
 }
 
 impl Principal {
@@ -67,6 +70,43 @@ impl Principal {
         }
     }
 
+    /// Whether the token may act in `session_id` (SPEC section 12). Admin
+    /// tokens act everywhere; an operator token must name its sessions.
+    ///
+    /// # Errors
+    /// 403 `session_scope` otherwise.
+    pub fn check_session(&self, session_id: &str) -> ApiResult<()> {
+        if self.role == Role::Admin {
+            return Ok(());
+        }
+        match &self.sessions {
+            Some(patterns)
+                if patterns
+                    .iter()
+                    .any(|p| lev_protocol::ids::session_pattern_matches(p, session_id)) =>
+            {
+                Ok(())
+            }
+            None if self.role != Role::Operator => Ok(()),
+            None => Err(ApiError::Forbidden {
+                code: "session_scope",
+                message: format!(
+                    "operator token {:?} names no sessions; create one with --sessions \
+                     (e.g. lev token create NAME --role operator --sessions 'ci-*')",
+                    self.name
+                ),
+            }),
+            Some(patterns) => Err(ApiError::Forbidden {
+                code: "session_scope",
+                message: format!(
+                    "token {:?} may act only in sessions matching {}, not in {session_id:?}",
+                    self.name,
+                    describe_patterns(patterns)
+                ),
+            }),
+        }
+    }
+
     /// Whether a bound worker token may touch an interaction acting for `caller`.
     ///
     /// # Errors
@@ -81,6 +121,16 @@ impl Principal {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// The first few patterns, for a message.
+fn describe_patterns(patterns: &[String]) -> String {
+    let shown: Vec<String> = patterns.iter().take(5).map(|p| format!("{p:?}")).collect();
+    if patterns.len() > shown.len() {
+        format!("{} and {} more", shown.join(", "), patterns.len() - shown.len())
+    } else {
+        shown.join(", ")
     }
 }
 
@@ -134,6 +184,7 @@ impl FromRequestParts<AppState> for Principal {
             name: record.info.name,
             role: record.info.role,
             caller: record.info.caller,
+            sessions: record.info.sessions,
         })
     }
 }
@@ -186,6 +237,7 @@ pub async fn ensure_admin_token(
                 name: "admin".into(),
                 role: Role::Admin,
                 caller: None,
+                sessions: None,
                 created_at: OffsetDateTime::now_utc(),
             },
             hash: token_hash(&secret),

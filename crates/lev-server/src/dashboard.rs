@@ -152,6 +152,8 @@ async fn login(
     JsonBody(body): JsonBody<LoginRequest>,
 ) -> ApiResult<Response> {
     let sessions = sessions_of(sessions)?;
+    // Another origin (another localhost port, say) may not log a browser in.
+    crate::session_auth::check_origin(&headers, state.settings())?;
     // A cross-site form cannot send this type without a CORS preflight,
     // which this server never grants: no login CSRF.
     let json = headers

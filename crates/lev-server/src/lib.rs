@@ -109,6 +109,56 @@ impl Config {
     }
 }
 
+/// Longest approval lifetime and operator wait (SPEC section 9).
+pub const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The flags' values, checked together before anything is created.
+fn check_config(config: &Config) -> Result<(), String> {
+    let ttl = config.settings.approval_ttl;
+    if ttl < Duration::from_secs(1) || ttl > MAX_LIFETIME {
+        return Err(format!(
+            "--approval-ttl: expected 1 to {} seconds (7 days), found {}",
+            MAX_LIFETIME.as_secs(),
+            ttl.as_secs()
+        ));
+    }
+    for (flag, d) in [
+        ("--operator-grace", config.operator_grace),
+        ("--operator-reply-timeout", config.operator_reply_timeout),
+    ] {
+        if d > MAX_LIFETIME {
+            return Err(format!(
+                "{flag}: expected at most {} seconds (7 days), found {}",
+                MAX_LIFETIME.as_secs(),
+                d.as_secs()
+            ));
+        }
+    }
+    if let Some(url) = &config.settings.public_url {
+        check_public_url(url)?;
+    }
+    Ok(())
+}
+
+/// `--public-url`: an origin, `http(s)://host[:port]`, nothing after it.
+fn check_public_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("--public-url: expected http:// or https://, found {url:?}"))?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.is_empty()
+        || !rest
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'))
+    {
+        return Err(format!(
+            "--public-url: expected an origin such as https://lev.example.com (no path), found {url:?}"
+        ));
+    }
+    Ok(())
+}
+
 /// Why the server could not start or stopped badly.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -162,6 +212,8 @@ impl Server {
     /// # Errors
     /// A bad flag, an unusable data dir, or a socket that cannot be bound.
     pub async fn bind(config: Config) -> Result<Self, ServeError> {
+        // Everything that can be checked is checked before any state is made.
+        check_config(&config).map_err(ServeError::Config)?;
         if let Some(url) = &config.database {
             return Err(ServeError::Config(
                 if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -193,6 +245,8 @@ impl Server {
                 config.listen
             )));
         }
+        let policy = gate::load_policy(config.policy.as_deref(), &config.data_dir)
+            .map_err(ServeError::Config)?;
         let data_err = |message: String| ServeError::DataDir {
             path: config.data_dir.display().to_string(),
             message,
@@ -246,10 +300,7 @@ impl Server {
         let mut settings = config.settings.clone();
         settings.operators.grace = config.operator_grace;
         settings.operators.reply_timeout = config.operator_reply_timeout;
-        if let Some((policy, source)) =
-            gate::load_policy(config.policy.as_deref(), &config.data_dir)
-                .map_err(ServeError::Config)?
-        {
+        if let Some((policy, source)) = policy {
             settings.policy = Arc::new(policy);
             settings.policy_source = source;
         }

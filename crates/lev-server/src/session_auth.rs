@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::header::{AUTHORIZATION, COOKIE};
+use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN, UPGRADE};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method};
 use axum::middleware::Next;
@@ -274,6 +274,12 @@ pub async fn middleware(
     let Some(session) = layer.sessions.get(&id) else {
         return next.run(req).await;
     };
+    // SameSite does not tell ports apart: a page on another localhost port
+    // is same-site, and its requests carry the cookie. Only the server's own
+    // origin may use it (WebSocket upgrades included).
+    if let Err(e) = check_origin(req.headers(), layer.state.settings()) {
+        return e.into_response();
+    }
     if changes_state(req.method())
         && let Err(e) = check_csrf_header(&session.csrf, req.headers())
     {
@@ -292,10 +298,102 @@ pub async fn middleware(
         name: record.info.name,
         role: record.info.role,
         caller: record.info.caller,
+        sessions: record.info.sessions,
     });
     req.extensions_mut()
         .insert(SessionInfo { csrf: session.csrf });
     next.run(req).await
+}
+
+/// Whether a cookie-authenticated request comes from the server's own
+/// origin (SPEC section 12): its `Origin` names the host it was sent to
+/// (`Host`), over this server's scheme, or `--public-url`; on loopback,
+/// `localhost`, `127.0.0.1` and `[::1]` at the same port are all the
+/// server's own. Without `Origin`, a WebSocket upgrade is refused (browsers
+/// always send one), and so is a request the browser marks as cross-origin
+/// (`Sec-Fetch-Site`).
+///
+/// # Errors
+/// 403 `origin`.
+pub fn check_origin(headers: &HeaderMap, settings: &crate::state::Settings) -> Result<(), ApiError> {
+    let refuse = |why: String| ApiError::Forbidden {
+        code: "origin",
+        message: why,
+    };
+    let Some(origin) = headers.get(ORIGIN) else {
+        let upgrade = headers
+            .get(UPGRADE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+        if upgrade {
+            return Err(refuse(
+                "a WebSocket opened with the dashboard's cookie must carry an Origin".into(),
+            ));
+        }
+        let site = headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none");
+        if !matches!(site, "same-origin" | "none") {
+            return Err(refuse(format!(
+                "a {site} request may not use the dashboard's cookie"
+            )));
+        }
+        return Ok(());
+    };
+    let origin = origin
+        .to_str()
+        .map_err(|_| refuse("the Origin header is not text".into()))?;
+    let own = |candidate: &str| origin.eq_ignore_ascii_case(candidate.trim_end_matches('/'));
+    if settings.public_url.as_deref().is_some_and(own) {
+        return Ok(());
+    }
+    let scheme = if settings.secure_cookies { "https" } else { "http" };
+    if let Some(host) = headers.get(HOST).and_then(|v| v.to_str().ok()) {
+        if own(&format!("{scheme}://{host}")) {
+            return Ok(());
+        }
+        if let (Some((ohost, oport)), Some((hhost, hport))) = (
+            origin
+                .strip_prefix(scheme)
+                .and_then(|o| o.strip_prefix("://"))
+                .and_then(split_host_port),
+            split_host_port(host),
+        ) && is_loopback_name(ohost)
+            && is_loopback_name(hhost)
+            && oport == hport
+        {
+            return Ok(());
+        }
+    }
+    Err(refuse(format!(
+        "requests made with the dashboard's cookie must come from the dashboard's own origin, \
+         not {:?}{}",
+        origin.chars().take(200).collect::<String>(),
+        if settings.public_url.is_none() {
+            "; behind a proxy, name the public origin with --public-url"
+        } else {
+            ""
+        }
+    )))
+}
+
+/// `host:port` (or `[v6]:port`) split; `None` without a port.
+fn split_host_port(s: &str) -> Option<(&str, &str)> {
+    let i = s.rfind(':')?;
+    let (host, port) = (&s[..i], &s[i + 1..]);
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || host.ends_with(':') {
+        return None;
+    }
+    Some((host, port))
+}
+
+fn is_loopback_name(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host == "[::1]"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The request's dashboard session, if it was authenticated by one.
@@ -358,6 +456,40 @@ mod tests {
         assert!(!c.contains("Secure"));
         assert!(Sessions::new(true).cookie("x").ends_with("; Secure"));
         assert!(plain.clear_cookie().contains("Max-Age=0"));
+    }
+
+    #[test]
+    fn origins_of_the_server_itself_pass_others_do_not() {
+        let settings = crate::state::Settings::default();
+        let check = |host: &str, origin: Option<&str>, upgrade: bool| {
+            let mut h = HeaderMap::new();
+            h.insert(HOST, HeaderValue::from_str(host).unwrap());
+            if let Some(o) = origin {
+                h.insert(ORIGIN, HeaderValue::from_str(o).unwrap());
+            }
+            if upgrade {
+                h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+            }
+            check_origin(&h, &settings).is_ok()
+        };
+        assert!(check("127.0.0.1:7420", Some("http://127.0.0.1:7420"), true));
+        assert!(check("127.0.0.1:7420", Some("http://localhost:7420"), true));
+        assert!(check("localhost:7420", Some("http://[::1]:7420"), false));
+        assert!(check("127.0.0.1:7420", None, false));
+        assert!(!check("127.0.0.1:7420", None, true));
+        assert!(!check("127.0.0.1:7420", Some("http://localhost:8080"), true));
+        assert!(!check("127.0.0.1:7420", Some("https://127.0.0.1:7420"), false));
+        assert!(!check("127.0.0.1:7420", Some("null"), false));
+        assert!(!check("lev.example:7420", Some("http://evil.example:7420"), false));
+        assert!(check("lev.example:7420", Some("http://lev.example:7420"), false));
+        let public = crate::state::Settings {
+            public_url: Some("https://lev.example".into()),
+            ..crate::state::Settings::default()
+        };
+        let mut h = HeaderMap::new();
+        h.insert(HOST, HeaderValue::from_static("10.0.0.5:7420"));
+        h.insert(ORIGIN, HeaderValue::from_static("https://lev.example"));
+        assert!(check_origin(&h, &public).is_ok());
     }
 
     #[test]

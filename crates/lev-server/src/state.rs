@@ -29,6 +29,9 @@ pub struct Settings {
     pub attach_root: Option<std::path::PathBuf>,
     /// Mark the dashboard's session cookie `Secure` (set when serving TLS).
     pub secure_cookies: bool,
+    /// `--public-url`: the dashboard's origin as people's browsers see it
+    /// (behind a proxy), e.g. `https://lev.example.com`.
+    pub public_url: Option<String>,
     /// How operators are waited for (`--operator-grace`, ...).
     pub operators: crate::operators::OperatorSettings,
     /// The gate's policy (`--policy`); without a file, every call asks.
@@ -46,6 +49,7 @@ impl Default for Settings {
             max_part_bytes: 10 * 1024 * 1024,
             attach_root: None,
             secure_cookies: false,
+            public_url: None,
             operators: crate::operators::OperatorSettings::default(),
             policy: Arc::new(lev_approval::policy::Policy::default()),
             policy_source: "built-in".into(),

@@ -70,6 +70,8 @@ pub struct TaskFilter {
     pub session_id: Option<String>,
     /// Only this status.
     pub status: Option<TaskStatus>,
+    /// Only tasks spawned for this caller.
+    pub caller: Option<String>,
     /// Page size.
     pub limit: u32,
     /// Continue below this position (a previous page's `next_before`).

@@ -109,6 +109,7 @@ async fn token(admin: &Client, name: &str, role: Role) -> anyhow::Result<Client>
             name: name.into(),
             role,
             caller: None,
+            sessions: (role == Role::Operator).then(|| vec!["*".into()]),
         })
         .await
         .with_context(|| format!("making the {name} token"))?;

@@ -64,6 +64,7 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
             name: "demo-agent".into(),
             role: Role::Worker,
             caller: None,
+            sessions: None,
         })
         .await
         .context("making the demo agent's token")?;

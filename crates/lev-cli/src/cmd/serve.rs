@@ -36,9 +36,14 @@ pub struct Args {
     /// How long a connected operator has to reply before people are asked.
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub operator_reply_timeout: u64,
-    /// Lifetime of a signed approval.
+    /// Lifetime of a signed approval: 1 second to 7 days.
     #[arg(long, default_value_t = 600, value_name = "SECONDS")]
     pub approval_ttl: u64,
+    /// The dashboard's origin as browsers see it, behind a proxy
+    /// (e.g. https://lev.example.com): requests made with the dashboard's
+    /// cookie from any other origin are refused.
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// Let a dashboard reply attach files named by `@path`, read on this
     /// machine from below this directory only (off unless set).
     #[arg(long, value_name = "DIR")]
@@ -74,9 +79,6 @@ fn default_data_dir() -> anyhow::Result<PathBuf> {
 /// # Errors
 /// A bad flag, an unusable data dir, a socket that cannot be bound.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.approval_ttl == 0 {
-        anyhow::bail!("--approval-ttl: expected at least 1 second, found 0");
-    }
     let data_dir = match args.data_dir {
         Some(dir) => dir,
         None => default_data_dir()?,
@@ -89,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.operator_reply_timeout = Duration::from_secs(args.operator_reply_timeout);
     config.settings.approval_ttl = Duration::from_secs(args.approval_ttl);
     config.settings.attach_root = args.attach_root;
+    config.settings.public_url = args.public_url.map(|u| u.trim_end_matches('/').to_owned());
     config.tls = args.tls_cert.zip(args.tls_key);
     config.insecure_http = args.insecure_http;
     let runtime = tokio::runtime::Builder::new_multi_thread()

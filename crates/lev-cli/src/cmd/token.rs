@@ -21,7 +21,8 @@ enum TokenCommand {
     /// Make a token and print its secret (shown this once; only its hash is
     /// stored). An approver's or admin's dashboard login URL is printed too.
     ///
-    /// Example: lev token create alice --role approver
+    /// Examples: lev token create alice --role approver
+    ///           lev token create main-ai --role operator --sessions 'ci-*,build-7'
     Create {
         /// The token's name: the identity written into signed decisions.
         name: String,
@@ -32,6 +33,11 @@ enum TokenCommand {
         /// person, and may not name another.
         #[arg(long, value_name = "CALLER")]
         caller: Option<String>,
+        /// The sessions the token may act in, comma-separated patterns
+        /// (`*` matches any run of characters; '*' for every session).
+        /// Required for operator tokens; optional for workers.
+        #[arg(long, value_name = "PATTERNS", value_delimiter = ',')]
+        sessions: Option<Vec<String>>,
         /// Print JSON: {"name", "role", "token", "login_url"}.
         #[arg(long)]
         json: bool,
@@ -41,7 +47,7 @@ enum TokenCommand {
     /// List tokens (names, roles, callers; never secrets).
     #[command(alias = "list")]
     Ls {
-        /// Print JSON: an array of {"name", "role", "caller", "created_at"}.
+        /// Print JSON: an array of {"name", "role", "caller", "sessions", "created_at"}.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -88,6 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             name,
             role,
             caller,
+            sessions,
             json,
             client,
         } => {
@@ -98,6 +105,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     name: name.clone(),
                     role,
                     caller,
+                    sessions: sessions.map(|list| {
+                        list.into_iter()
+                            .map(|p| p.trim().to_owned())
+                            .filter(|p| !p.is_empty())
+                            .collect()
+                    }),
                 }))
                 .with_context(|| format!("token create {}", term::one_line(&name)))?;
             let login_url = matches!(role, Role::Approver | Role::Admin)
@@ -139,16 +152,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!(
                     "{}",
                     style.bold(&format!(
-                        "{:<width$}  {:<8}  {:<16}  CREATED",
-                        "NAME", "ROLE", "CALLER"
+                        "{:<width$}  {:<8}  {:<16}  {:<20}  CREATED",
+                        "NAME", "ROLE", "CALLER", "SESSIONS"
                     ))
                 );
                 for t in &tokens {
+                    let sessions = t.sessions.as_ref().map_or_else(
+                        || if t.role == Role::Operator { "(none)".to_owned() } else { "*".to_owned() },
+                        |s| s.join(","),
+                    );
                     println!(
-                        "{:<width$}  {:<8}  {:<16}  {}",
+                        "{:<width$}  {:<8}  {:<16}  {:<20}  {}",
                         term::one_line(&t.name),
                         t.role.as_str(),
                         term::one_line(t.caller.as_deref().unwrap_or("-")),
+                        term::one_line(&sessions),
                         term::rfc3339(Some(t.created_at))
                     );
                 }

@@ -30,6 +30,8 @@ struct Served {
     child: Child,
     url: String,
     admin: String,
+    /// Every line the server wrote on stderr after it started listening.
+    stderr: Arc<std::sync::Mutex<Vec<String>>>,
     _dir: Scratch,
 }
 
@@ -73,12 +75,25 @@ impl Served {
             .unwrap()
             .trim()
             .to_owned();
+        let stderr = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            while let Ok(line) = rx.recv() {
+                lines.lock().unwrap().push(line);
+            }
+        });
         Self {
             child,
             url,
             admin,
+            stderr,
             _dir: dir,
         }
+    }
+
+    /// What the server wrote on stderr so far.
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
     }
 
     async fn token(&self, name: &str, role: Role) -> String {
@@ -88,6 +103,7 @@ impl Served {
                 name: name.into(),
                 role,
                 caller: None,
+                sessions: (role == Role::Operator).then(|| vec!["*".into()]),
             })
             .await
             .unwrap()
@@ -338,4 +354,160 @@ async fn an_operator_written_in_python_answers_asks_and_runs_spawns() {
 
     drop(py);
     a_person_answers_after_the_operator_died(&s, &session, "s-py").await;
+}
+
+/// Open the operator socket of `session` with `token`: the socket, or the
+/// HTTP status and error code of the refusal.
+async fn open_operator_socket(
+    url: &str,
+    session: &str,
+    token: &str,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    (u16, String),
+> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let ws_url = format!(
+        "{}/v1/operators/{session}/ws",
+        url.replacen("http", "ws", 1)
+    );
+    let mut req = ws_url.into_client_request().unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            let body: Value = resp
+                .body()
+                .as_deref()
+                .and_then(|b| serde_json::from_slice(b).ok())
+                .unwrap_or(Value::Null);
+            Err((
+                resp.status().as_u16(),
+                body["error"]["code"].as_str().unwrap_or("").to_owned(),
+            ))
+        }
+        Err(e) => panic!("connect: {e}"),
+    }
+}
+
+/// Operator takeover, as an attacker tried it: an operator token of one
+/// session's team connects to another session. Refused with 403
+/// `session_scope`; an operator token without sessions cannot be made; a
+/// replacement by a covering token closes the old socket with 4000, is
+/// audited with both names, and the server does not panic doing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_tokens_act_only_in_their_sessions_and_replacements_are_audited() {
+    use futures_util::StreamExt as _;
+    let s = Served::start("op-scope", 5, 30);
+    let made = |name: &str, sessions: &str| {
+        lev([
+            "token", "create", name, "--role", "operator", "--sessions", sessions, "--json",
+            "--url", &s.url, "--token", &s.admin,
+        ])
+    };
+    let ci = made("ci-ops", "ci-*");
+    assert_eq!(ci.code, 0, "{ci:?}");
+    let ci = ci.json()["token"].as_str().unwrap().to_owned();
+    let ci2 = made("ci-ops-2", "build-7, ci-*").json()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let build = made("build-ops", "build-7").json()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Without --sessions an operator token is refused; so are reserved names.
+    let unscoped = lev([
+        "token", "create", "any-ops", "--role", "operator", "--url", &s.url, "--token", &s.admin,
+    ]);
+    assert_eq!(unscoped.code, 1, "{unscoped:?}");
+    assert!(unscoped.stderr.contains("sessions"), "{}", unscoped.stderr);
+    for reserved in ["policy", "timeout", "system", "operator", "person:ann", "group:oncall"] {
+        let run = lev([
+            "token", "create", reserved, "--role", "approver", "--url", &s.url, "--token",
+            &s.admin,
+        ]);
+        assert_eq!(run.code, 1, "{reserved}: {run:?}");
+        assert!(run.stderr.contains("reserved"), "{reserved}: {}", run.stderr);
+    }
+    let listed = lev(["token", "ls", "--json", "--url", &s.url, "--token", &s.admin]);
+    let ci_row = listed
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "ci-ops-2")
+        .cloned()
+        .unwrap();
+    assert_eq!(ci_row["sessions"], json!(["build-7", "ci-*"]));
+
+    // Another team's session: 403 session_scope, before any upgrade.
+    assert_eq!(
+        open_operator_socket(&s.url, "ci-1", &build).await.err(),
+        Some((403, "session_scope".to_owned()))
+    );
+    // A worker limited to sessions cannot ask outside them either.
+    let worker = Client::new(&s.url, Some(s.admin.clone())).unwrap();
+    let scoped_worker = worker
+        .create_token(&TokenCreate {
+            name: "ci-worker".into(),
+            role: Role::Worker,
+            caller: None,
+            sessions: Some(vec!["ci-*".into()]),
+        })
+        .await
+        .unwrap()
+        .token;
+    let scoped_worker = Client::new(&s.url, Some(scoped_worker)).unwrap();
+    let refused = Session::new(&scoped_worker, "build-7")
+        .ask(json!("may I?"), Some(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("session_scope"), "{refused}");
+
+    // The covering token connects; a second covering token replaces it.
+    let mut first = open_operator_socket(&s.url, "ci-1", &ci).await.unwrap();
+    let hello = first.next().await.unwrap().unwrap();
+    assert!(hello.to_text().unwrap().contains("\"hello\""), "{hello:?}");
+    let mut second = open_operator_socket(&s.url, "ci-1", &ci2).await.unwrap();
+    let _hello = second.next().await.unwrap().unwrap();
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(5), first.next()).await {
+            Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Close(frame)))) => break frame,
+            Ok(Some(Ok(_))) => {}
+            other => panic!("expected a close frame, found {other:?}"),
+        }
+    };
+    assert_eq!(u16::from(closed.unwrap().code), 4000);
+    // And once more, back to the first token.
+    let mut third = open_operator_socket(&s.url, "ci-1", &ci).await.unwrap();
+    let _hello = third.next().await.unwrap().unwrap();
+    drop(second);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let audit = lev(["audit", "--json", "--url", &s.url, "--token", &s.admin]);
+    assert_eq!(audit.code, 0, "{audit:?}");
+    let replaced: Vec<(String, String)> = audit.json()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "operator.replaced")
+        .map(|e| {
+            (
+                e["data"]["replaced"].as_str().unwrap().to_owned(),
+                e["data"]["by"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        replaced,
+        [
+            ("ci-ops".to_owned(), "ci-ops-2".to_owned()),
+            ("ci-ops-2".to_owned(), "ci-ops".to_owned())
+        ]
+    );
+    let stderr = s.stderr();
+    assert!(!stderr.contains("panicked"), "the server panicked:\n{stderr}");
 }

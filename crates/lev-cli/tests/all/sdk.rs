@@ -24,6 +24,7 @@ fn create_answer_wait_cycle_and_tool_result_text() {
                 name: "w1".into(),
                 role: Role::Worker,
                 caller: None,
+                sessions: None,
             })
             .await
             .unwrap()
@@ -33,6 +34,7 @@ fn create_answer_wait_cycle_and_tool_result_text() {
                 name: "alice".into(),
                 role: Role::Approver,
                 caller: None,
+                sessions: None,
             })
             .await
             .unwrap()

@@ -730,6 +730,7 @@ fn task_cases() -> Vec<(&'static str, Task)> {
         last_result: None,
         output_tail: None,
         error: None,
+        caller: None,
         created_at: datetime!(2025-03-01 10:00:00 UTC),
         updated_at: datetime!(2025-03-01 10:00:00 UTC),
     };
@@ -812,6 +813,7 @@ fn token_create_cases() -> Vec<(&'static str, TokenCreate)> {
         name: s(name),
         role,
         caller: None,
+        sessions: None,
     };
     vec![
         (
@@ -823,6 +825,13 @@ fn token_create_cases() -> Vec<(&'static str, TokenCreate)> {
         ),
         ("approver", token("bob", Role::Approver)),
         ("operator", token("main-ai", Role::Operator)),
+        (
+            "operator_sessions",
+            TokenCreate {
+                sessions: Some(vec![s("ci-*"), s("build-7")]),
+                ..token("main-ai", Role::Operator)
+            },
+        ),
         ("admin", token("root", Role::Admin)),
     ]
 }

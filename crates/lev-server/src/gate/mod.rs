@@ -113,7 +113,9 @@ pub(crate) fn sign(state: &AppState, d: &Decision<'_>) -> ApiResult<(Envelope, S
         conversation_id: d.conversation_id.to_owned(),
         nonce: new_nonce().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?,
         issued_at: now,
-        expires_at: now + ttl,
+        expires_at: now.checked_add(ttl).ok_or_else(|| {
+            ApiError::Internal("approval ttl: the expiry time is out of range".into())
+        })?,
     };
     Ok((
         sign_payload(&payload, &state.keys().active()),
@@ -167,6 +169,7 @@ fn validate(
     let named = (!req.caller.is_empty()).then_some(req.caller.as_str());
     let caller = principal.effective_caller(named)?.unwrap_or_default();
     check_id("session_id", &req.session_id)?;
+    principal.check_session(&req.session_id)?;
     check_id("request_id", &req.request_id)?;
     check_opt_id("conversation_id", &req.conversation_id)?;
     check_opt_id("turn_id", &req.turn_id)?;

@@ -95,6 +95,8 @@ struct Entry {
 struct Conn {
     id: u64,
     out: mpsc::UnboundedSender<Outbound>,
+    /// The operator's token name.
+    operator: String,
 }
 
 struct Session {
@@ -294,18 +296,25 @@ impl OperatorHub {
     /// A new operator connection for `session_id`: it replaces the one
     /// before (closed with 4000), gets `hello` with the pending req_ids, then
     /// every pending message again, in order.
-    pub fn connect(&self, session_id: &str) -> (u64, mpsc::UnboundedReceiver<Outbound>) {
+    /// Returns the connection's id, its queue, and the token name of the
+    /// operator it replaced, if any.
+    pub fn connect(
+        &self,
+        session_id: &str,
+        operator: &str,
+    ) -> (u64, mpsc::UnboundedReceiver<Outbound>, Option<String>) {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let (out, rx) = mpsc::unbounded_channel();
         let mut sessions = lock(&self.sessions);
         let session = sessions
             .entry(session_id.to_owned())
             .or_insert_with(Session::new);
-        if let Some(old) = session.conn.take() {
+        let replaced = session.conn.take().map(|old| {
             let _ = old
                 .out
                 .send(Outbound::Close(4000, "replaced by a newer connection"));
-        }
+            old.operator
+        });
         let hello = ServerMsg::Hello {
             session_id: session_id.to_owned(),
             pending: session.pending.keys().map(|n| self.req_id(*n)).collect(),
@@ -316,10 +325,14 @@ impl OperatorHub {
             let _ = out.send(Outbound::Text(entry.frame.clone()));
             entry.sent_at = Some(now);
         }
-        session.conn = Some(Conn { id, out });
+        session.conn = Some(Conn {
+            id,
+            out,
+            operator: operator.to_owned(),
+        });
         session.ever_connected = true;
         session.bump();
-        (id, rx)
+        (id, rx, replaced)
     }
 
     /// Connection `conn_id` of `session_id` ended. True when it was the
@@ -453,10 +466,13 @@ impl Ticket {
             let now = Instant::now();
             let escalate_at = match (connected, sent_at) {
                 (true, Some(sent)) if self.kind != Kind::Spawn => {
-                    Some((sent + settings.reply_timeout, Waited::ReplyTimeout))
+                    sent.checked_add(settings.reply_timeout)
+                        .map(|at| (at, Waited::ReplyTimeout))
                 }
                 (true, _) => None,
-                (false, _) => Some((since + settings.grace, Waited::NoOperator)),
+                (false, _) => since
+                    .checked_add(settings.grace)
+                    .map(|at| (at, Waited::NoOperator)),
             };
             if now >= deadline {
                 return self.give_up(Waited::Deadline);

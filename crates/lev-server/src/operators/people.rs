@@ -113,7 +113,10 @@ pub async fn ask_people(
         }
     }));
     validate_request(&request, &state.settings().limits)?;
-    let expires_at = now + time::Duration::seconds(i64::try_from(timeout_s.max(1)).unwrap_or(1));
+    let expires_at = i64::try_from(timeout_s.max(1))
+        .ok()
+        .and_then(|s| now.checked_add(time::Duration::seconds(s)))
+        .ok_or_else(|| ApiError::Invalid(format!("timeout_s: {timeout_s} is too far ahead")))?;
     let interaction = Interaction {
         request,
         status: InteractionStatus::Pending,

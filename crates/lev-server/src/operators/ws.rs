@@ -36,6 +36,9 @@ pub async fn upgrade(
 ) -> ApiResult<Response> {
     principal.require(&[Role::Operator])?;
     lev_protocol::validate::check_id("session_id", &session_id)?;
+    // Only a token that covers the session may operate it, and so replace
+    // its operator (SPEC section 12).
+    principal.check_session(&session_id)?;
     Ok(ws
         .max_message_size(MAX_FRAME)
         .max_frame_size(MAX_FRAME)
@@ -106,7 +109,17 @@ fn parse(text: &str) -> Result<ClientMsg, Outbound> {
 async fn serve(state: AppState, session_id: String, name: String, socket: WebSocket) {
     let hub = std::sync::Arc::clone(state.operators());
     let settings = hub.settings().clone();
-    let (conn_id, mut outbound) = hub.connect(&session_id);
+    let (conn_id, mut outbound, replaced) = hub.connect(&session_id, &name);
+    if let Some(previous) = replaced {
+        let _ = state
+            .store()
+            .append_audit(lev_store::AuditRecord {
+                action: "operator.replaced".into(),
+                actor: name.clone(),
+                data: json!({"session_id": session_id, "replaced": previous, "by": name}),
+            })
+            .await;
+    }
     let _ = state
         .store()
         .append_event(
@@ -179,9 +192,14 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
         }
     });
     let mut shutdown = state.shutdown_signal();
+    // A finished JoinHandle must not be polled again.
+    let mut writer_done = false;
     loop {
         let frame = tokio::select! {
-            _ = &mut writer => break,
+            _ = &mut writer => {
+                writer_done = true;
+                break;
+            }
             () = crate::state::stopped(&mut shutdown) => {
                 let _ = errors_tx.send(Outbound::Close(1001, "the server is shutting down"));
                 break;
@@ -225,8 +243,10 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
     }
     // Let the writer flush a close frame, briefly.
     drop(errors_tx);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), &mut writer).await;
-    writer.abort();
+    if !writer_done {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), &mut writer).await;
+        writer.abort();
+    }
     if hub.disconnect(&session_id, conn_id) {
         let _ = state
             .store()

@@ -24,6 +24,7 @@ pub async fn create(
     JsonBody(mut req): JsonBody<InteractionRequest>,
 ) -> ApiResult<(StatusCode, Json<Interaction>)> {
     principal.require(&[Role::Worker])?;
+    principal.check_session(&req.session_id)?;
     req.caller = principal.effective_caller(req.caller.as_deref())?;
     validate_request(&req, &state.settings().limits)?;
     let now = OffsetDateTime::now_utc();
@@ -134,7 +135,7 @@ pub async fn list(
 }
 
 /// Read an interaction, 404 when there is none, 403 for a worker bound to
-/// another caller.
+/// another caller or limited to other sessions.
 pub async fn load(state: &AppState, principal: &Principal, id: &str) -> ApiResult<InteractionView> {
     let view = state
         .store()
@@ -142,6 +143,7 @@ pub async fn load(state: &AppState, principal: &Principal, id: &str) -> ApiResul
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no interaction {id:?}")))?;
     principal.check_owns(view.request.request.caller.as_deref())?;
+    principal.check_session(&view.request.request.session_id)?;
     Ok(view)
 }
 

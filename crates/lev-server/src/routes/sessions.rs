@@ -81,6 +81,7 @@ pub async fn ask(
 ) -> ApiResult<Json<AskResponse>> {
     principal.require(&[Role::Worker])?;
     lev_protocol::validate::check_id("session_id", &session_id)?;
+    principal.check_session(&session_id)?;
     let deadline = deadline(req.timeout_s, DEFAULT_ASK_TIMEOUT_S);
     let too_late = || timed_out("the ask", req.timeout_s, DEFAULT_ASK_TIMEOUT_S);
     let hub = Arc::clone(state.operators());
@@ -196,6 +197,7 @@ pub async fn spawn(
 ) -> ApiResult<Json<SpawnResponse>> {
     principal.require(&[Role::Worker])?;
     lev_protocol::validate::check_id("session_id", &session_id)?;
+    principal.check_session(&session_id)?;
     let deadline = deadline(req.timeout_s, DEFAULT_SPAWN_TIMEOUT_S);
     let too_late = || timed_out("the spawn", req.timeout_s, DEFAULT_SPAWN_TIMEOUT_S);
     hook(&state, &principal, &session_id, &req.spawn, deadline)
@@ -218,6 +220,7 @@ pub async fn spawn(
                 last_result: None,
                 output_tail: None,
                 error: None,
+                caller: principal.caller.clone(),
                 created_at: now,
                 updated_at: now,
             },

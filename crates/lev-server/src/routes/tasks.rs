@@ -50,6 +50,7 @@ pub async fn list(
     principal.require(&[Role::Worker, Role::Approver])?;
     if let Some(session) = &query.session_id {
         lev_protocol::validate::check_id("session_id", session)?;
+        principal.check_session(session)?;
     }
     let status = match query.status.as_deref() {
         None | Some("all") => None,
@@ -65,17 +66,28 @@ pub async fn list(
             ApiError::Invalid("cursor: expected a next_cursor from a previous page".into())
         })?),
     };
+    // A worker bound to a caller sees only that caller's tasks (SPEC
+    // section 12); one limited to sessions, only those sessions' tasks.
+    let caller = match principal.role {
+        Role::Worker => principal.caller.clone(),
+        _ => None,
+    };
     let page = state
         .store()
         .list_tasks(TaskFilter {
             session_id: query.session_id,
             status,
+            caller,
             limit: query.limit.unwrap_or(50).clamp(1, 500),
             before,
         })
         .await?;
     Ok(Json(TaskPage {
-        items: page.items,
+        items: page
+            .items
+            .into_iter()
+            .filter(|t| may_see(&principal, t))
+            .collect(),
         next_cursor: page.next_before.map(|n| n.to_string()),
     }))
 }
@@ -87,12 +99,24 @@ pub async fn get_one(
     PathParam(id): PathParam,
 ) -> ApiResult<Json<Task>> {
     principal.require(&[Role::Worker, Role::Approver])?;
-    state
+    let task = state
         .store()
         .get_task(&id)
         .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))
+        .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
+    check_may_touch(&principal, &task)?;
+    Ok(Json(task))
+}
+
+/// Whether `principal` may see `task`: a worker bound to a caller only its
+/// caller's, a worker limited to sessions only theirs.
+fn may_see(principal: &Principal, task: &Task) -> bool {
+    check_may_touch(principal, task).is_ok()
+}
+
+fn check_may_touch(principal: &Principal, task: &Task) -> ApiResult<()> {
+    principal.check_session(&task.session_id)?;
+    principal.check_owns(task.caller.as_deref())
 }
 
 /// Who posts a result: a task's scoped token (for that task only), or a
@@ -167,6 +191,10 @@ pub async fn post_result(
         }
         ResultPoster::Principal(principal) => {
             principal.require(&[Role::Worker])?;
+            lev_protocol::validate::check_id("task_id", &result.task_id)?;
+            if let Some(task) = state.store().get_task(&result.task_id).await? {
+                check_may_touch(principal, &task)?;
+            }
             principal.name.clone()
         }
     };

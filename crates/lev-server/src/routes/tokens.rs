@@ -21,6 +21,14 @@ pub async fn create(
 ) -> ApiResult<(StatusCode, Json<TokenCreated>)> {
     principal.require(&[Role::Admin])?;
     check_id("name", &req.name)?;
+    if lev_protocol::ids::is_reserved_token_name(&req.name) {
+        return Err(ApiError::Invalid(format!(
+            "name: {:?} is reserved (policy, timeout, system, operator and names starting \
+             with person:, group: or task: are written by lev itself); choose another",
+            req.name
+        )));
+    }
+    check_sessions(req.role, req.sessions.as_deref())?;
     if let Some(caller) = &req.caller {
         check_id("caller", caller)?;
         if req.role != Role::Worker {
@@ -36,6 +44,7 @@ pub async fn create(
             name: req.name.clone(),
             role: req.role,
             caller: req.caller,
+            sessions: req.sessions,
             created_at: OffsetDateTime::now_utc(),
         },
         hash: token_hash(&secret),
@@ -78,5 +87,41 @@ pub async fn revoke(
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound(format!("no token named {name:?}")))
+    }
+}
+
+/// Session patterns: required for operators, allowed for workers, refused
+/// for other roles (an approver or admin acts across sessions).
+fn check_sessions(role: Role, sessions: Option<&[String]>) -> ApiResult<()> {
+    use lev_protocol::ids::{MAX_SESSION_PATTERNS, is_valid_session_pattern};
+    match (role, sessions) {
+        (Role::Operator, None) => Err(ApiError::Invalid(
+            "sessions: an operator token needs the session patterns it may operate \
+             (e.g. [\"ci-*\", \"build-7\"]; [\"*\"] for every session)"
+                .into(),
+        )),
+        (Role::Approver | Role::Admin, Some(_)) => Err(ApiError::Invalid(format!(
+            "sessions: only operator and worker tokens are limited to sessions, found role {}",
+            role.as_str()
+        ))),
+        (_, Some([])) => Err(ApiError::Invalid(
+            "sessions: expected at least one session pattern".into(),
+        )),
+        (_, Some(list)) if list.len() > MAX_SESSION_PATTERNS => Err(ApiError::Invalid(format!(
+            "sessions: at most {MAX_SESSION_PATTERNS} patterns, found {}",
+            list.len()
+        ))),
+        (_, Some(list)) => {
+            for (i, p) in list.iter().enumerate() {
+                if !is_valid_session_pattern(p) {
+                    return Err(ApiError::Invalid(format!(
+                        "sessions[{i}]: expected 1 to 128 characters of A-Z a-z 0-9 . _ : - *, found {:?}",
+                        p.chars().take(64).collect::<String>()
+                    )));
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }

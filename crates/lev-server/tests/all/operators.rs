@@ -81,7 +81,11 @@ impl OpServer {
             .post(
                 "/v1/tokens",
                 &self.admin,
-                &json!({"name": name, "role": role}),
+                &if role == "operator" {
+                    json!({"name": name, "role": role, "sessions": ["*"]})
+                } else {
+                    json!({"name": name, "role": role})
+                },
             )
             .await;
         assert_eq!(status, StatusCode::CREATED, "{v}");

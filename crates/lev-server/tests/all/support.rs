@@ -130,6 +130,9 @@ impl TestServer {
         if let Some(c) = caller {
             body["caller"] = json!(c);
         }
+        if role == "operator" {
+            body["sessions"] = json!(["*"]);
+        }
         let (status, v) = self.post("/v1/tokens", &self.admin, &body).await;
         assert_eq!(status, StatusCode::CREATED, "{v}");
         v["token"].as_str().unwrap().to_owned()

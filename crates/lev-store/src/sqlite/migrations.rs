@@ -134,6 +134,15 @@ CREATE INDEX tasks_by_status ON tasks (status, seq);
 ALTER TABLE interactions ADD COLUMN original_request_json TEXT;
 ",
     ),
+    (
+        4,
+        // Session-scoped tokens (SPEC section 12), and the caller a task was
+        // spawned for, so a worker bound to a caller sees only its own tasks.
+        r"
+ALTER TABLE tokens ADD COLUMN sessions_json TEXT;
+ALTER TABLE tasks ADD COLUMN caller TEXT;
+",
+    ),
 ];
 
 /// Bring the database up to the newest schema.

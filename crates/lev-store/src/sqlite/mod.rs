@@ -334,22 +334,32 @@ fn millis(t: OffsetDateTime) -> i64 {
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
-fn token_info_from_row(row: &Row<'_>) -> rusqlite::Result<(TokenInfo, String)> {
+/// The columns [`token_from_row`] reads.
+const TOKEN_COLUMNS: &str = "name, role, caller, created_at, hash, sessions_json";
+
+/// A token row. A role, time or session list that does not decode is an
+/// error, never a default: a corrupt row must not become a working token.
+fn token_from_row(row: &Row<'_>) -> Result<TokenRecord> {
+    let name: String = row.get(0)?;
+    let what = format!("token {name}");
     let role: String = row.get(1)?;
-    let created: String = row.get(3)?;
-    Ok((
-        TokenInfo {
-            name: row.get(0)?,
-            role: Role::parse(&role).unwrap_or(Role::Worker),
+    let role = Role::parse(&role).ok_or_else(|| corrupt(&what, format!("unknown role {role:?}")))?;
+    let created_at = parse_time(&what, &row.get::<_, String>(3)?)?;
+    let sessions = row
+        .get::<_, Option<String>>(5)?
+        .map(|s| serde_json::from_str::<Vec<String>>(&s))
+        .transpose()
+        .map_err(|e| corrupt(&what, e))?;
+    Ok(TokenRecord {
+        info: TokenInfo {
+            name,
+            role,
             caller: row.get(2)?,
-            created_at: OffsetDateTime::parse(
-                &created,
-                &time::format_description::well_known::Rfc3339,
-            )
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH),
+            sessions,
+            created_at,
         },
-        row.get(4)?,
-    ))
+        hash: row.get(4)?,
+    })
 }
 
 fn audit_from_row(row: &Row<'_>) -> Result<AuditEntry> {
@@ -610,14 +620,20 @@ impl Store for SqliteStore {
                     return Ok(TokenCreateOutcome::NameTaken);
                 }
                 let info = &token.info;
+                let sessions = info
+                    .sessions
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()
+                    .map_err(|e| corrupt("token sessions", e))?;
                 exec(tx.conn,
-                    "INSERT INTO tokens (name, role, caller, hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![info.name, info.role.as_str(), info.caller, token.hash, rfc3339(info.created_at)],
+                    "INSERT INTO tokens (name, role, caller, hash, created_at, sessions_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![info.name, info.role.as_str(), info.caller, token.hash, rfc3339(info.created_at), sessions],
                 )?;
                 tx.audit(AuditRecord {
                     action: "token.created".into(),
                     actor,
-                    data: json!({"name": info.name, "role": info.role.as_str(), "caller": info.caller}),
+                    data: json!({"name": info.name, "role": info.role.as_str(), "caller": info.caller, "sessions": info.sessions}),
                 })?;
                 Ok(TokenCreateOutcome::Created)
             })
@@ -626,13 +642,14 @@ impl Store for SqliteStore {
 
     async fn list_tokens(&self) -> Result<Vec<TokenInfo>> {
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT name, role, caller, created_at, hash FROM tokens ORDER BY name",
-            )?;
-            let rows = stmt.query_map([], token_info_from_row)?;
-            Ok(rows
-                .map(|r| r.map(|(info, _)| info))
-                .collect::<rusqlite::Result<_>>()?)
+            let mut stmt =
+                conn.prepare_cached(&format!("SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY name"))?;
+            let mut rows = stmt.query([])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                out.push(token_from_row(row)?.info);
+            }
+            Ok(out)
         })
         .await
     }
@@ -661,13 +678,10 @@ impl Store for SqliteStore {
         // pool, whose thread hand-off costs several times the indexed read
         // (a WAL reader never waits for the writer).
         self.read_inline(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT name, role, caller, created_at, hash FROM tokens WHERE hash = ?1",
-            )?;
-            Ok(stmt
-                .query_row([hash], token_info_from_row)
-                .optional()?
-                .map(|(info, hash)| TokenRecord { info, hash }))
+            let mut stmt =
+                conn.prepare_cached(&format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?1"))?;
+            let mut rows = stmt.query([hash])?;
+            rows.next()?.map(token_from_row).transpose()
         })
     }
 

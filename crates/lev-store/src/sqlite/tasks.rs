@@ -12,7 +12,7 @@ use super::{SqliteStore, audit_summary, corrupt, load_view, parse_time, view_jso
 use crate::tasks::{NewTask, TaskChange, TaskFilter, TaskFinish, TaskPage, TaskResult, TaskStore};
 use crate::{AuditRecord, Result};
 
-const TASK_COLUMNS: &str = "seq, id, session_id, status, spawn_json, last_result_json, output_tail, error, created_at, updated_at";
+const TASK_COLUMNS: &str = "seq, id, session_id, status, spawn_json, last_result_json, output_tail, error, created_at, updated_at, caller";
 
 pub(super) fn status_str(s: TaskStatus) -> &'static str {
     match s {
@@ -58,6 +58,7 @@ fn task_from_row(row: &Row<'_>) -> Result<(i64, Task)> {
             last_result,
             output_tail: row.get(6)?,
             error: row.get(7)?,
+            caller: row.get(10)?,
             created_at,
             updated_at,
         },
@@ -111,9 +112,9 @@ impl TaskStore for SqliteStore {
                 let t = &new.task;
                 let spawn = serde_json::to_string(&t.spawn).map_err(|e| corrupt(&t.id, e))?;
                 tx.conn.execute(
-                    "INSERT INTO tasks (id, session_id, status, spawn_json, token_hash, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-                    params![t.id, t.session_id, status_str(t.status), spawn, new.token_hash, rfc3339(t.created_at)],
+                    "INSERT INTO tasks (id, session_id, status, spawn_json, token_hash, created_at, updated_at, caller)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
+                    params![t.id, t.session_id, status_str(t.status), spawn, new.token_hash, rfc3339(t.created_at), t.caller],
                 )?;
                 announce(tx, &t.id, "task.created", new.actor, json!({"spawn": t.spawn}))
             })
@@ -135,11 +136,20 @@ impl TaskStore for SqliteStore {
             if filter.session_id.is_some() {
                 sql.push_str(" AND session_id = ?3");
             }
+            if filter.caller.is_some() {
+                sql.push_str(" AND caller = ?5");
+            }
             sql.push_str(" ORDER BY seq DESC LIMIT ?4");
             let mut stmt = conn.prepare_cached(&sql)?;
             let status = filter.status.map(status_str);
             let before = filter.before.unwrap_or(i64::MAX);
-            let mut rows = stmt.query(params![before, status, filter.session_id, limit + 1])?;
+            let mut rows = stmt.query(params![
+                before,
+                status,
+                filter.session_id,
+                limit + 1,
+                filter.caller
+            ])?;
             let mut items = Vec::new();
             let mut last_seq = None;
             while let Some(row) = rows.next()? {

@@ -269,6 +269,7 @@ async fn audit_chain_is_whole_and_append_only() {
             name: "bob".into(),
             role: Role::Approver,
             caller: None,
+            sessions: None,
             created_at: OffsetDateTime::now_utc(),
         },
         hash: "ab".repeat(32),

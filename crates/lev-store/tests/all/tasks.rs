@@ -22,6 +22,7 @@ fn task(id: &str, session: &str) -> NewTask {
             last_result: None,
             output_tail: None,
             error: None,
+            caller: None,
             created_at: now,
             updated_at: now,
         },

@@ -82,6 +82,7 @@ impl Served {
                 name: name.to_owned(),
                 role,
                 caller: None,
+                sessions: (role == Role::Operator).then(|| vec!["*".into()]),
             }))
             .unwrap()
             .token
