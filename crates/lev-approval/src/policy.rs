@@ -46,6 +46,8 @@ struct RawPolicy {
     #[serde(default = "default_true")]
     self_approval: bool,
     #[serde(default)]
+    default: Option<RuleDecision>,
+    #[serde(default)]
     sandbox_modes: BTreeMap<String, Spanned<Vec<String>>>,
     #[serde(default)]
     tool: Vec<Spanned<RawTool>>,
@@ -96,6 +98,8 @@ pub struct Rule {
     pub reason: String,
     /// The line it starts on, for the audit log.
     pub line: usize,
+    /// The args patterns as written (pointer -> regex), for warnings.
+    patterns: BTreeMap<String, String>,
 }
 
 /// A parsed policy.
@@ -103,6 +107,13 @@ pub struct Rule {
 pub struct Policy {
     /// `false`: nobody approves a call whose caller is themselves.
     pub self_approval: bool,
+    /// What happens to a call that no rule matches (`default = ...`):
+    /// `Ask` asks even when nothing is missing, `Deny` refuses, and `Allow`
+    /// (also when the file says nothing) allows a call that lacks nothing and
+    /// asks for one that lacks something (SPEC section 6, step 4).
+    pub default: RuleDecision,
+    /// Whether the file set `default` itself.
+    default_set: bool,
     sandbox_modes: BTreeMap<String, BTreeSet<String>>,
     tools: Vec<ToolNeeds>,
     rules: Vec<Rule>,
@@ -114,6 +125,8 @@ impl Default for Policy {
     fn default() -> Self {
         Self {
             self_approval: true,
+            default: RuleDecision::Ask,
+            default_set: true,
             sandbox_modes: BTreeMap::new(),
             tools: Vec::new(),
             rules: vec![Rule {
@@ -123,6 +136,7 @@ impl Default for Policy {
                 decision: RuleDecision::Ask,
                 reason: "no policy file: every call asks".into(),
                 line: 0,
+                patterns: BTreeMap::new(),
             }],
         }
     }
@@ -227,10 +241,13 @@ impl Policy {
                 decision: r.decision,
                 reason: r.reason,
                 line,
+                patterns: r.args,
             });
         }
         Ok(Self {
             self_approval: raw.self_approval,
+            default: raw.default.unwrap_or(RuleDecision::Allow),
+            default_set: raw.default.is_some(),
             sandbox_modes,
             tools,
             rules,
@@ -252,6 +269,40 @@ impl Policy {
         all
     }
 
+    /// What a person should know about this policy before trusting it: a
+    /// missing `default`, and command patterns that a path prefix bypasses
+    /// (`^(rm|dd)$` on `/argv/0` does not match `/bin/rm`). Each names the
+    /// rule's line.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.default_set {
+            out.push(
+                "no top-level `default`: a call that no rule matches is allowed whenever its \
+                 sandbox mode grants what it needs; set default = \"ask\" (or \"deny\") to \
+                 decide such calls explicitly"
+                    .to_owned(),
+            );
+        }
+        for rule in &self.rules {
+            for (pointer, pattern) in rule.patterns.iter().filter(|(p, _)| names_a_command(p)) {
+                if let Some(word) = path_prefix_bypass(pattern) {
+                    out.push(format!(
+                        "line {}: the pattern {pattern:?} on {pointer:?} matches {word:?} but not \
+                         \"/usr/bin/{word}\": a command named by its path escapes this {} rule; \
+                         match the base name, e.g. \"^(.*/)?({word})$\"",
+                        rule.line,
+                        match rule.decision {
+                            RuleDecision::Allow => "allow",
+                            RuleDecision::Deny => "deny",
+                            RuleDecision::Ask => "ask",
+                        }
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// The ordered rules.
     pub fn rules(&self) -> &[Rule] {
         &self.rules
@@ -269,6 +320,29 @@ impl Policy {
         self.first_matching_rule(tool, args)
             .filter(|r| r.decision == RuleDecision::Deny)
     }
+}
+
+/// Whether a JSON pointer names the program a call runs: an argv's first
+/// element, or a field called like one.
+fn names_a_command(pointer: &str) -> bool {
+    let last = pointer.rsplit('/').next().unwrap_or("");
+    last == "0"
+        || matches!(
+            last.to_ascii_lowercase().as_str(),
+            "command" | "cmd" | "program" | "executable" | "exe" | "bin" | "binary"
+        )
+}
+
+/// A word that `pattern` matches alone but not behind a directory: the
+/// words tried are the pattern's own runs of letters, digits, `.`, `_` and
+/// `-` (so the cost is linear in the pattern's length, times one match each).
+fn path_prefix_bypass(pattern: &str) -> Option<String> {
+    let re = Regex::new(pattern).ok()?;
+    pattern
+        .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        .filter(|w| w.len() >= 2 && w.chars().any(|c| c.is_ascii_alphabetic()))
+        .find(|w| re.is_match(w) && !re.is_match(&format!("/usr/bin/{w}")))
+        .map(str::to_owned)
 }
 
 /// A tool call as the gate sees it.
@@ -341,13 +415,22 @@ pub fn decide(policy: &Policy, call: &GateCall<'_>, grants: &[GrantRule]) -> Gat
             };
         }
         Some(_) => {}
-        None if missing.is_empty() => {
-            return GateVerdict::AllowByPolicy {
-                shortfall: missing,
-                rule_line: None,
-            };
-        }
-        None => {}
+        None => match policy.default {
+            RuleDecision::Deny => {
+                return GateVerdict::Deny {
+                    reason: "no policy rule matches this call, and the policy's default is deny"
+                        .into(),
+                    rule_line: 0,
+                };
+            }
+            RuleDecision::Allow if missing.is_empty() => {
+                return GateVerdict::AllowByPolicy {
+                    shortfall: missing,
+                    rule_line: None,
+                };
+            }
+            RuleDecision::Allow | RuleDecision::Ask => {}
+        },
     }
     let facts = GrantMatch {
         caller: call.caller,
@@ -383,6 +466,65 @@ mod tests {
     }
 
     #[test]
+    fn the_default_decides_calls_no_rule_matches() {
+        let args = json!({"argv": ["rm", "-rf", "/"]});
+        let modes = "[sandbox_modes]\n\"full\" = [\"*\"]\n";
+        let verdict = |default: &str| {
+            let p = Policy::parse(&format!("{default}\n{modes}")).unwrap();
+            decide(&p, &call("Bash", &args, "full", &[]), &[])
+        };
+        // Without `default`, SPEC step 4: nothing missing, allowed (and warned about).
+        assert!(matches!(verdict(""), GateVerdict::AllowByPolicy { .. }));
+        assert!(!Policy::parse(modes).unwrap().warnings().is_empty());
+        assert!(matches!(
+            verdict("default = \"ask\""),
+            GateVerdict::Ask { .. }
+        ));
+        assert!(matches!(
+            verdict("default = \"deny\""),
+            GateVerdict::Deny { .. }
+        ));
+        assert!(matches!(
+            verdict("default = \"allow\""),
+            GateVerdict::AllowByPolicy { .. }
+        ));
+        assert!(Policy::parse("default = \"maybe\"").is_err());
+    }
+
+    #[test]
+    fn the_example_denies_commands_named_by_their_path_and_warns_of_none() {
+        let p = Policy::parse(EXAMPLE_POLICY).unwrap();
+        assert_eq!(p.warnings(), Vec::<String>::new());
+        for argv0 in ["rm", "/bin/rm", "/usr/bin/rm", "./dd", "mkfs"] {
+            let args = json!({"argv": [argv0, "-rf", "/"]});
+            assert!(
+                matches!(
+                    decide(&p, &call("shell", &args, "danger-full-access", &[]), &[]),
+                    GateVerdict::Deny { .. }
+                ),
+                "{argv0}"
+            );
+        }
+        // A Bash call that no rule matches asks: the example's default.
+        let bash = json!({"command": "rm -rf /"});
+        assert!(matches!(
+            decide(&p, &call("Bash", &bash, "danger-full-access", &[]), &[]),
+            GateVerdict::Ask { .. }
+        ));
+    }
+
+    #[test]
+    fn a_rule_that_a_path_prefix_bypasses_is_warned_about() {
+        let text = "default = \"ask\"\n[[rule]]\ntool = \"shell\"\nargs = { \"/argv/0\" = \"^(rm|dd|mkfs)$\" }\ndecision = \"deny\"\n";
+        let warnings = Policy::parse(text).unwrap().warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("line 2:"), "{}", warnings[0]);
+        assert!(warnings[0].contains("/usr/bin/rm"), "{}", warnings[0]);
+        let fixed = text.replace("^(rm|dd|mkfs)$", "^(.*/)?(rm|dd|mkfs)$");
+        assert!(Policy::parse(&fixed).unwrap().warnings().is_empty());
+    }
+
+    #[test]
     fn the_example_policy_parses_and_decides() {
         let p = Policy::parse(EXAMPLE_POLICY).unwrap();
         let rm = json!({"argv": ["rm", "-rf", "/"], "cwd": "/"});
@@ -397,13 +539,13 @@ mod tests {
                 shortfall: BTreeSet::from(["proc-exec".to_owned()])
             }
         );
-        assert!(matches!(
+        // Nothing missing, but no rule matches: the example's default asks.
+        assert_eq!(
             decide(&p, &call("shell", &ls, "danger-full-access", &[]), &[]),
-            GateVerdict::AllowByPolicy {
-                rule_line: None,
-                ..
+            GateVerdict::Ask {
+                shortfall: BTreeSet::new()
             }
-        ));
+        );
         assert!(matches!(
             decide(&p, &call("fs.read", &json!({}), "read-only", &[]), &[]),
             GateVerdict::AllowByPolicy {

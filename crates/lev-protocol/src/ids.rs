@@ -169,7 +169,14 @@ mod session_tests {
 
     #[test]
     fn reserved_names() {
-        for name in ["policy", "timeout", "system", "operator", "person:ann", "group:oncall"] {
+        for name in [
+            "policy",
+            "timeout",
+            "system",
+            "operator",
+            "person:ann",
+            "group:oncall",
+        ] {
             assert!(is_reserved_token_name(name), "{name}");
         }
         for name in ["ann", "policy-bot", "operators"] {

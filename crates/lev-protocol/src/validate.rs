@@ -38,6 +38,15 @@ impl Default for Limits {
     }
 }
 
+/// Longest text field of an answer (`value`, `feedback`, `reason`,
+/// `injected_context`), in bytes (SPEC section 9).
+pub const ANSWER_TEXT_BYTES: usize = 64 * 1024;
+/// Most `grant_args` patterns of one answer: each is compiled for every gate
+/// call the grant is tried on.
+pub const GRANT_ARGS_MAX: usize = 16;
+/// Longest `grant_args` pointer or pattern, in bytes.
+pub const GRANT_ARGS_PATTERN_BYTES: usize = 1024;
+
 /// Why a request or a response is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -325,6 +334,31 @@ pub fn validate_response<P>(
         .filter(|f| !f.is_empty())
         .map(str::to_owned);
     resp.modified_args_json = resp.modified_args_json.filter(|m| !m.is_empty());
+    for (field, text) in [
+        ("value", resp.value.as_deref()),
+        ("feedback", resp.feedback.as_deref()),
+        ("reason", resp.reason.as_deref()),
+        ("injected_context", resp.injected_context.as_deref()),
+    ] {
+        if let Some(text) = text {
+            check_len(field, text, ANSWER_TEXT_BYTES)?;
+        }
+    }
+    if let Some(grant_args) = &resp.grant_args {
+        if grant_args.len() > GRANT_ARGS_MAX {
+            return Err(invalid(
+                "grant_args",
+                format!(
+                    "at most {GRANT_ARGS_MAX} patterns, found {}",
+                    grant_args.len()
+                ),
+            ));
+        }
+        for (pointer, pattern) in grant_args {
+            check_len("grant_args", pointer, GRANT_ARGS_PATTERN_BYTES)?;
+            check_len("grant_args", pattern, GRANT_ARGS_PATTERN_BYTES)?;
+        }
+    }
 
     let present = |name: &'static str| -> bool {
         match name {

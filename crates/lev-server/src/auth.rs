@@ -128,7 +128,11 @@ impl Principal {
 fn describe_patterns(patterns: &[String]) -> String {
     let shown: Vec<String> = patterns.iter().take(5).map(|p| format!("{p:?}")).collect();
     if patterns.len() > shown.len() {
-        format!("{} and {} more", shown.join(", "), patterns.len() - shown.len())
+        format!(
+            "{} and {} more",
+            shown.join(", "),
+            patterns.len() - shown.len()
+        )
     } else {
         shown.join(", ")
     }

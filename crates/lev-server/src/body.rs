@@ -22,17 +22,36 @@ pub const RESPOND_LIMIT: usize = 40 * 1024 * 1024;
 #[derive(Debug)]
 pub struct JsonBody<T, const LIMIT: usize = JSON_LIMIT>(pub T);
 
+/// Bodies larger than this are parsed on the blocking pool, so a burst of
+/// large bodies cannot hold the async workers that answer everyone else.
+const INLINE_PARSE_LIMIT: usize = 64 * 1024;
+
 impl<S, T, const LIMIT: usize> FromRequest<S> for JsonBody<T, LIMIT>
 where
     S: Send + Sync,
-    T: DeserializeOwned,
+    T: DeserializeOwned + Send + 'static,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         let bytes = read_limited(req, LIMIT).await?;
-        parse_json(&bytes).map(JsonBody)
+        parse_json_off_executor(bytes).await.map(JsonBody)
     }
+}
+
+/// [`parse_json`], on the blocking pool when the body is large.
+///
+/// # Errors
+/// As [`parse_json`].
+pub async fn parse_json_off_executor<T: DeserializeOwned + Send + 'static>(
+    bytes: Vec<u8>,
+) -> Result<T, ApiError> {
+    if bytes.len() <= INLINE_PARSE_LIMIT {
+        return parse_json(&bytes);
+    }
+    tokio::task::spawn_blocking(move || parse_json(&bytes))
+        .await
+        .map_err(|e| ApiError::Internal(format!("parsing the body: {e}")))?
 }
 
 fn too_large(limit: usize) -> ApiError {
@@ -102,6 +121,7 @@ fn drain_in_background(mut body: Body) {
 /// # Errors
 /// As above.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    check_depth(bytes)?;
     // Well-formedness first, so that `{"a":1} trailing` is malformed (400)
     // rather than missing a field (422).
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| classify("", e))?;
@@ -118,16 +138,67 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
+/// Deepest JSON nesting a body may have (SPEC section 9).
+pub const MAX_DEPTH: usize = 64;
+
+/// Refuse JSON nested deeper than [`MAX_DEPTH`], in one pass over the bytes
+/// (strings skipped, escapes honoured), before any parser recurses into it.
+///
+/// # Errors
+/// 400 naming the limit.
+pub fn check_depth(bytes: &[u8]) -> Result<(), ApiError> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(ApiError::Malformed(format!(
+                        "the body is nested deeper than {MAX_DEPTH} levels"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Narrowing re-reads the body once per key of one object: only for small
+/// bodies and objects, so its cost stays a small constant times the body's
+/// size (a wider object is an attack or a mistake; the error then names
+/// the object instead of the field).
+const NARROW_MAX_BODY: usize = 64 * 1024;
+const NARROW_MAX_KEYS: usize = 16;
+
 /// Name the field inside an internally tagged enum (`kind`) that a type
 /// error is about: serde buffers such an enum, so its error's path stops at
 /// the enum. Each key of that object is left out in turn; the one whose
 /// absence cures the error (or makes it "missing field" for that very key)
-/// is the culprit. Runs on the error path only.
+/// is the culprit. Runs on the error path only, and only within
+/// [`NARROW_MAX_BODY`] and [`NARROW_MAX_KEYS`].
 fn narrow<T: DeserializeOwned>(
     bytes: &[u8],
     path: &str,
     err: &serde_json::Error,
 ) -> Option<String> {
+    if bytes.len() > NARROW_MAX_BODY {
+        return None;
+    }
     let message = err.to_string();
     if path.is_empty()
         || path == "."
@@ -139,12 +210,11 @@ fn narrow<T: DeserializeOwned>(
     }
     let pointer = format!("/{}", path.replace('.', "/"));
     let root: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let keys: Vec<String> = root
-        .pointer(&pointer)?
-        .as_object()?
-        .keys()
-        .cloned()
-        .collect();
+    let object = root.pointer(&pointer)?.as_object()?;
+    if object.len() > NARROW_MAX_KEYS {
+        return None;
+    }
+    let keys: Vec<String> = object.keys().cloned().collect();
     for key in keys.into_iter().filter(|k| k != "type") {
         let mut copy = root.clone();
         copy.pointer_mut(&pointer)?.as_object_mut()?.remove(&key);

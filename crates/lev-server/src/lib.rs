@@ -247,6 +247,11 @@ impl Server {
         }
         let policy = gate::load_policy(config.policy.as_deref(), &config.data_dir)
             .map_err(ServeError::Config)?;
+        if let Some((policy, source)) = &policy {
+            for warning in policy.warnings() {
+                log::info(&format!("policy {source}: warning: {warning}"));
+            }
+        }
         let data_err = |message: String| ServeError::DataDir {
             path: config.data_dir.display().to_string(),
             message,

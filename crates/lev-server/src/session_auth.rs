@@ -315,7 +315,10 @@ pub async fn middleware(
 ///
 /// # Errors
 /// 403 `origin`.
-pub fn check_origin(headers: &HeaderMap, settings: &crate::state::Settings) -> Result<(), ApiError> {
+pub fn check_origin(
+    headers: &HeaderMap,
+    settings: &crate::state::Settings,
+) -> Result<(), ApiError> {
     let refuse = |why: String| ApiError::Forbidden {
         code: "origin",
         message: why,
@@ -348,7 +351,11 @@ pub fn check_origin(headers: &HeaderMap, settings: &crate::state::Settings) -> R
     if settings.public_url.as_deref().is_some_and(own) {
         return Ok(());
     }
-    let scheme = if settings.secure_cookies { "https" } else { "http" };
+    let scheme = if settings.secure_cookies {
+        "https"
+    } else {
+        "http"
+    };
     if let Some(host) = headers.get(HOST).and_then(|v| v.to_str().ok()) {
         if own(&format!("{scheme}://{host}")) {
             return Ok(());
@@ -477,11 +484,27 @@ mod tests {
         assert!(check("localhost:7420", Some("http://[::1]:7420"), false));
         assert!(check("127.0.0.1:7420", None, false));
         assert!(!check("127.0.0.1:7420", None, true));
-        assert!(!check("127.0.0.1:7420", Some("http://localhost:8080"), true));
-        assert!(!check("127.0.0.1:7420", Some("https://127.0.0.1:7420"), false));
+        assert!(!check(
+            "127.0.0.1:7420",
+            Some("http://localhost:8080"),
+            true
+        ));
+        assert!(!check(
+            "127.0.0.1:7420",
+            Some("https://127.0.0.1:7420"),
+            false
+        ));
         assert!(!check("127.0.0.1:7420", Some("null"), false));
-        assert!(!check("lev.example:7420", Some("http://evil.example:7420"), false));
-        assert!(check("lev.example:7420", Some("http://lev.example:7420"), false));
+        assert!(!check(
+            "lev.example:7420",
+            Some("http://evil.example:7420"),
+            false
+        ));
+        assert!(check(
+            "lev.example:7420",
+            Some("http://lev.example:7420"),
+            false
+        ));
         let public = crate::state::Settings {
             public_url: Some("https://lev.example".into()),
             ..crate::state::Settings::default()

@@ -252,6 +252,9 @@ pub trait Store: TaskStore + GateStore + Send + Sync + 'static {
     async fn audit_head(&self) -> Result<(u64, String)>;
 
     /// Store an attachment's bytes under their SHA-256 (hex); idempotent.
+    /// They are served (`get_blob`) only once an answer whose parts name
+    /// them commits: the winning answer records them in its transaction, so
+    /// a losing answer's attachments are never kept as the server's.
     async fn put_blob(&self, sha256: &str, media_type: &str, bytes: Vec<u8>) -> Result<()>;
 
     /// An attachment's media type and bytes.

@@ -22,7 +22,8 @@ enum PolicyCommand {
     /// Example: lev policy example > ~/.local/share/lev/policy.toml
     Example,
     /// Check a policy file: exit 0 when `lev serve --policy FILE` would
-    /// start with it, else 1 with the line of the first mistake.
+    /// start with it (warnings, such as a command pattern that `/bin/rm`
+    /// slips past, on stderr), else 1 with the line of the first mistake.
     Check {
         /// The policy file.
         file: PathBuf,
@@ -44,6 +45,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let text =
                 std::fs::read_to_string(&file).with_context(|| format!("reading {shown}"))?;
             let policy = Policy::parse(&text).with_context(|| shown.clone())?;
+            for warning in policy.warnings() {
+                eprintln!("{shown}: warning: {warning}");
+            }
             println!(
                 "{shown}: ok ({} rules, self-approval {})",
                 policy.rules().len(),

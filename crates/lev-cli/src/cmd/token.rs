@@ -158,7 +158,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 );
                 for t in &tokens {
                     let sessions = t.sessions.as_ref().map_or_else(
-                        || if t.role == Role::Operator { "(none)".to_owned() } else { "*".to_owned() },
+                        || {
+                            if t.role == Role::Operator {
+                                "(none)".to_owned()
+                            } else {
+                                "*".to_owned()
+                            }
+                        },
                         |s| s.join(","),
                     );
                     println!(

@@ -402,8 +402,18 @@ async fn operator_tokens_act_only_in_their_sessions_and_replacements_are_audited
     let s = Served::start("op-scope", 5, 30);
     let made = |name: &str, sessions: &str| {
         lev([
-            "token", "create", name, "--role", "operator", "--sessions", sessions, "--json",
-            "--url", &s.url, "--token", &s.admin,
+            "token",
+            "create",
+            name,
+            "--role",
+            "operator",
+            "--sessions",
+            sessions,
+            "--json",
+            "--url",
+            &s.url,
+            "--token",
+            &s.admin,
         ])
     };
     let ci = made("ci-ops", "ci-*");
@@ -424,15 +434,27 @@ async fn operator_tokens_act_only_in_their_sessions_and_replacements_are_audited
     ]);
     assert_eq!(unscoped.code, 1, "{unscoped:?}");
     assert!(unscoped.stderr.contains("sessions"), "{}", unscoped.stderr);
-    for reserved in ["policy", "timeout", "system", "operator", "person:ann", "group:oncall"] {
+    for reserved in [
+        "policy",
+        "timeout",
+        "system",
+        "operator",
+        "person:ann",
+        "group:oncall",
+    ] {
         let run = lev([
-            "token", "create", reserved, "--role", "approver", "--url", &s.url, "--token",
-            &s.admin,
+            "token", "create", reserved, "--role", "approver", "--url", &s.url, "--token", &s.admin,
         ]);
         assert_eq!(run.code, 1, "{reserved}: {run:?}");
-        assert!(run.stderr.contains("reserved"), "{reserved}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("reserved"),
+            "{reserved}: {}",
+            run.stderr
+        );
     }
-    let listed = lev(["token", "ls", "--json", "--url", &s.url, "--token", &s.admin]);
+    let listed = lev([
+        "token", "ls", "--json", "--url", &s.url, "--token", &s.admin,
+    ]);
     let ci_row = listed
         .json()
         .as_array()
@@ -509,5 +531,8 @@ async fn operator_tokens_act_only_in_their_sessions_and_replacements_are_audited
         ]
     );
     let stderr = s.stderr();
-    assert!(!stderr.contains("panicked"), "the server panicked:\n{stderr}");
+    assert!(
+        !stderr.contains("panicked"),
+        "the server panicked:\n{stderr}"
+    );
 }

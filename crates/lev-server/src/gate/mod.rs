@@ -286,7 +286,8 @@ pub async fn decide(
             Some(r) => json!({"policy": source, "rule_line": r.line, "rule_tool": r.tool,
                                "rule_decision": decision_name(r.decision), "rule_reason": r.reason}),
             None => json!({"policy": source, "rule_line": null,
-                            "why": "no rule matched and nothing is missing"}),
+                            "why": format!("no rule matched; the policy's default is {}",
+                                           decision_name(policy.default))}),
         }
     };
     let signed = |approved: bool,

@@ -465,10 +465,9 @@ impl Ticket {
             }
             let now = Instant::now();
             let escalate_at = match (connected, sent_at) {
-                (true, Some(sent)) if self.kind != Kind::Spawn => {
-                    sent.checked_add(settings.reply_timeout)
-                        .map(|at| (at, Waited::ReplyTimeout))
-                }
+                (true, Some(sent)) if self.kind != Kind::Spawn => sent
+                    .checked_add(settings.reply_timeout)
+                    .map(|at| (at, Waited::ReplyTimeout)),
                 (true, _) => None,
                 (false, _) => since
                     .checked_add(settings.grace)

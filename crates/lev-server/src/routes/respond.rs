@@ -20,7 +20,7 @@ use time::OffsetDateTime;
 use super::interactions::{already_answered, gone};
 use crate::auth::Principal;
 use crate::blobs::{decode_parts, store_parts};
-use crate::body::{JsonBody, RESPOND_LIMIT};
+use crate::body::{JSON_LIMIT, RESPOND_LIMIT, parse_json_off_executor, read_limited};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -30,9 +30,20 @@ pub async fn respond(
     principal: Principal,
     via: crate::session_auth::CurrentSession,
     super::PathParam(id): super::PathParam,
-    JsonBody(answer): JsonBody<InteractionResponse, RESPOND_LIMIT>,
+    request: axum::extract::Request,
 ) -> ApiResult<Json<RespondResult>> {
     principal.require(&[Role::Approver])?;
+    let bytes = read_limited(request, RESPOND_LIMIT).await?;
+    let size = bytes.len();
+    let answer: InteractionResponse = parse_json_off_executor(bytes).await?;
+    // Only attachments may make a respond body large (SPEC section 9).
+    if answer.parts.is_empty() && size > JSON_LIMIT {
+        return Err(ApiError::TooLarge(format!(
+            "a respond body without parts may be at most {} KiB, found {} KiB",
+            JSON_LIMIT / 1024,
+            size.div_ceil(1024)
+        )));
+    }
     decide(&state, &id, answer, &principal.name, &via)
         .await
         .map(Json)

@@ -236,3 +236,159 @@ async fn unknown_routes_and_methods_answer_json() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(code(&v), "malformed");
 }
+
+/// A create body whose `kind` holds `n` extra keys and a field of the wrong
+/// type that sorts after them all: the shape that once made error narrowing
+/// re-read the whole body once per key.
+fn wide_kind_body(n: usize) -> String {
+    let mut kind = String::from(r#"{"type":"tool_approval","tool_name":7,"args_json":"{}""#);
+    for i in 0..n {
+        kind.push_str(&format!(r#","k{i:06}":0"#));
+    }
+    kind.push('}');
+    format!(r#"{{"session_id":"s-1","kind":{kind}}}"#)
+}
+
+/// The least time of a few posts of `body`, and its answer.
+async fn fastest(s: &TestServer, token: &str, body: &str) -> (Duration, StatusCode) {
+    let mut best = Duration::MAX;
+    let mut status = StatusCode::OK;
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let (st, v) = raw_post(s, "/v1/interactions", token, body).await;
+        best = best.min(started.elapsed());
+        assert_eq!(code(&v), "invalid", "{v}");
+        status = st;
+    }
+    (best, status)
+}
+
+/// Parsing and validation are linear in the body's size: eight times the
+/// keys costs about eight times the time, not sixty-four (the quadratic
+/// narrowing took 10+ s on 16,000 keys). A ratio, not a timer, so a slow
+/// machine does not fail it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wide_hostile_body_costs_time_linear_in_its_size() {
+    let s = TestServer::start().await;
+    let (worker, _) = s.worker_and_approver().await;
+    let small = wide_kind_body(8_000);
+    let large = wide_kind_body(64_000);
+    assert!(large.len() < 1024 * 1024, "{}", large.len());
+    // Warm up (connection, allocator).
+    let _ = fastest(&s, &worker, &small).await;
+    let (t_small, st) = fastest(&s, &worker, &small).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
+    // The quadratic path took minutes here: bound the wait, fail clearly.
+    let (t_large, st) = tokio::time::timeout(Duration::from_secs(60), fastest(&s, &worker, &large))
+        .await
+        .expect("64,000 keys parsed in under a minute: a superlinear path otherwise");
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
+    let ratio = t_large.as_secs_f64() / t_small.as_secs_f64().max(1e-4);
+    assert!(
+        ratio < 24.0,
+        "8x the keys took {ratio:.1}x the time ({t_small:?} -> {t_large:?}): a superlinear path"
+    );
+    // A small body still names the field inside `kind`.
+    let (status, v) = raw_post(&s, "/v1/interactions", &worker, &wide_kind_body(2)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(message(&v).contains("kind.tool_name"), "{v}");
+    // And the server answers others meanwhile.
+    let (status, _) = s.get("/v1/health", "").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// JSON nested deeper than 64 levels is 400, on every route, before any
+/// parser recurses into it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nesting_past_64_levels_is_400() {
+    let s = TestServer::start().await;
+    let (worker, _) = s.worker_and_approver().await;
+    let deep = format!(
+        r#"{{"session_id":"s-1","kind":{{"type":"free_text","prompt":"?"}},"metadata":{}1{}}}"#,
+        "[".repeat(70),
+        "]".repeat(70)
+    );
+    let (status, v) = raw_post(&s, "/v1/interactions", &worker, &deep).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert!(message(&v).contains("64 levels"), "{v}");
+    // Brackets inside strings do not count.
+    let in_string = format!(
+        r#"{{"session_id":"s-1","kind":{{"type":"free_text","prompt":"{}"}}}}"#,
+        "[".repeat(100)
+    );
+    let (status, v) = raw_post(&s, "/v1/interactions", &worker, &in_string).await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+}
+
+/// SPEC section 9: an answer's text fields are at most 64 KiB each, a
+/// respond body without parts at most 1 MiB, and `GET /v1/audit` pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_capped_and_the_audit_log_pages() {
+    let s = TestServer::start().await;
+    let (worker, approver) = s.worker_and_approver().await;
+    let big = "x".repeat(64 * 1024 + 1);
+    let id = s
+        .create(&worker, &tool_approval("s-1", r#"{"cmd":"ls"}"#))
+        .await;
+    for (field, body) in [
+        (
+            "injected_context",
+            json!({"request_id": id, "approved": true, "injected_context": big}),
+        ),
+        (
+            "reason",
+            json!({"request_id": id, "approved": true, "reason": big}),
+        ),
+        (
+            "feedback",
+            json!({"request_id": id, "approved": false, "feedback": big}),
+        ),
+    ] {
+        let (status, v) = s.respond(&approver, &id, &body).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{field}: {v}");
+        assert!(message(&v).starts_with(field), "{field}: {v}");
+    }
+    let text = s.create(&worker, &free_text("s-1", "why?")).await;
+    let (status, v) = s
+        .respond(&approver, &text, &json!({"request_id": text, "value": big}))
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    // Many small fields adding up past 1 MiB, without parts: 413.
+    let padded = json!({
+        "request_id": text,
+        "value": "ok",
+        "metadata_that_is_ignored": "y".repeat(1024 * 1024)
+    });
+    let (status, v) = s.respond(&approver, &text, &padded).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    // grant_args: a bounded number of bounded patterns.
+    let many: serde_json::Map<String, Value> = (0..17)
+        .map(|i| (format!("/argv/{i}"), json!("^x$")))
+        .collect();
+    let (status, v) = s
+        .respond(
+            &approver,
+            &id,
+            &json!({"request_id": id, "approved": true, "scope": "session", "grant_args": many}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    // Nothing of the refused answers was kept: still pending.
+    let (_, v) = s.get(&format!("/v1/interactions/{id}"), &worker).await;
+    assert_eq!(v["request"]["status"], "pending");
+
+    // Pages of the audit log, in order, each carrying the head.
+    for i in 0..5 {
+        s.create(&worker, &free_text("s-2", &format!("q{i}"))).await;
+    }
+    let (status, first) = s.get("/v1/audit?limit=2", &s.admin).await;
+    assert_eq!(status, StatusCode::OK);
+    let entries = first["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    let last = entries[1]["seq"].as_u64().unwrap();
+    let (_, next) = s
+        .get(&format!("/v1/audit?after={last}&limit=2"), &s.admin)
+        .await;
+    assert_eq!(next["entries"][0]["seq"].as_u64(), Some(last + 1));
+    assert!(next["head"]["seq"].as_u64().unwrap() >= last + 2);
+}

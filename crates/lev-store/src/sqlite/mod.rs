@@ -290,6 +290,19 @@ pub(super) fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<Transition
         answer.approval.as_ref(),
         answer.answered_at,
     )?;
+    // The winner's attachments become servable with it; a loser's bytes
+    // were written, but no row ever points at them.
+    for part in &answer.response.parts {
+        exec(
+            tx.conn,
+            "INSERT OR IGNORE INTO blobs (sha256, media_type, size) VALUES (?1, ?2, ?3)",
+            params![
+                part.sha256,
+                part.media_type,
+                i64::try_from(part.size).unwrap_or(i64::MAX)
+            ],
+        )?;
+    }
     tx.event("interaction.answered", view_json(&view))?;
     let mut data = audit_summary(&view);
     data.insert("answered_by".into(), json!(answer.answered_by));
@@ -343,7 +356,8 @@ fn token_from_row(row: &Row<'_>) -> Result<TokenRecord> {
     let name: String = row.get(0)?;
     let what = format!("token {name}");
     let role: String = row.get(1)?;
-    let role = Role::parse(&role).ok_or_else(|| corrupt(&what, format!("unknown role {role:?}")))?;
+    let role =
+        Role::parse(&role).ok_or_else(|| corrupt(&what, format!("unknown role {role:?}")))?;
     let created_at = parse_time(&what, &row.get::<_, String>(3)?)?;
     let sessions = row
         .get::<_, Option<String>>(5)?
@@ -678,8 +692,9 @@ impl Store for SqliteStore {
         // pool, whose thread hand-off costs several times the indexed read
         // (a WAL reader never waits for the writer).
         self.read_inline(|conn| {
-            let mut stmt =
-                conn.prepare_cached(&format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?1"))?;
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?1"
+            ))?;
             let mut rows = stmt.query([hash])?;
             rows.next()?.map(token_from_row).transpose()
         })
@@ -737,23 +752,13 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn put_blob(&self, sha256: &str, media_type: &str, bytes: Vec<u8>) -> Result<()> {
+    async fn put_blob(&self, sha256: &str, _media_type: &str, bytes: Vec<u8>) -> Result<()> {
+        // The bytes only: the row that serves them is written by the answer
+        // that carries them, in its transaction, and only if it wins.
         let path = self.blob_path(sha256);
-        let size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
         tokio::task::spawn_blocking(move || write_durably(&path, &bytes))
             .await
-            .map_err(|e| StoreError::Database(format!("blob task failed: {e}")))??;
-        let (sha, media) = (sha256.to_owned(), media_type.to_owned());
-        self.writer
-            .write(move |tx| {
-                exec(
-                    tx.conn,
-                    "INSERT OR IGNORE INTO blobs (sha256, media_type, size) VALUES (?1, ?2, ?3)",
-                    params![sha, media, size],
-                )?;
-                Ok(())
-            })
-            .await
+            .map_err(|e| StoreError::Database(format!("blob task failed: {e}")))?
     }
 
     async fn get_blob(&self, sha256: &str) -> Result<Option<(String, Vec<u8>)>> {

@@ -319,6 +319,41 @@ async fn blobs_round_trip() {
     store.put_blob(sha, "text/plain", Vec::new()).await.unwrap();
     assert_eq!(
         store.get_blob(sha).await.unwrap(),
+        None,
+        "bytes alone are not served: only a committed answer's parts are"
+    );
+    store.create_interaction(free_text("ir_b")).await.unwrap();
+    let part = |sha: &str| lev_protocol::StoredPart {
+        name: "a.txt".into(),
+        media_type: "text/plain".into(),
+        size: 0,
+        sha256: sha.into(),
+        original_name: None,
+    };
+    let mut winner = answer("ir_b", "first", "alice");
+    winner.response.parts = vec![part(sha)];
+    let loser_sha = "a".repeat(64);
+    store
+        .put_blob(&loser_sha, "text/plain", Vec::new())
+        .await
+        .unwrap();
+    let mut loser = answer("ir_b", "second", "bob");
+    loser.response.parts = vec![part(&loser_sha)];
+    assert!(matches!(
+        store.answer_interaction(winner).await.unwrap(),
+        TransitionOutcome::Done(_)
+    ));
+    assert!(matches!(
+        store.answer_interaction(loser).await.unwrap(),
+        TransitionOutcome::AlreadyAnswered(_)
+    ));
+    assert_eq!(
+        store.get_blob(&loser_sha).await.unwrap(),
+        None,
+        "the loser's part is not kept"
+    );
+    assert_eq!(
+        store.get_blob(sha).await.unwrap(),
         Some(("text/plain".into(), Vec::new()))
     );
     assert_eq!(store.get_blob(&"0".repeat(64)).await.unwrap(), None);
