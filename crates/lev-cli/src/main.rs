@@ -16,6 +16,7 @@ mod gatekeep;
 mod mcp;
 mod report;
 mod term;
+mod trust;
 
 use std::process::ExitCode;
 

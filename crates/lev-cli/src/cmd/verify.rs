@@ -1,7 +1,6 @@
 //! `lev verify`: offline verification of a signed approval (SPEC sections 5 and 7).
 
 use std::io::Read as _;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
@@ -73,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "the envelope and --args-file cannot both be read from standard input"
         ));
     }
-    let keys = load_keys(&args.key)?;
+    let keys = crate::trust::load_keys(&args.key)?;
     let envelope = read_input(&args.envelope).context("reading the envelope")?;
     let call_args = match (&args.args_file, &args.args) {
         (Some(file), _) => read_input(file).context("reading --args-file")?,
@@ -185,34 +184,6 @@ fn read_input(path: &str) -> anyhow::Result<Vec<u8>> {
     } else {
         std::fs::read(path).with_context(|| path.to_owned())
     }
-}
-
-/// Every `--key`: a file (JWKS, JWK, or a key file's public half) when one
-/// exists at that path, else the text of one base64url public key.
-fn load_keys(specs: &[String]) -> anyhow::Result<TrustedKeys> {
-    let mut all = TrustedKeys::new();
-    for spec in specs {
-        let path = Path::new(spec);
-        let set = if path.is_file() {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--key: reading {}", path.display()))?;
-            TrustedKeys::parse(&text).map_err(|e| anyhow!("--key {}: {e}", path.display()))?
-        } else {
-            TrustedKeys::parse(spec).map_err(|e| {
-                if spec.contains(['/', '\\']) || spec.ends_with(".json") {
-                    anyhow!(
-                        "--key: expected a key file or a base64url public key, found {spec:?}: no file at that path, and {e}"
-                    )
-                } else {
-                    anyhow!("--key: {e}")
-                }
-            })?
-        };
-        for key in set.candidates("") {
-            all.insert(*key).map_err(|e| anyhow!("--key: {e}"))?;
-        }
-    }
-    Ok(all)
 }
 
 /// The verification error, with a hint where one helps.
