@@ -5,15 +5,18 @@
 //! Untrusted bytes reach three decoders: the envelope (`verify_json`), a key
 //! set (`TrustedKeys::parse`), and, by signing the bytes with a trusted key so
 //! that the signature check passes, the strict payload parse and time checks
-//! behind it. None may panic, and what verifies must keep the binding's
-//! invariants.
+//! behind it. The bytes also pick an `issued_at`, an `expires_at` and a
+//! verifier's clock anywhere in the representable range (extreme years and
+//! offsets included), for a signed grant and for the envelopes above. None
+//! may panic, and what verifies must keep the binding's invariants and be
+//! inside its validity window.
 
 use lev_approval::{
-    ApprovalPayload, Call, SigningKeyPair, TrustedKeys, VerifyError, sign_envelope, verify,
-    verify_json,
+    ApprovalPayload, CLOCK_SKEW, Call, SigningKeyPair, TrustedKeys, VerifyError, sign_envelope,
+    sign_payload, verify, verify_json,
 };
 use lev_protocol::APPROVAL_PAYLOAD_TYPE;
-use time::OffsetDateTime;
+use time::{OffsetDateTime, UtcOffset};
 
 /// What one run reached, so a smoke test can tell that its inputs go deep.
 #[derive(Debug, Clone, Copy, Default)]
@@ -24,6 +27,8 @@ pub struct Reached {
     pub parsed_keys: bool,
     /// The bytes, signed, were a valid approval payload.
     pub verified_payload: bool,
+    /// The grant signed with the times the bytes picked verified.
+    pub verified_times: bool,
 }
 
 /// The key the fuzz target trusts: the test vectors' key A, so mutated vectors
@@ -59,6 +64,57 @@ pub fn run(data: &[u8]) -> Reached {
         assert!(!set.is_empty(), "a parsed key set holds a key");
     }
 
+    let clock = any_time(data, 16);
+    if let Ok(v) = verify_json(data, &keys, clock) {
+        check_invariants(&v);
+        check_window(&v, clock);
+    }
+    let issued_at = any_time(data, 0);
+    let expires_at = any_time(data, 8);
+    let grant = ApprovalPayload {
+        v: 1,
+        turn_id: "t-1".into(),
+        request_id: "call-1".into(),
+        tool_name: "shell".into(),
+        args_json: "{}".into(),
+        modified_args_json: String::new(),
+        approved: true,
+        approved_for_session: false,
+        covered_capabilities: vec!["proc-exec".into()],
+        caller: "alice".into(),
+        approver: "bob".into(),
+        sandbox_mode: "workspace-write".into(),
+        reason: String::new(),
+        injected_context: String::new(),
+        conversation_id: "c-1".into(),
+        nonce: "AAECAwQFBgcICQoLDA0ODw".into(),
+        issued_at,
+        expires_at,
+    };
+    match verify(&sign_payload(&grant, &key), &keys, clock) {
+        Ok(v) => {
+            reached.verified_times = true;
+            check_invariants(&v);
+            check_window(&v, clock);
+        }
+        Err(VerifyError::NotYetValid { .. }) => {
+            assert!(
+                nanos(clock) < nanos(issued_at) - skew_nanos(),
+                "not yet valid, but it is"
+            );
+        }
+        Err(VerifyError::Expired { .. }) => {
+            assert!(
+                nanos(clock) > nanos(expires_at) + skew_nanos(),
+                "expired, but it is not"
+            );
+        }
+        Err(VerifyError::Payload(_)) => {
+            assert!(expires_at < issued_at, "a well-formed grant refused");
+        }
+        Err(e) => panic!("a grant signed by a trusted key refused: {e}"),
+    }
+
     let envelope = sign_envelope(APPROVAL_PAYLOAD_TYPE, data, &key);
     match verify(&envelope, &keys, now()) {
         Ok(v) => {
@@ -75,6 +131,63 @@ pub fn run(data: &[u8]) -> Reached {
         Err(_) => {}
     }
     reached
+}
+
+/// The first second RFC 3339 can write, 0000-01-01T00:00:00Z.
+const FIRST: i64 = -62_167_219_200;
+/// The last, 9999-12-31T23:59:59Z.
+const LAST: i64 = 253_402_300_799;
+
+/// A time picked by the 8 bytes of `data` at `at` (zeros past the end):
+/// often one of the extremes, else anywhere from year 0 to 9999, in a
+/// whole-minute offset that keeps it writable, with nanoseconds.
+fn any_time(data: &[u8], at: usize) -> OffsetDateTime {
+    let mut b = [0u8; 8];
+    for (i, byte) in b.iter_mut().enumerate() {
+        *byte = data.get(at + i).copied().unwrap_or(0);
+    }
+    let n = u64::from_le_bytes(b);
+    let span = u64::try_from(LAST - FIRST).unwrap_or(u64::MAX);
+    let seconds = match n % 8 {
+        0 => FIRST,
+        1 => LAST,
+        2 => 1_767_269_100 + i64::from(i8::from_le_bytes([b[1]])),
+        _ => FIRST.saturating_add(i64::try_from((n >> 3) % span).unwrap_or(0)),
+    };
+    let utc = OffsetDateTime::from_unix_timestamp(seconds).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    let utc = utc
+        .replace_nanosecond(u32::from(b[2]) * 3_900_000)
+        .unwrap_or(utc);
+    let minutes = i32::from(i16::from_le_bytes([b[3], b[4]])) % (24 * 60);
+    UtcOffset::from_whole_seconds(minutes * 60)
+        .ok()
+        .and_then(|offset| utc.checked_to_offset(offset))
+        .filter(|t| (0..=9999).contains(&t.year()))
+        .unwrap_or(utc)
+}
+
+fn nanos(t: OffsetDateTime) -> i128 {
+    t.unix_timestamp_nanos()
+}
+
+fn skew_nanos() -> i128 {
+    CLOCK_SKEW.whole_nanoseconds()
+}
+
+/// What verified is inside its window at `now`, skew allowed, and well ordered.
+fn check_window(v: &lev_approval::VerifiedResponse, now: OffsetDateTime) {
+    assert!(
+        v.issued_at <= v.expires_at,
+        "verified with expires_at before issued_at"
+    );
+    assert!(
+        nanos(v.issued_at) - skew_nanos() <= nanos(now),
+        "verified before issued_at - skew"
+    );
+    assert!(
+        nanos(now) <= nanos(v.expires_at) + skew_nanos(),
+        "verified after expires_at + skew"
+    );
 }
 
 fn check_invariants(v: &lev_approval::VerifiedResponse) {

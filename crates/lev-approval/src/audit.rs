@@ -159,16 +159,16 @@ pub fn verify_chain(
         if e.prev_hash != prev_hash {
             return Err(ChainError::Broken {
                 seq: e.seq,
-                prev: e.seq - 1,
+                prev: e.seq.saturating_sub(1),
             });
         }
         if entry_hash(e.seq, &e.at, &e.action, &e.actor, &e.data, &e.prev_hash) != e.hash {
             return Err(ChainError::Edited { seq: e.seq });
         }
         prev_hash.clone_from(&e.hash);
-        expected += 1;
+        expected = expected.saturating_add(1);
     }
-    let last_seq = expected - 1;
+    let last_seq = expected.saturating_sub(1);
     verify_head_signature(head, keys)?;
     if head.seq != last_seq || head.hash != prev_hash {
         return Err(ChainError::HeadMismatch {

@@ -9,7 +9,12 @@ use crate::payload::ApprovalPayload;
 /// DSSE's pre-authentication encoding:
 /// `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`, lengths in ASCII decimal.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload_type.len() + payload.len() + 32);
+    let mut out = Vec::with_capacity(
+        payload_type
+            .len()
+            .saturating_add(payload.len())
+            .saturating_add(32),
+    );
     out.extend_from_slice(b"DSSEv1 ");
     out.extend_from_slice(payload_type.len().to_string().as_bytes());
     out.push(b' ');

@@ -12,7 +12,11 @@
 //! - Only `verify_strict`: plain and batch Ed25519 verification accept forgeries
 //!   under small-order keys; weak keys are never trusted.
 //! - The payload parse is strict: an unknown field, a duplicated key, a wrong type
-//!   or a missing field is refused.
+//!   or a missing field is refused; timestamps are strict RFC 3339
+//!   ([`parse_timestamp`]), `covered_capabilities` sorted, and `expires_at`
+//!   not before `issued_at`.
+//! - No panic on any input: time and size arithmetic is checked, and the work
+//!   per envelope is bounded ([`MAX_SIGNATURES`]).
 
 pub mod audit;
 mod b64;
@@ -31,10 +35,10 @@ pub use dsse::{pae, sign_envelope, sign_payload};
 pub use grant::{ArgsMatcher, GrantMatch, GrantRule, PatternError, shortfall};
 pub use keys::{KeyError, SigningKeyPair, TrustedKeys, key_id};
 pub use ledger::{InMemoryNonceLedger, NonceLedger, NonceSpent};
-pub use payload::{ApprovalPayload, PAYLOAD_VERSION, new_nonce};
+pub use payload::{ApprovalPayload, PAYLOAD_VERSION, TimestampError, new_nonce, parse_timestamp};
 pub use verify::{
-    Call, ContextMismatch, NotAuthorized, VerifiedResponse, VerifyError, resolve_approved_call,
-    verify, verify_json,
+    Call, ContextMismatch, MAX_SIGNATURES, NotAuthorized, VerifiedResponse, VerifyError,
+    resolve_approved_call, verify, verify_json,
 };
 
 /// Allowed clock skew when checking `issued_at` and `expires_at`.

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 use crate::b64::encode_base64url;
 
@@ -48,11 +49,11 @@ pub struct ApprovalPayload {
     pub conversation_id: String,
     /// Single-use value, at least 128 random bits in base64url.
     pub nonce: String,
-    /// When it was signed.
-    #[serde(with = "time::serde::rfc3339")]
+    /// When it was signed (strict RFC 3339, see [`parse_timestamp`]).
+    #[serde(with = "strict_rfc3339")]
     pub issued_at: OffsetDateTime,
-    /// When it stops being valid.
-    #[serde(with = "time::serde::rfc3339")]
+    /// When it stops being valid (strict RFC 3339, see [`parse_timestamp`]).
+    #[serde(with = "strict_rfc3339")]
     pub expires_at: OffsetDateTime,
 }
 
@@ -68,6 +69,90 @@ impl ApprovalPayload {
     /// serde's message naming the unknown, duplicated, missing or mistyped field.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(bytes)
+    }
+}
+
+/// Why a timestamp is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected an RFC 3339 time such as 2026-01-01T12:00:00Z, found {found:?}: {why}")]
+pub struct TimestampError {
+    /// The text, cut to 64 characters.
+    pub found: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+/// Parse a timestamp strictly, as lev writes them: RFC 3339's `date-time`,
+/// `YYYY-MM-DDTHH:MM:SS`, an optional fraction, then `Z` or `+HH:MM`/`-HH:MM`.
+/// The separator must be an upper-case `T` (not a space or `t`) and the zone
+/// an upper-case `Z` or a numeric offset: one instant has one spelling family,
+/// so a verifier and a signer cannot read the same bytes differently.
+///
+/// # Errors
+/// Any other shape, or a date or time that does not exist.
+pub fn parse_timestamp(text: &str) -> Result<OffsetDateTime, TimestampError> {
+    let refuse = |why: &str| TimestampError {
+        found: text.chars().take(64).collect(),
+        why: why.to_owned(),
+    };
+    let b = text.as_bytes();
+    let digits = |range: std::ops::Range<usize>| {
+        b.get(range)
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+    };
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    if !(digits(0..4)
+        && at(4, b'-')
+        && digits(5..7)
+        && at(7, b'-')
+        && digits(8..10)
+        && at(10, b'T')
+        && digits(11..13)
+        && at(13, b':')
+        && digits(14..16)
+        && at(16, b':')
+        && digits(17..19))
+    {
+        return Err(refuse("not YYYY-MM-DDTHH:MM:SS with an upper-case T"));
+    }
+    let mut i = 19;
+    if at(i, b'.') {
+        let start = i + 1;
+        i = start;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return Err(refuse("a '.' without fraction digits"));
+        }
+    }
+    let zone_ok = match b.get(i..) {
+        Some([b'Z']) => true,
+        Some([b'+' | b'-', h1, h2, b':', m1, m2]) => {
+            [h1, h2, m1, m2].iter().all(|d| d.is_ascii_digit())
+        }
+        _ => false,
+    };
+    if !zone_ok {
+        return Err(refuse(
+            "expected the zone as Z or +HH:MM / -HH:MM, and nothing after it",
+        ));
+    }
+    OffsetDateTime::parse(text, &Rfc3339).map_err(|e| refuse(&e.to_string()))
+}
+
+/// Serde for the payload's times: written as RFC 3339, read by [`parse_timestamp`].
+mod strict_rfc3339 {
+    use serde::{Deserialize as _, Deserializer, Serializer};
+    use time::OffsetDateTime;
+
+    pub fn serialize<S: Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
+        time::serde::rfc3339::serialize(t, s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(d)?;
+        super::parse_timestamp(&text).map_err(serde::de::Error::custom)
     }
 }
 

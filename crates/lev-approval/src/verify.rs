@@ -117,6 +117,62 @@ pub struct VerifiedResponse {
     pub expires_at: OffsetDateTime,
 }
 
+/// A signature's 64 bytes, or why it has none.
+fn decode_signature(text: &str) -> Result<[u8; 64], String> {
+    let raw = decode_base64(text).map_err(|_| "not valid base64".to_owned())?;
+    <[u8; 64]>::try_from(raw.as_slice())
+        .map_err(|_| format!("not 64 bytes (found {} bytes)", raw.len()))
+}
+
+/// What the signature cannot show: the payload's own consistency.
+fn check_payload(p: &ApprovalPayload) -> Result<(), VerifyError> {
+    if !p.covered_capabilities.windows(2).all(|w| w[0] < w[1]) {
+        return Err(VerifyError::Payload(
+            "covered_capabilities is not sorted without duplicates".into(),
+        ));
+    }
+    if p.expires_at < p.issued_at {
+        return Err(VerifyError::Payload(
+            "expires_at is before issued_at".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The envelope's key ids for a message: the first few, each cut short, and
+/// how many more there are.
+fn list_key_ids(envelope: &Envelope) -> String {
+    let mut listed: Vec<String> = envelope
+        .signatures
+        .iter()
+        .take(LISTED_KEY_IDS)
+        .map(|s| shorten(&s.keyid, 32))
+        .collect();
+    let more = envelope.signatures.len().saturating_sub(LISTED_KEY_IDS);
+    if more > 0 {
+        listed.push(format!("and {more} more"));
+    }
+    listed.join(", ")
+}
+
+/// `text` cut to `max` characters (an ellipsis marks the cut), control
+/// characters escaped: envelope text is attacker-written.
+fn shorten(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn as_base64url<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&encode_base64url(bytes))
 }
@@ -324,9 +380,20 @@ pub fn verify_json(
     verify(&envelope, keys, now)
 }
 
-/// Verify an approval envelope: exact payload type, a strict Ed25519 signature
-/// by a trusted key over the PAE, a strict payload parse, a known version, and
-/// `now` within `issued_at` and `expires_at` give or take 60 s.
+/// The most signatures one envelope may carry. Each is checked against every
+/// trusted key, so an envelope with more is refused before any is examined:
+/// a hostile envelope cannot make verification cost grow without bound.
+pub const MAX_SIGNATURES: usize = 16;
+
+/// How many key ids a "no signature by a trusted key" message lists.
+const LISTED_KEY_IDS: usize = 5;
+
+/// Verify an approval envelope: exact payload type, at most
+/// [`MAX_SIGNATURES`] signatures, a strict Ed25519 signature by a trusted key
+/// over the PAE, a strict payload parse (timestamps in strict RFC 3339,
+/// `covered_capabilities` sorted, `expires_at` not before `issued_at`), a
+/// known version, and `now` within `issued_at` and `expires_at` give or take
+/// 60 s.
 ///
 /// # Errors
 /// The first check that fails.
@@ -338,23 +405,36 @@ pub fn verify(
     if envelope.payload_type != APPROVAL_PAYLOAD_TYPE {
         return Err(VerifyError::PayloadType {
             expected: APPROVAL_PAYLOAD_TYPE,
-            found: envelope.payload_type.clone(),
+            found: shorten(&envelope.payload_type, 100),
         });
     }
-    let payload = decode_base64(&envelope.payload)
-        .map_err(|e| VerifyError::Malformed(format!("payload: {e}")))?;
     if envelope.signatures.is_empty() {
         return Err(VerifyError::Malformed("no signatures".into()));
     }
+    if envelope.signatures.len() > MAX_SIGNATURES {
+        return Err(VerifyError::Malformed(format!(
+            "{} signatures, more than the {MAX_SIGNATURES} a verifier examines",
+            envelope.signatures.len()
+        )));
+    }
+    let payload = decode_base64(&envelope.payload)
+        .map_err(|e| VerifyError::Malformed(format!("payload: {e}")))?;
     let message = crate::dsse::pae(&envelope.payload_type, &payload);
     let mut signer = None;
     let mut tried_trusted = None;
-    'sigs: for s in &envelope.signatures {
-        let Ok(raw) = decode_base64(&s.sig) else {
-            continue;
-        };
-        let Ok(bytes) = <[u8; 64]>::try_from(raw.as_slice()) else {
-            continue;
+    let mut undecodable = None;
+    'sigs: for (index, s) in envelope.signatures.iter().enumerate() {
+        let bytes = match decode_signature(&s.sig) {
+            Ok(bytes) => bytes,
+            Err(cause) => {
+                if undecodable.is_none() && keys.contains_kid(&s.keyid) {
+                    undecodable = Some(format!(
+                        "signature {index} by key {}: {cause}",
+                        shorten(&s.keyid, 32)
+                    ));
+                }
+                continue;
+            }
         };
         let sig = Signature::from_bytes(&bytes);
         for key in keys.candidates(&s.keyid) {
@@ -363,21 +443,15 @@ pub fn verify(
                 break 'sigs;
             }
         }
-        if keys.contains_kid(&s.keyid) {
+        if tried_trusted.is_none() && keys.contains_kid(&s.keyid) {
             tried_trusted = Some(s.keyid.clone());
         }
     }
     let Some(signer_public_key) = signer else {
-        return Err(match tried_trusted {
-            Some(kid) => VerifyError::BadSignature(kid),
-            None => VerifyError::UntrustedKey(
-                envelope
-                    .signatures
-                    .iter()
-                    .map(|s| s.keyid.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ),
+        return Err(match (tried_trusted, undecodable) {
+            (Some(kid), _) => VerifyError::BadSignature(kid),
+            (None, Some(cause)) => VerifyError::Malformed(cause),
+            (None, None) => VerifyError::UntrustedKey(list_key_ids(envelope)),
         });
     };
     let p =
@@ -385,17 +459,23 @@ pub fn verify(
     if p.v != PAYLOAD_VERSION {
         return Err(VerifyError::Version(p.v));
     }
+    check_payload(&p)?;
     let fmt = |t: OffsetDateTime| {
         t.format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default()
     };
-    if now < p.issued_at - CLOCK_SKEW {
+    // Checked: a signed time near the end (or start) of the representable
+    // range must not overflow. Past the range, the bound is no bound.
+    if p.issued_at.checked_sub(CLOCK_SKEW).is_some_and(|t| now < t) {
         return Err(VerifyError::NotYetValid {
             issued_at: fmt(p.issued_at),
             now: fmt(now),
         });
     }
-    if now > p.expires_at + CLOCK_SKEW {
+    if p.expires_at
+        .checked_add(CLOCK_SKEW)
+        .is_some_and(|t| now > t)
+    {
         return Err(VerifyError::Expired {
             expires_at: fmt(p.expires_at),
             now: fmt(now),
@@ -421,4 +501,122 @@ pub fn verify(
         issued_at: p.issued_at,
         expires_at: p.expires_at,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use lev_protocol::EnvelopeSignature;
+
+    use super::*;
+    use crate::keys::SigningKeyPair;
+    use crate::payload::parse_timestamp;
+
+    fn untrusted_envelope(signatures: usize) -> Envelope {
+        Envelope {
+            payload_type: APPROVAL_PAYLOAD_TYPE.into(),
+            payload: crate::b64::encode_base64(b"{}"),
+            signatures: (0..signatures)
+                .map(|i| EnvelopeSignature {
+                    keyid: format!("{i:016x}"),
+                    sig: crate::b64::encode_base64(&[0u8; 64]),
+                })
+                .collect(),
+        }
+    }
+
+    fn trusted() -> (SigningKeyPair, TrustedKeys) {
+        let key = SigningKeyPair::from_seed(&[0x11; 32]);
+        let mut keys = TrustedKeys::new();
+        keys.insert(key.verifying_key()).unwrap();
+        (key, keys)
+    }
+
+    #[test]
+    fn the_untrusted_key_message_lists_at_most_five_ids() {
+        let (_, keys) = trusted();
+        let err = verify(
+            &untrusted_envelope(MAX_SIGNATURES),
+            &keys,
+            OffsetDateTime::UNIX_EPOCH,
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("0000000000000004, and 11 more"), "{text}");
+        assert!(!text.contains("0000000000000005"), "{text}");
+    }
+
+    #[test]
+    fn more_signatures_than_examined_are_refused() {
+        let (_, keys) = trusted();
+        let err = verify(
+            &untrusted_envelope(MAX_SIGNATURES + 1),
+            &keys,
+            OffsetDateTime::UNIX_EPOCH,
+        )
+        .unwrap_err();
+        assert_eq!(err.class(), "malformed", "{err}");
+        assert!(err.to_string().contains("17 signatures"), "{err}");
+    }
+
+    #[test]
+    fn an_undecodable_signature_under_a_trusted_id_names_its_cause() {
+        let (key, keys) = trusted();
+        for (sig, cause) in [
+            ("not base64!", "not valid base64"),
+            ("AAAA", "not 64 bytes (found 3 bytes)"),
+        ] {
+            let mut envelope = untrusted_envelope(1);
+            envelope.signatures[0] = EnvelopeSignature {
+                keyid: key.kid().into(),
+                sig: sig.into(),
+            };
+            let err = verify(&envelope, &keys, OffsetDateTime::UNIX_EPOCH).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "malformed envelope: signature 0 by key {}: {cause}",
+                    key.kid()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn hostile_key_ids_are_cut_and_escaped() {
+        let (_, keys) = trusted();
+        let mut envelope = untrusted_envelope(1);
+        envelope.signatures[0].keyid = format!("\x1b[2J{}", "a".repeat(1000));
+        let text = verify(&envelope, &keys, OffsetDateTime::UNIX_EPOCH)
+            .unwrap_err()
+            .to_string();
+        assert!(!text.contains('\x1b') && text.len() < 200, "{text}");
+    }
+
+    #[test]
+    fn timestamps_are_strict_rfc3339() {
+        for good in [
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00.123456789Z",
+            "2026-01-01T00:00:00+01:00",
+            "9999-12-31T23:59:59-23:59",
+            "0000-01-01T00:00:00Z",
+        ] {
+            assert!(parse_timestamp(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "2026-01-01 00:00:00Z",
+            "2026-01-01t00:00:00Z",
+            "2026-01-01T00:00:00z",
+            "2026-01-01T00:00:00",
+            "2026-01-01T00:00:00.Z",
+            "2026-01-01T00:00:00+0100",
+            "2026-01-01T00:00:00Z ",
+            "2026-02-30T00:00:00Z",
+            "+2026-01-01T00:00:00Z",
+            "2026-1-01T00:00:00Z",
+            "",
+        ] {
+            assert!(parse_timestamp(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use lev_client::Client;
+use lev_client::{Client, ConnectOptions};
 
 /// The default server address (SPEC section 3).
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7420";
@@ -12,9 +12,17 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:7420";
 /// The connection options of every client command.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClientArgs {
-    /// The lev server's URL.
+    /// The lev server's URL: http:// to this machine (loopback), or https://.
     #[arg(long, env = "LEV_URL", default_value = DEFAULT_URL, value_name = "URL")]
     pub url: String,
+    /// Trust the certificates in this PEM file for https:// instead of the
+    /// system's roots (a private CA, or the server's self-signed certificate).
+    #[arg(long, env = "LEV_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Allow plain http:// to a host that is not loopback. The token and
+    /// every answer then travel in clear: only on a network you trust.
+    #[arg(long)]
+    pub insecure_http: bool,
     /// API token. Without one, the admin token of the local data dir is used
     /// (`<data-dir>/admin.token`, written by `lev serve` on first start).
     #[arg(long, env = "LEV_TOKEN", hide_env_values = true, value_name = "TOKEN")]
@@ -32,7 +40,25 @@ impl ClientArgs {
     /// A bad URL, or no token given and none readable in the data dir.
     pub fn client(&self) -> anyhow::Result<Client> {
         let token = self.resolve_token()?;
-        Client::new(&self.url, Some(token)).context("--url")
+        self.client_with(Some(token))
+    }
+
+    /// A client of the server without a token (for public routes).
+    ///
+    /// # Errors
+    /// A bad URL, or a CA file that cannot be read.
+    pub fn anonymous_client(&self) -> anyhow::Result<Client> {
+        self.client_with(None)
+    }
+
+    fn client_with(&self, token: Option<String>) -> anyhow::Result<Client> {
+        let mut options = ConnectOptions::default().with_insecure_http(self.insecure_http);
+        if let Some(path) = &self.ca_cert {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--ca-cert: reading {}", path.display()))?;
+            options = options.with_ca_cert_pem(pem);
+        }
+        Client::with_options(&self.url, token, &options).context("--url")
     }
 
     fn resolve_token(&self) -> anyhow::Result<String> {

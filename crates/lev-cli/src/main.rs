@@ -16,6 +16,7 @@ mod gatekeep;
 mod mcp;
 mod report;
 mod term;
+mod trust;
 
 use std::process::ExitCode;
 
@@ -42,7 +43,9 @@ enum Command {
     /// Exit 0 (and the verified approval as JSON on stdout) when it authorizes
     /// the call; 3 when it is genuine but does not (a denial, another call,
     /// conversation, caller or sandbox mode); 1 when it is not genuine or not
-    /// valid now. The nonce is not spent: that is the verifier's own ledger's job.
+    /// valid now. On 3 and 1 stdout stays empty (with --json: a verdict
+    /// object, never the args) and the reason is on stderr. The nonce is not
+    /// spent: that is the verifier's own ledger's job.
     Verify(cmd::verify::Args),
     /// The server's signing keys: list (the default), rotate, remove KID;
     /// and generate, which writes a new key file.

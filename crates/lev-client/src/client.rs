@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
 use crate::events::EventStream;
+use crate::tls::{ConnectOptions, check_url, client_config};
 
 /// How long an ordinary request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -100,24 +101,45 @@ pub struct Blob {
 }
 
 impl Client {
-    /// A client of the server at `base_url` (such as `http://127.0.0.1:7420`),
-    /// sending `token` as a bearer token.
+    /// A client of the server at `base_url` (such as `http://127.0.0.1:7420`
+    /// or `https://lev.example.com`), sending `token` as a bearer token, with
+    /// the default [`ConnectOptions`]: the system's roots for `https://`, and
+    /// plain `http://` only to loopback.
     ///
     /// # Errors
-    /// [`Error::InvalidUrl`] when the URL is not `http://host[:port][/prefix]`.
-    /// This build speaks plain HTTP only: an `https` URL is refused here
-    /// rather than failing on the first request.
+    /// [`Error::InvalidUrl`] when the URL is not `http(s)://host[:port][/prefix]`,
+    /// or is plain `http://` to a host that is not loopback.
     pub fn new(base_url: &str, token: Option<String>) -> Result<Self> {
-        let base = normalise_base(base_url)?;
+        Self::with_options(base_url, token, &ConnectOptions::default())
+    }
+
+    /// [`Client::new`] with `options`: the CA to trust over `https://`
+    /// instead of the system's roots, and whether plain `http://` may go
+    /// beyond loopback (the token would travel in clear).
+    ///
+    /// # Errors
+    /// As [`Client::new`], and when the CA certificate is not PEM.
+    pub fn with_options(
+        base_url: &str,
+        token: Option<String>,
+        options: &ConnectOptions,
+    ) -> Result<Self> {
+        let base = normalise_base(base_url, options.insecure_http)?;
+        let bad = |reason: String| Error::InvalidUrl {
+            url: base_url.to_owned(),
+            reason,
+        };
+        let tls = client_config(options.ca_cert_pem.as_deref()).map_err(bad)?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
             .no_proxy()
+            // The API never redirects; following one could carry the token
+            // somewhere else, or down to plain HTTP.
+            .redirect(reqwest::redirect::Policy::none())
+            .tls_backend_preconfigured(tls)
             .build()
-            .map_err(|e| Error::InvalidUrl {
-                url: base_url.to_owned(),
-                reason: format!("cannot build an HTTP client: {e}"),
-            })?;
+            .map_err(|e| bad(format!("cannot build an HTTP client: {e}")))?;
         Ok(Self {
             http,
             base,
@@ -132,6 +154,11 @@ impl Client {
             base: self.base.clone(),
             token: token.filter(|t| !t.is_empty()),
         }
+    }
+
+    /// The HTTP client, with its TLS configuration.
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
     }
 
     /// The base URL, without a trailing slash.
@@ -214,7 +241,7 @@ impl Client {
             "/v1/interactions/{}/wait?timeout_s={timeout_s}",
             segment(id)
         );
-        let timeout = Duration::from_secs(timeout_s) + WAIT_SLACK;
+        let timeout = Duration::from_secs(timeout_s).saturating_add(WAIT_SLACK);
         self.call(Method::GET, &path, None::<&()>, Some(timeout))
             .await
     }
@@ -445,7 +472,13 @@ impl Client {
     }
 
     fn transport(&self, method: &'static str, path: &str, source: reqwest::Error) -> Error {
-        if source.is_connect() {
+        if let Some(reason) = tls_failure(&source) {
+            Error::Tls {
+                url: self.base.clone(),
+                reason,
+                source,
+            }
+        } else if source.is_connect() {
             Error::Connect {
                 url: self.base.clone(),
                 source,
@@ -524,28 +557,39 @@ fn snippet(bytes: &[u8]) -> String {
     out
 }
 
-fn normalise_base(url: &str) -> Result<String> {
+fn normalise_base(url: &str, insecure_http: bool) -> Result<String> {
     let bad = |reason: &str| Error::InvalidUrl {
         url: url.to_owned(),
         reason: reason.to_owned(),
     };
     let trimmed = url.trim().trim_end_matches('/');
-    let rest = if let Some(rest) = trimmed.strip_prefix("http://") {
-        rest
-    } else if trimmed.starts_with("https://") {
-        return Err(bad(
-            "this build of the client speaks plain http only (https is not compiled in)",
-        ));
-    } else {
-        return Err(bad("expected a URL starting with http://"));
-    };
-    if rest.is_empty() || rest.starts_with('/') {
-        return Err(bad("expected a host after http://"));
-    }
+    let (_, rest) = check_url(trimmed, insecure_http).map_err(|e| bad(&e))?;
     if rest.contains(['?', '#', ' ']) {
         return Err(bad("expected no query, fragment or space"));
     }
     Ok(trimmed.to_owned())
+}
+
+/// What went wrong in the TLS handshake, when that is why `e` failed: the
+/// rustls error (an unknown issuer, a name mismatch, an expired certificate).
+fn tls_failure(e: &reqwest::Error) -> Option<String> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut found = None;
+    while let Some(err) = next {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return Some(tls.to_string());
+        }
+        // The rustls error may sit inside an io::Error boxed by a layer
+        // between; its text is the one to show.
+        let text = err.to_string();
+        if let Some(at) = text.find("invalid peer certificate") {
+            found = Some(text[at..].to_owned());
+        } else if text.contains("tls handshake") || text.starts_with("received fatal alert") {
+            found = found.or(Some(text));
+        }
+        next = err.source();
+    }
+    found
 }
 
 /// Percent-encode one path segment.
@@ -583,12 +627,16 @@ mod tests {
     #[test]
     fn base_urls() {
         assert_eq!(
-            normalise_base("http://127.0.0.1:7420/").ok().as_deref(),
+            normalise_base("http://127.0.0.1:7420/", false)
+                .ok()
+                .as_deref(),
             Some("http://127.0.0.1:7420")
         );
-        assert!(normalise_base("https://x").is_err());
-        assert!(normalise_base("127.0.0.1:7420").is_err());
-        assert!(normalise_base("http://").is_err());
+        assert!(normalise_base("https://x", false).is_ok());
+        assert!(normalise_base("http://x", false).is_err());
+        assert!(normalise_base("http://x", true).is_ok());
+        assert!(normalise_base("127.0.0.1:7420", false).is_err());
+        assert!(normalise_base("http://", false).is_err());
     }
 
     #[test]

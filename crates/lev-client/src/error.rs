@@ -29,6 +29,20 @@ pub enum Error {
         #[source]
         source: reqwest::Error,
     },
+    /// The TLS handshake failed: most often a certificate this client does
+    /// not trust.
+    #[error(
+        "TLS with the lev server at {url} failed: {reason}\nhint: for a private CA or a self-signed certificate, trust it with --ca-cert FILE or LEV_CA_CERT"
+    )]
+    Tls {
+        /// The base URL.
+        url: String,
+        /// rustls's reason, such as an unknown issuer.
+        reason: String,
+        /// The transport's error.
+        #[source]
+        source: reqwest::Error,
+    },
     /// The request failed on the way (timed out, connection dropped, ...).
     #[error("{method} {path}: {source}")]
     Transport {

@@ -364,7 +364,9 @@ impl Gatekeeper {
             GateResponse::Ask { interaction_id } => {
                 // A little past the server's own timeout, so its verdict
                 // (expired: a plain deny) arrives first.
-                let deadline = call.timeout.map(|t| t + Duration::from_secs(2));
+                let deadline = call
+                    .timeout
+                    .map(|t| t.saturating_add(Duration::from_secs(2)));
                 let answer = self
                     .client
                     .wait_for_answer(&interaction_id, deadline)

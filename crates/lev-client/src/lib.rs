@@ -33,8 +33,10 @@
 //! # Invariants
 //! - The client knows the wire types (`lev-protocol`) and HTTP, nothing of
 //!   storage or of the server's insides.
-//! - Plain HTTP only for now: an `https://` URL is refused when the client is
-//!   made, not on its first request.
+//! - `https://` with rustls (the `ring` provider), trusting the system's
+//!   roots or the CA in [`ConnectOptions`]; plain `http://` only to loopback
+//!   unless [`ConnectOptions::insecure_http`], so a token never travels in
+//!   clear by accident. Redirects are never followed.
 //! - A file name from the server is never trusted as a path.
 
 mod client;
@@ -44,10 +46,12 @@ pub mod gate;
 pub mod operator;
 pub mod parts;
 pub mod render;
+mod tls;
 mod worker;
 
 pub use client::{Blob, Client, ListQuery, MAX_WAIT_S, StatusFilter};
 pub use error::{Error, Result};
 pub use events::{Event, EventStream};
 pub use parts::{SavedPart, inbound_part, safe_file_name};
+pub use tls::ConnectOptions;
 pub use worker::{Answer, Outcome, final_outcome};

@@ -10,7 +10,7 @@
 //!   block until the operator (or a person, when it is late) answers;
 //!   [`post_worker_result`] is what a sub-agent calls with its task token.
 //!
-//! Plain `ws://` only, like the rest of the SDK.
+//! `ws://` to loopback, or `wss://` with rustls (see [`ConnectOptions`]).
 //!
 //! # Example
 //! ```no_run
@@ -55,7 +55,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::{Client, Error};
+use crate::{Client, ConnectOptions, Error};
 
 /// Replies remembered, to send again for a message re-sent after a reconnect.
 const REMEMBERED_REPLIES: usize = 1024;
@@ -191,6 +191,8 @@ pub enum Stopped {
 pub struct Operator {
     ws_url: String,
     token: String,
+    /// The TLS configuration for a `wss://` URL.
+    tls: Option<Arc<rustls::ClientConfig>>,
     first_backoff: Duration,
     max_backoff: Duration,
 }
@@ -217,30 +219,66 @@ impl Memory {
     }
 }
 
-fn ws_base(base_url: &str) -> Result<String, OperatorError> {
-    let trimmed = base_url.trim_end_matches('/');
-    if let Some(rest) = trimmed.strip_prefix("http://") {
-        Ok(format!("ws://{rest}"))
-    } else if trimmed.starts_with("ws://") {
-        Ok(trimmed.to_owned())
+fn ws_base(base_url: &str, insecure_http: bool) -> Result<(String, bool), OperatorError> {
+    let trimmed = base_url.trim().trim_end_matches('/');
+    let bad = |reason: String| OperatorError::InvalidUrl {
+        url: base_url.to_owned(),
+        reason,
+    };
+    // ws:// and wss:// are checked as the http:// and https:// they stand for.
+    let as_http = if let Some(rest) = trimmed.strip_prefix("ws://") {
+        format!("http://{rest}")
+    } else if let Some(rest) = trimmed.strip_prefix("wss://") {
+        format!("https://{rest}")
     } else {
-        Err(OperatorError::InvalidUrl {
-            url: base_url.to_owned(),
-            reason: "expected http://host:port (this build speaks plain HTTP only)".into(),
-        })
-    }
+        trimmed.to_owned()
+    };
+    let (scheme, rest) = crate::tls::check_url(&as_http, insecure_http).map_err(bad)?;
+    Ok(match scheme {
+        crate::tls::Scheme::Plain => (format!("ws://{rest}"), false),
+        crate::tls::Scheme::Tls => (format!("wss://{rest}"), true),
+    })
 }
 
 impl Operator {
     /// An operator of `session_id` on the server at `base_url`, with an
-    /// operator `token`.
+    /// operator `token`, and the default [`ConnectOptions`].
     ///
     /// # Errors
-    /// [`OperatorError::InvalidUrl`] for anything but `http://` (or `ws://`).
+    /// [`OperatorError::InvalidUrl`] for anything but `http(s)://` (or
+    /// `ws(s)://`), and for plain `http://` beyond loopback.
     pub fn new(base_url: &str, token: &str, session_id: &str) -> Result<Self, OperatorError> {
+        Self::with_options(base_url, token, session_id, &ConnectOptions::default())
+    }
+
+    /// [`Operator::new`] with `options`: the CA to trust over `https://`,
+    /// and whether plain `http://` may go beyond loopback.
+    ///
+    /// # Errors
+    /// As [`Operator::new`], and when the CA certificate is not PEM.
+    pub fn with_options(
+        base_url: &str,
+        token: &str,
+        session_id: &str,
+        options: &ConnectOptions,
+    ) -> Result<Self, OperatorError> {
+        let (base, tls) = ws_base(base_url, options.insecure_http)?;
+        let tls = if tls {
+            let config =
+                crate::tls::client_config(options.ca_cert_pem.as_deref()).map_err(|reason| {
+                    OperatorError::InvalidUrl {
+                        url: base_url.to_owned(),
+                        reason,
+                    }
+                })?;
+            Some(Arc::new(config))
+        } else {
+            None
+        };
         Ok(Self {
-            ws_url: format!("{}/v1/operators/{session_id}/ws", ws_base(base_url)?),
+            ws_url: format!("{base}/v1/operators/{session_id}/ws"),
             token: token.to_owned(),
+            tls,
             first_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(10),
         })
@@ -274,7 +312,7 @@ impl Operator {
                 Err(_) => {}
             }
             tokio::time::sleep(jitter(backoff)).await;
-            backoff = (backoff * 2).min(self.max_backoff);
+            backoff = backoff.saturating_mul(2).min(self.max_backoff);
         }
     }
 
@@ -295,20 +333,24 @@ impl Operator {
                     reason: "the token is not a valid header value".into(),
                 })?;
         request.headers_mut().insert("authorization", bearer);
-        let (mut ws, _) =
-            match tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), true)
-                .await
+        let (mut ws, _) = match tokio_tungstenite::connect_async_tls_with_config(
+            request,
+            Some(ws_config()),
+            true,
+            self.tls.clone().map(tokio_tungstenite::Connector::Rustls),
+        )
+        .await
+        {
+            Ok(ok) => ok,
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp))
+                if matches!(resp.status().as_u16(), 401 | 403) =>
             {
-                Ok(ok) => ok,
-                Err(tokio_tungstenite::tungstenite::Error::Http(resp))
-                    if matches!(resp.status().as_u16(), 401 | 403) =>
-                {
-                    return Err(OperatorError::Refused {
-                        status: resp.status().as_u16(),
-                    });
-                }
-                Err(e) => return Err(e.into()),
-            };
+                return Err(OperatorError::Refused {
+                    status: resp.status().as_u16(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         loop {
             tokio::select! {
                 reply = reply_rx.recv() => {
@@ -355,7 +397,8 @@ fn jitter(d: Duration) -> Duration {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |t| t.subsec_nanos());
-    d + d.mul_f64(f64::from(nanos % 1000) / 4000.0)
+    // At most a quarter more; d / 4 cannot overflow, and the sum saturates.
+    d.saturating_add((d / 4000).saturating_mul(nanos % 1000))
 }
 
 fn lock(m: &Mutex<Memory>) -> std::sync::MutexGuard<'_, Memory> {
@@ -467,11 +510,8 @@ impl Session {
     pub fn new(client: &Client, session_id: &str) -> Self {
         Self {
             client: client.clone(),
-            http: reqwest::Client::builder()
-                .tcp_nodelay(true)
-                .no_proxy()
-                .build()
-                .unwrap_or_default(),
+            // The client's own pool: its TLS configuration and its rules.
+            http: client.http().clone(),
             session_id: session_id.to_owned(),
         }
     }
@@ -518,11 +558,7 @@ impl Session {
 /// # Errors
 /// 409 `task_finished` once the task is finished, 403 for another task's id, ...
 pub async fn post_worker_result(client: &Client, result: &WorkerResult) -> crate::Result<Task> {
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap_or_default();
-    post(&http, client, "/v1/worker/result", result, None).await
+    post(client.http(), client, "/v1/worker/result", result, None).await
 }
 
 async fn post<T: DeserializeOwned>(
@@ -533,10 +569,11 @@ async fn post<T: DeserializeOwned>(
     timeout: Option<Duration>,
 ) -> crate::Result<T> {
     let url = format!("{}{path}", client.base_url());
-    let mut rb = http
-        .post(&url)
-        .json(body)
-        .timeout(timeout.unwrap_or(Duration::from_secs(3600)) + CALL_SLACK);
+    let mut rb = http.post(&url).json(body).timeout(
+        timeout
+            .unwrap_or(Duration::from_secs(3600))
+            .saturating_add(CALL_SLACK),
+    );
     if let Some(token) = client.token() {
         rb = rb.bearer_auth(token);
     }

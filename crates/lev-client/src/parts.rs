@@ -136,7 +136,7 @@ pub(crate) async fn store(dir: &Path, part: &StoredPart, bytes: &[u8]) -> Result
                 let meta = tokio::fs::symlink_metadata(&path)
                     .await
                     .map_err(io(&path))?;
-                if meta.is_file() && meta.len() == bytes.len() as u64 {
+                if meta.is_file() && u64::try_from(bytes.len()).is_ok_and(|n| n == meta.len()) {
                     let existing = tokio::fs::read(&path).await.map_err(io(&path))?;
                     if sha256_hex(&existing) == digest {
                         return Ok(saved(part, path, bytes.len(), digest));
@@ -160,7 +160,7 @@ fn saved(part: &StoredPart, path: PathBuf, size: usize, sha256: String) -> Saved
         name: part.name.clone(),
         path,
         media_type: part.media_type.clone(),
-        size: size as u64,
+        size: u64::try_from(size).unwrap_or(u64::MAX),
         sha256,
     }
 }
@@ -207,7 +207,7 @@ mod tests {
         let part = |bytes: &[u8]| StoredPart {
             name: "../report.txt".into(),
             media_type: "text/plain".into(),
-            size: bytes.len() as u64,
+            size: u64::try_from(bytes.len()).unwrap_or(u64::MAX),
             sha256: sha256_hex(bytes),
             original_name: None,
         };

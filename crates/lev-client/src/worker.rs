@@ -105,7 +105,11 @@ impl Client {
         let started = Instant::now();
         let interaction = self.create_interaction(request).await?;
         let outcome = self
-            .wait_outcome(interaction.id(), deadline.map(|d| started + d), true)
+            .wait_outcome(
+                interaction.id(),
+                deadline.and_then(|d| started.checked_add(d)),
+                true,
+            )
             .await?;
         Ok(Answer {
             interaction,
@@ -119,7 +123,8 @@ impl Client {
     /// # Errors
     /// Any [`Error`], as for [`Client::ask`].
     pub async fn wait_for_answer(&self, id: &str, deadline: Option<Duration>) -> Result<Answer> {
-        let until = deadline.map(|d| Instant::now() + d);
+        // A deadline past what the clock can hold is no deadline.
+        let until = deadline.and_then(|d| Instant::now().checked_add(d));
         let interaction = self.get_interaction(id).await?.request;
         let outcome = self.wait_outcome(id, until, false).await?;
         Ok(Answer {

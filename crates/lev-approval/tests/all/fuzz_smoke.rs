@@ -38,6 +38,31 @@ fn the_seeds_reach_past_the_signature_check() {
     );
 }
 
+/// 24 bytes that make the body pick `issued_at`, `expires_at` and the clock
+/// among the first and last writable seconds and a time near the vectors'
+/// "now", in every combination, with and without an offset.
+#[test]
+fn extreme_times_never_panic_and_verify_inside_their_window() {
+    let mut verified = 0;
+    for issued in 0u8..3 {
+        for expires in 0u8..3 {
+            for clock in 0u8..3 {
+                for offset in [[0u8, 0], [0x9f, 0x05], [0x61, 0xfa]] {
+                    let mut data = Vec::new();
+                    for pick in [issued, expires, clock] {
+                        // n % 8 picks: 0 first, 1 last, 2 near now.
+                        data.extend_from_slice(&[pick, 7, 0x80, offset[0], offset[1], 0, 0, 0]);
+                    }
+                    if body::run(&data).verified_times {
+                        verified += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(verified > 0, "no combination verified");
+}
+
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
     let seeds = seeds();
     (

@@ -763,6 +763,127 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
             )
         },
     ));
+    v.push((
+        "expires_at_end_of_time",
+        vector(
+            "a genuine grant expiring at 9999-12-31T23:59:59Z, the last second RFC 3339 can write: valid now (adding the skew must not overflow)",
+            signed(&ApprovalPayload {
+                expires_at: at("9999-12-31T23:59:59Z"),
+                ..grant()
+            }),
+            authorized(ARGS),
+        ),
+    ));
+    v.push((
+        "expires_at_end_of_time_checked_then",
+        Vector {
+            now: "9999-12-31T23:59:59Z".into(),
+            ..vector(
+                "the same grant checked at its last second",
+                signed(&ApprovalPayload {
+                    expires_at: at("9999-12-31T23:59:59Z"),
+                    ..grant()
+                }),
+                authorized(ARGS),
+            )
+        },
+    ));
+    v.push((
+        "issued_at_start_of_time",
+        vector(
+            "a genuine grant issued at 0000-01-01T00:00:00Z, the first second RFC 3339 can write (subtracting the skew must not overflow)",
+            signed(&ApprovalPayload {
+                issued_at: at("0000-01-01T00:00:00Z"),
+                ..grant()
+            }),
+            authorized(ARGS),
+        ),
+    ));
+    v.push((
+        "expires_before_issued",
+        Vector {
+            now: shifted(ISSUED_AT, -30),
+            ..vector(
+                "a signed payload whose expires_at is before its issued_at, checked inside both skews",
+                signed(&ApprovalPayload {
+                    expires_at: at("2026-01-01T11:59:30Z"),
+                    ..grant()
+                }),
+                invalid("payload"),
+            )
+        },
+    ));
+    v.push((
+        "timestamp_with_space",
+        vector(
+            "a signed payload whose issued_at has a space instead of the T: strict RFC 3339 only",
+            signed_bytes(&edited_text(&grant(), |t| {
+                t.replace(ISSUED_AT, "2026-01-01 12:00:00Z")
+            })),
+            invalid("payload"),
+        ),
+    ));
+    v.push((
+        "timestamp_lower_case",
+        vector(
+            "a signed payload whose expires_at is written with a lower-case t and z",
+            signed_bytes(&edited_text(&grant(), |t| {
+                t.replace(EXPIRES_AT, "2026-01-01t12:10:00z")
+            })),
+            invalid("payload"),
+        ),
+    ));
+    v.push((
+        "covered_capabilities_unsorted",
+        vector(
+            "a signed payload whose covered_capabilities are not sorted",
+            signed(&ApprovalPayload {
+                covered_capabilities: vec!["proc-exec".into(), "net".into()],
+                ..grant()
+            }),
+            invalid("payload"),
+        ),
+    ));
+    {
+        let mut envelope = sign_payload(&grant(), &a);
+        envelope.signatures[0].sig = "not base64!".into();
+        v.push((
+            "signature_not_base64",
+            vector(
+                "the only signature, under the trusted key's id, is not base64: malformed, not an untrusted key",
+                json(&envelope),
+                invalid("malformed"),
+            ),
+        ));
+    }
+    {
+        let mut envelope = sign_payload(&grant(), &a);
+        let sig = signature_bytes(&envelope);
+        envelope.signatures[0].sig = lev_approval::encode_base64(&sig[..63]);
+        v.push((
+            "signature_wrong_length",
+            vector(
+                "the only signature, under the trusted key's id, is 63 bytes: malformed, not an untrusted key",
+                json(&envelope),
+                invalid("malformed"),
+            ),
+        ));
+    }
+    {
+        let mut envelope = sign_payload(&grant(), &key_untrusted());
+        let trusted = sign_payload(&grant(), &a);
+        let junk = envelope.signatures[0].clone();
+        envelope.signatures = vec![junk; lev_approval::MAX_SIGNATURES];
+        envelope.signatures.extend(trusted.signatures);
+        v.push((
+            "too_many_signatures",
+            vector(
+                "17 signatures, the last by the trusted key: more than a verifier examines, refused",
+                json(&envelope),
+                invalid("malformed"),
+            ),
+        ));
+    }
     {
         let mut envelope = sign_payload(&grant(), &a);
         envelope.signatures.clear();

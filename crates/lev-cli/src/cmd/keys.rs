@@ -7,7 +7,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 use lev_approval::SigningKeyPair;
-use lev_client::Client;
 use lev_protocol::api::Jwks;
 
 use crate::connect::{ClientArgs, runtime};
@@ -111,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// `GET /v1/keys` needs no token.
 fn list(client: &ClientArgs, json: bool) -> anyhow::Result<ExitCode> {
-    let client = Client::new(&client.url, None).context("--url")?;
+    let client = client.anonymous_client()?;
     let jwks = runtime()?
         .block_on(client.keys())
         .context("reading the server's keys")?;

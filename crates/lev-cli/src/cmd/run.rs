@@ -2,10 +2,11 @@
 //! signed decision, run the approved command (SPEC section 7).
 //!
 //! The gate sees tool `shell` with args `{"argv":[...],"cwd":"..."}` and the
-//! capability `proc-exec`. The decision is verified against the keys the
-//! server published when the run started (pinned for the run), must
-//! authorize exactly this call in this session, and its nonce is spent
-//! before anything runs. What runs is the effective argv: the person's edit
+//! capability `proc-exec`. The decision is verified against the keys given
+//! with `--key` (or `LEV_TRUSTED_KEYS`), else against those the server
+//! published when the run started (pinned for the run); it must authorize
+//! exactly this call in this session, and its nonce is spent before anything
+//! runs. What runs is the effective argv: the person's edit
 //! when there is one.
 //!
 //! Exit codes, kept out of the command's way like `timeout` and the shells:
@@ -23,6 +24,7 @@ use serde_json::{Value, json};
 
 use crate::connect::{ClientArgs, runtime};
 use crate::term;
+use crate::trust::TrustArgs;
 
 /// Denied by a person or a rule.
 const DENIED: u8 = 126;
@@ -40,7 +42,7 @@ const INTERRUPTED: u8 = 130;
 /// denied (the feedback on stderr), 124 when nobody decided in time.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  lev run -- cargo publish\n  lev run --timeout 300 -- git push origin main\n  lev run --session deploy-42 --sandbox-mode danger-full-access -- ./deploy.sh"
+    after_help = "Trust: without --key (or LEV_TRUSTED_KEYS) the signing keys come from the server lev run talks to, so whoever answers at --url can approve anything; pin your server's keys (curl URL/v1/keys > jwks.json; lev run --key jwks.json) to refuse approvals signed by any other key.\n\nExamples:\n  lev run -- cargo publish\n  lev run --key jwks.json --timeout 300 -- git push origin main\n  lev run --session deploy-42 --sandbox-mode danger-full-access -- ./deploy.sh"
 )]
 pub struct Args {
     /// The session, also the conversation; a session grant holds within it
@@ -61,6 +63,8 @@ pub struct Args {
         value_name = "CMD"
     )]
     command: Vec<String>,
+    #[command(flatten)]
+    trust: TrustArgs,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -89,12 +93,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         timeout: args.timeout.map(Duration::from_secs),
         ..ToolCall::new(session, format!("run-{nonce}"), "shell", args_json)
     };
+    let pinned = args.trust.pinned()?;
     let client = args.client.client()?;
     let rt = runtime()?;
     let outcome = rt.block_on(async {
-        let gatekeeper = Gatekeeper::pinned(client)
-            .await
-            .context("fetching the server's keys")?;
+        let gatekeeper = match pinned {
+            Some(keys) => Gatekeeper::new(client, keys),
+            None => Gatekeeper::pinned(client)
+                .await
+                .context("fetching the server's keys")?,
+        };
         let submitted = gatekeeper.submit(&call).await.context("asking the gate")?;
         match submitted.interaction_id() {
             Some(id) => wait(&gatekeeper, &call, submitted.clone(), id.to_owned()).await,

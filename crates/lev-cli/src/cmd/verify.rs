@@ -1,7 +1,6 @@
 //! `lev verify`: offline verification of a signed approval (SPEC sections 5 and 7).
 
 use std::io::Read as _;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
@@ -10,7 +9,6 @@ use lev_approval::{
     verify_json,
 };
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::exit;
 use crate::report::{self, HINT};
@@ -48,15 +46,19 @@ pub struct Args {
     /// The sandbox mode the call runs under (checked when given).
     #[arg(long, value_name = "M")]
     sandbox_mode: Option<String>,
-    /// Check validity at this RFC 3339 time instead of now.
+    /// Check validity at this RFC 3339 time (such as 2026-01-01T12:00:00Z)
+    /// instead of now.
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     at: Option<OffsetDateTime>,
+    /// On exit 3 or 1, also print a verdict object on stdout
+    /// (`{"verdict": "not_authorized" | "invalid", "reason" | "error", "message"}`),
+    /// never any args. Exit 0 prints the verified approval either way.
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_time(text: &str) -> Result<OffsetDateTime, String> {
-    OffsetDateTime::parse(text, &Rfc3339).map_err(|e| {
-        format!("expected an RFC 3339 time such as 2026-01-01T12:00:00Z, found {text:?} ({e})")
-    })
+    lev_approval::parse_timestamp(text).map_err(|e| e.to_string())
 }
 
 /// Run `lev verify`.
@@ -70,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "the envelope and --args-file cannot both be read from standard input"
         ));
     }
-    let keys = load_keys(&args.key)?;
+    let keys = crate::trust::load_keys(&args.key)?;
     let envelope = read_input(&args.envelope).context("reading the envelope")?;
     let call_args = match (&args.args_file, &args.args) {
         (Some(file), _) => read_input(file).context("reading --args-file")?,
@@ -79,9 +81,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let now = args.at.unwrap_or_else(|| SystemClock.now());
 
-    let verified = verify_json(&envelope, &keys, now)
-        .map_err(|e| invalid(&e, &envelope, &keys))
-        .context("the envelope is not a valid approval")?;
+    let verified = match verify_json(&envelope, &keys, now) {
+        Ok(verified) => verified,
+        Err(e) => {
+            let err = invalid(&e, &envelope, &keys).context("the envelope is not a valid approval");
+            if args.json {
+                print_verdict(&Verdict::Invalid {
+                    error: e.class(),
+                    message: e.to_string(),
+                })?;
+            }
+            report::error(&err);
+            return Ok(ExitCode::from(exit::ERROR));
+        }
+    };
 
     let call = Call {
         request_id: &args.request_id,
@@ -91,11 +104,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         caller: args.caller.as_deref(),
         sandbox_mode: args.sandbox_mode.as_deref(),
     };
-    let verdict = verified.check_call(&call);
-    println!("{}", output(&verified)?);
-    match verdict {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+    match verified.check_call(&call) {
+        Ok(()) => {
+            println!("{}", output(&verified)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Err(why) => {
+            // Nothing a script could run: no approval, no args on stdout.
+            if args.json {
+                print_verdict(&Verdict::NotAuthorized {
+                    reason: why.reason(),
+                    message: match &why {
+                        NotAuthorized::Denied { .. } => why.to_string(),
+                        NotAuthorized::Mismatch(m) => {
+                            format!("the approval is for another {}", m.field)
+                        }
+                    },
+                })?;
+            }
             report::message(&format!(
                 "genuine approval, but it does not authorize this call: {why}{}",
                 not_authorized_hint(&why, &verified, &call_args)
@@ -103,6 +129,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(exit::DENIED))
         }
     }
+}
+
+/// What `lev verify --json` prints on exit 3 or 1: the verdict, never args.
+#[derive(serde::Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+enum Verdict {
+    /// Exit 3: genuine, but not for this call.
+    NotAuthorized {
+        /// `denied`, or the field that differs.
+        reason: &'static str,
+        message: String,
+    },
+    /// Exit 1: not genuine, or not valid now.
+    Invalid {
+        /// The class of failure (`expired`, `bad_signature`, ...).
+        error: &'static str,
+        message: String,
+    },
+}
+
+fn print_verdict(verdict: &Verdict) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(verdict).context("writing the verdict as JSON")?;
+    println!("{text}");
+    Ok(())
 }
 
 /// What `lev verify` prints: the verified approval and the args to run.
@@ -134,34 +184,6 @@ fn read_input(path: &str) -> anyhow::Result<Vec<u8>> {
     } else {
         std::fs::read(path).with_context(|| path.to_owned())
     }
-}
-
-/// Every `--key`: a file (JWKS, JWK, or a key file's public half) when one
-/// exists at that path, else the text of one base64url public key.
-fn load_keys(specs: &[String]) -> anyhow::Result<TrustedKeys> {
-    let mut all = TrustedKeys::new();
-    for spec in specs {
-        let path = Path::new(spec);
-        let set = if path.is_file() {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--key: reading {}", path.display()))?;
-            TrustedKeys::parse(&text).map_err(|e| anyhow!("--key {}: {e}", path.display()))?
-        } else {
-            TrustedKeys::parse(spec).map_err(|e| {
-                if spec.contains(['/', '\\']) || spec.ends_with(".json") {
-                    anyhow!(
-                        "--key: expected a key file or a base64url public key, found {spec:?}: no file at that path, and {e}"
-                    )
-                } else {
-                    anyhow!("--key: {e}")
-                }
-            })?
-        };
-        for key in set.candidates("") {
-            all.insert(*key).map_err(|e| anyhow!("--key: {e}"))?;
-        }
-    }
-    Ok(all)
 }
 
 /// The verification error, with a hint where one helps.
@@ -199,7 +221,7 @@ fn not_authorized_hint(why: &NotAuthorized, verified: &VerifiedResponse, args: &
         && args == verified.modified_args_json.as_bytes()
     {
         format!(
-            "{HINT}these are the approver's edited args; the approval is bound to the proposed args (`args_json`), and `effective_args_json` is what runs"
+            "{HINT}these are the approver's edited args; the approval is bound to the proposed args (`args_json`): verify with those, and run the `effective_args_json` that lev verify prints"
         )
     } else {
         String::new()

@@ -141,7 +141,7 @@ fn a_python_signed_denial_is_not_authorized() {
     }));
     let run = verify(&signed);
     assert_eq!(run.code, 3, "{run:?}");
-    assert_eq!(run.json()["approved"], false);
+    assert_eq!(run.stdout, "", "exit 3 prints nothing to run");
     assert!(run.stderr.contains("denied: not today"), "{}", run.stderr);
 }
 

@@ -19,6 +19,11 @@ struct Server {
 
 impl Server {
     fn start(name: &str, policy: Option<&str>) -> Self {
+        Self::start_with(name, policy, &[])
+    }
+
+    /// `lev serve` with `extra` arguments (such as `--tls-cert`).
+    fn start_with(name: &str, policy: Option<&str>, extra: &[&std::ffi::OsStr]) -> Self {
         let dir = Scratch::new(name);
         std::fs::create_dir_all(dir.path("data")).unwrap();
         if let Some(policy) = policy {
@@ -27,6 +32,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.path("data"))
+            .args(extra)
             .env_remove("LEV_DATABASE_URL")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -484,4 +490,153 @@ fn the_sdk_gate_helper_refuses_replays_and_untrusted_keys() {
             refusal.text
         );
     });
+}
+
+/// The TLS fixture shared with lev-server's tests: a self-signed certificate
+/// for localhost and 127.0.0.1.
+fn tls_fixture(name: &str) -> PathBuf {
+    crate::support::repo_root()
+        .join("crates/lev-server/tests/fixtures/tls")
+        .join(name)
+}
+
+/// `lev serve --tls-cert/--tls-key`, reached over https:// by the real `lev`:
+/// with `--ca-cert` (or `LEV_CA_CERT`) it works, without it the certificate
+/// is refused with a message that says so.
+#[test]
+fn client_commands_speak_https_with_a_given_ca() {
+    let cert = tls_fixture("cert.pem");
+    let key = tls_fixture("key.pem");
+    let s = Server::start_with(
+        "tls-ls",
+        Some(ALLOW_ECHO_DENY_RM),
+        &[
+            "--tls-cert".as_ref(),
+            cert.as_os_str(),
+            "--tls-key".as_ref(),
+            key.as_os_str(),
+        ],
+    );
+    assert!(s.url.starts_with("https://127.0.0.1:"), "{}", s.url);
+    let ca = cert.to_str().unwrap();
+
+    let r = s.lev(&["ls", "--url", &s.url, "--ca-cert", ca, "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.json().is_array(), "{}", r.stdout);
+
+    let r = s.lev(&["ls", "--url", &s.url]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("certificate") && r.stderr.contains("--ca-cert"),
+        "expected a certificate error naming --ca-cert: {}",
+        r.stderr
+    );
+
+    let r = s
+        .command(&["ls", "--json"])
+        .env("LEV_CA_CERT", &cert)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+
+    // lev run over https, its keys pinned from a JWKS file: runs.
+    let cwd = work_dir(&s);
+    let jwks = s.lev(&["keys", "--json", "--ca-cert", ca]);
+    assert_eq!(jwks.code, 0, "{}", jwks.stderr);
+    let jwks_file = s.dir.write("server.jwks", &jwks.stdout);
+    let run = s.spawn_run(
+        &[
+            "--ca-cert",
+            ca,
+            "--key",
+            jwks_file.to_str().unwrap(),
+            "--",
+            "echo",
+            "over tls",
+        ],
+        &cwd,
+        b"",
+    );
+    let done = run.finish();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.stdout, "over tls\n");
+}
+
+/// `lev run --key` (or `LEV_TRUSTED_KEYS`) pins the signing keys: an
+/// approval signed by any other key is refused and nothing runs.
+#[test]
+fn lev_run_with_pinned_keys_refuses_an_approval_by_another_key() {
+    let s = Server::start("run-pinned", Some(ALLOW_ECHO_DENY_RM));
+    let cwd = work_dir(&s);
+    let stranger = lev_approval::SigningKeyPair::from_seed(&[7; 32]);
+    let wrong = s.dir.write(
+        "wrong.jwks",
+        serde_json::json!({ "keys": [stranger.public_jwk()] }).to_string(),
+    );
+    let marker = cwd.join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+
+    let mut args = vec!["--key", wrong.to_str().unwrap()];
+    args.extend_from_slice(&touch);
+    let done = s.spawn_run(&args, &cwd, b"").finish();
+    assert_eq!(done.code, 1, "{}", done.stderr);
+    assert!(
+        done.stderr.contains("no signature by a trusted key"),
+        "{}",
+        done.stderr
+    );
+    assert!(!marker.exists(), "the command ran under an untrusted key");
+
+    let mut all = vec!["run"];
+    all.extend_from_slice(&touch);
+    let out = s
+        .command(&all)
+        .current_dir(&cwd)
+        .env("LEV_TRUSTED_KEYS", stranger.public_base64url())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!marker.exists(), "the command ran under an untrusted key");
+
+    // The server's own key, pinned: it runs.
+    let jwks = s.lev(&["keys", "--json"]);
+    assert_eq!(jwks.code, 0, "{}", jwks.stderr);
+    let right = s.dir.write("right.jwks", &jwks.stdout);
+    let mut args = vec!["--key", right.to_str().unwrap()];
+    args.extend_from_slice(&touch);
+    let done = s.spawn_run(&args, &cwd, b"").finish();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(marker.exists(), "the approved command ran");
+
+    let help = s.lev(&["run", "--help"]);
+    assert!(
+        help.stdout
+            .contains("the signing keys come from the server"),
+        "{}",
+        help.stdout
+    );
+}
+
+/// A token never travels in clear beyond loopback: plain http:// to another
+/// host is refused before anything is sent, unless --insecure-http.
+#[test]
+fn plain_http_beyond_loopback_is_refused() {
+    let r = crate::support::lev([
+        "ls",
+        "--url",
+        "http://lev.example.com:7420",
+        "--token",
+        "secret",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("not loopback") && r.stderr.contains("--insecure-http"),
+        "{}",
+        r.stderr
+    );
 }

@@ -144,9 +144,9 @@ fn check(name: &str, vector: &Value, run: &Run) -> Result<(), String> {
             if run.code != 3 {
                 return fail("expected exit 3".into());
             }
-            let out = run.json();
-            if out["effective_args_json"].as_str().is_none() {
-                return fail("expected the approval as JSON on stdout".into());
+            if !run.stdout.is_empty() {
+                // A script that ignores the exit code must find nothing to run.
+                return fail("expected nothing on stdout".into());
             }
             let reason = str_of(expect, "/reason");
             let mention = if reason == "denied" {
@@ -201,12 +201,84 @@ fn a_denial_prints_its_reason() {
     let dir = Scratch::new("denial");
     let run = lev(verify_args(&dir, &vector));
     assert_eq!(run.code, 3, "{run:?}");
-    assert_eq!(run.json()["approved"], false);
+    assert_eq!(run.stdout, "", "nothing to run on stdout");
     assert!(
         run.stderr.contains("denied: not on a shared runner"),
         "{}",
         run.stderr
     );
+}
+
+/// Exit 3 and 1 print no approval and no args on stdout, so a script that
+/// ignores the exit code has nothing to run; `--json` prints only a verdict.
+#[test]
+fn exit_3_and_1_never_print_args_on_stdout() {
+    for (name, code, verdict, field, value) in [
+        ("valid_denial", 3, "not_authorized", "reason", "denied"),
+        (
+            "edit_presented_as_the_call",
+            3,
+            "not_authorized",
+            "reason",
+            "args_json",
+        ),
+        (
+            "other_conversation",
+            3,
+            "not_authorized",
+            "reason",
+            "conversation_id",
+        ),
+        ("expired", 1, "invalid", "error", "expired"),
+        ("untrusted_key", 1, "invalid", "error", "untrusted_key"),
+    ] {
+        let vector = vector(name);
+        let dir = Scratch::new(&format!("quiet-{name}"));
+        let args = verify_args(&dir, &vector);
+        let run = lev(&args);
+        assert_eq!(run.code, code, "{name}: {run:?}");
+        assert_eq!(run.stdout, "", "{name}: stdout must be empty");
+        assert!(run.stderr.starts_with("lev: "), "{name}: {run:?}");
+
+        let mut json_args = args.clone();
+        json_args.push("--json".into());
+        let run = lev(&json_args);
+        assert_eq!(run.code, code, "{name}: {run:?}");
+        let out = run.json();
+        assert_eq!(out["verdict"], verdict, "{name}: {out}");
+        assert_eq!(out[field], value, "{name}: {out}");
+        let text = run.stdout.to_string();
+        assert!(
+            !text.contains("argv") && out.get("effective_args_json").is_none(),
+            "{name}: args on stdout: {text}"
+        );
+        assert!(run.stderr.starts_with("lev: "), "{name}: {run:?}");
+    }
+    // Exit 0 keeps printing the verified approval, --json or not.
+    let vector = vector("edit_resolves_to_edit");
+    let dir = Scratch::new("quiet-ok");
+    let mut args = verify_args(&dir, &vector);
+    args.push("--json".into());
+    let run = lev(&args);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.json()["effective_args_json"],
+        vector["expect"]["effective_args_json"]
+    );
+}
+
+/// `--at` is strict RFC 3339 like the payload's times.
+#[test]
+fn at_is_strict_rfc3339() {
+    let vector = vector("valid_grant");
+    let dir = Scratch::new("at-strict");
+    let run = lev(with_arg(
+        verify_args(&dir, &vector),
+        "--at",
+        "2026-01-01 12:05:00Z",
+    ));
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("upper-case T"), "{}", run.stderr);
 }
 
 /// Replace the value after `flag` in `args`.

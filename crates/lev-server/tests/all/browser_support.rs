@@ -122,7 +122,7 @@ impl Browser {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", chromedriver.display()));
-        let http = reqwest::Client::new();
+        let http = plain_http_client();
         let base = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -383,4 +383,12 @@ impl Drop for Browser {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
+}
+
+/// A reqwest client for plain HTTP. Built with the rest of the workspace,
+/// reqwest has lev-client's rustls without a default crypto provider; ring
+/// (the server's provider) is installed so that building a client works.
+fn plain_http_client() -> reqwest::Client {
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }

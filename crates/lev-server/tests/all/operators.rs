@@ -69,7 +69,7 @@ impl OpServer {
         Self {
             url,
             admin,
-            http: reqwest::Client::new(),
+            http: plain_http_client(),
             state,
             _dir: dir,
             stop: Some(stop),
@@ -1031,4 +1031,12 @@ async fn a_peer_that_stops_answering_pings_is_dropped() {
         assert!(started.elapsed() < Duration::from_secs(5), "no event");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A reqwest client for plain HTTP. Built with the rest of the workspace,
+/// reqwest has lev-client's rustls without a default crypto provider; ring
+/// (the server's provider) is installed so that building a client works.
+fn plain_http_client() -> reqwest::Client {
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }

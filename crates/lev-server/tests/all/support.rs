@@ -55,7 +55,7 @@ impl TestServer {
             url,
             admin,
             dir,
-            http: reqwest::Client::new(),
+            http: plain_http_client(),
             state,
             stop: Some(stop),
             handle: Some(handle),
@@ -215,4 +215,12 @@ pub fn message(v: &Value) -> &str {
 
 pub fn tmp_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
+}
+
+/// A reqwest client for plain HTTP. Built with the rest of the workspace,
+/// reqwest has lev-client's rustls without a default crypto provider; ring
+/// (the server's provider) is installed so that building a client works.
+fn plain_http_client() -> reqwest::Client {
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }
