@@ -630,7 +630,10 @@ function argsSummary(argsJson) {
 /** A value on one line: a string as is, anything else as JSON with its numbers as written. */
 function short(v, n = 160) {
   const s = typeof v === 'string' ? v : nodeText(valueNode(v));
-  return s.length > n ? s.slice(0, n) + '…' : s;
+  if (s.length <= n) return s;
+  // Cut between code points, never inside a surrogate pair.
+  const cps = Array.from(s);
+  return cps.length <= n ? s : cps.slice(0, n).join('') + '…';
 }
 
 // ---------------------------------------------------------------- API
@@ -1480,6 +1483,12 @@ function approvalForm(view) {
     const st = editState();
     clear(diffBox);
     clear(editNums);
+    if (d.editing && hasHidden(editor.value)) {
+      // A text box cannot show them; say so (the diff and the view above spell them out).
+      editNums.append(h('p', { class: 'hidden-flag warn-text', role: 'note' },
+        '⚠ This text holds hidden characters, invisible in this box: ',
+        h('code', null, plain([...new Set([...editor.value].filter((c) => isSpecial(c.codePointAt(0))))].slice(0, 12).join(''))), '.'));
+    }
     if (d.editing && st.valid && st.node) append(editNums, [numFlag(st.node)]);
     editor.classList.toggle('invalid', !st.valid);
     if (!d.editing) {

@@ -1197,7 +1197,21 @@ async fn a_tag_hidden_instruction_is_spelled_out_and_flagged() {
         )
     );
 
-    // No raw hidden character anywhere on the page: the table the page uses
+    // The editor holds the exact text, tags included, and says so.
+    b.click(&format!("{} .edit-btn", detail(&tid))).await;
+    let note = text_content(&b, "#detail .edit-nums .hidden-flag").await;
+    assert!(
+        note.contains("hidden characters") && note.contains("⟨U+E003B⟩"),
+        "{note}"
+    );
+    assert_eq!(
+        b.js("return document.querySelector('#detail textarea.args-edit').value")
+            .await,
+        json!(args)
+    );
+
+    // No raw hidden character anywhere on the page (the editor's value is
+    // not page text): the table the page uses
     // is the server's (lev_protocol::text::HIDDEN).
     let raw_left = b
         .js("return /[\\u{E0000}-\\u{E0FFF}\\u00AD\\u3164\\u180E\\uFE0F\\u034F]/u.test(document.body.textContent)")
