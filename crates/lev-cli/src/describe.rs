@@ -49,19 +49,76 @@ pub fn status(style: Style, status: InteractionStatus) -> String {
     }
 }
 
-/// JSON text on one line when it parses, else as sent.
+/// JSON text on one line when it is JSON, else as sent. Only whitespace
+/// changes: numbers, escapes and key order stay as written (a reading
+/// through `serde_json::Value` would round big numbers and sort keys).
 pub fn compact_json(text: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| serde_json::to_string(&v).ok())
-        .unwrap_or_else(|| text.to_owned())
+    reformat_json(text, false)
 }
 
 fn pretty_json(text: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| text.to_owned())
+    reformat_json(text, true)
+}
+
+/// `text` re-spaced (two-space indent when `pretty`, none otherwise) when it
+/// is one JSON value; else `text` itself.
+fn reformat_json(text: &str, pretty: bool) -> String {
+    if lev_protocol::json::check_strict_json(text).is_err() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut depth = 0usize;
+    let mut chars = text.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        if pretty {
+            out.push('\n');
+            out.push_str(&"  ".repeat(depth));
+        }
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                out.push(c);
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    out.push(c);
+                    match c {
+                        _ if escaped => escaped = false,
+                        '\\' => escaped = true,
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            ' ' | '\n' | '\r' | '\t' => {}
+            '{' | '[' => {
+                out.push(c);
+                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+                    chars.next();
+                }
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    if let Some(close) = chars.next() {
+                        out.push(close);
+                    }
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(if pretty { ": " } else { ":" }),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn indent(text: &str, by: &str) -> String {
@@ -327,4 +384,24 @@ fn response_detail(
         );
     }
     out.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_respaced_never_reread() {
+        let text = r#"{"cmd": "ls", "amount":9007199254740993,"id":123456789012345678901234567890,
+            "z": 1.0, "a": [], "s": "x, \\\" {y}: \u00e9", "o": {"b": [1, {}]}}"#;
+        assert_eq!(
+            compact_json(text),
+            r#"{"cmd":"ls","amount":9007199254740993,"id":123456789012345678901234567890,"z":1.0,"a":[],"s":"x, \\\" {y}: \u00e9","o":{"b":[1,{}]}}"#
+        );
+        assert_eq!(
+            pretty_json(r#"{"b":[1,2],"a":{},"n":123456789012345678901234567890}"#),
+            "{\n  \"b\": [\n    1,\n    2\n  ],\n  \"a\": {},\n  \"n\": 123456789012345678901234567890\n}"
+        );
+        assert_eq!(compact_json("not json {"), "not json {");
+    }
 }

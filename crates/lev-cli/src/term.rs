@@ -1,11 +1,14 @@
-//! Printing text that agents wrote: control characters made visible, never
+//! Printing text that agents wrote: control characters and every other hidden
+//! character ([`lev_protocol::text::is_hidden`]) made visible, never
 //! interpreted, and colour only on a terminal without `NO_COLOR`.
 
 use std::io::IsTerminal as _;
 
 /// `text` safe to print on a terminal, on one line: escape, carriage return,
 /// newline and every other control character shown as `\e`, `\r`, `\n`,
-/// `^X`; bidi controls and zero-width characters as `\u{...}`.
+/// `^X`; every other hidden character (bidi controls, zero-width characters,
+/// tags, variation selectors, fillers: [`lev_protocol::text::HIDDEN`]) as
+/// `\u{...}`.
 pub fn one_line(text: &str) -> String {
     escape(text, false)
 }
@@ -74,7 +77,7 @@ fn escape(text: &str, keep_lines: bool) -> String {
                 out.push('^');
                 out.push(char::from(b'@' + c as u8));
             }
-            c if c.is_control() || lev_client::parts::is_invisible(c) => {
+            c if lev_protocol::text::is_hidden(c) => {
                 out.push_str(&format!("\\u{{{:x}}}", c as u32));
             }
             c => out.push(c),
@@ -196,7 +199,12 @@ mod tests {
                 "zero\\u{200b}width\\u{feff}",
                 "zero\\u{200b}width\\u{feff}",
             ),
-            ("é 日本", "é 日本", "é 日本"),
+            ("é 日本 😀", "é 日本 😀", "é 日本 😀"),
+            (
+                "a\u{e0049}\u{e0047}b\u{ad}c\u{3164}d\u{180e}e\u{fe0f}f\u{34f}g\u{e0100}",
+                "a\\u{e0049}\\u{e0047}b\\u{ad}c\\u{3164}d\\u{180e}e\\u{fe0f}f\\u{34f}g\\u{e0100}",
+                "a\\u{e0049}\\u{e0047}b\\u{ad}c\\u{3164}d\\u{180e}e\\u{fe0f}f\\u{34f}g\\u{e0100}",
+            ),
         ];
         for (input, one, multi) in cases {
             assert_eq!(one_line(input), one, "one_line({input:?})");

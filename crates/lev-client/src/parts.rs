@@ -75,16 +75,10 @@ pub fn safe_file_name(name: &str) -> String {
 }
 
 /// Characters that change how text is shown without being seen: bidi
-/// controls, zero-width characters, the byte-order mark.
+/// controls, zero-width characters, tags, fillers and the rest of
+/// [`lev_protocol::text::HIDDEN`].
 pub fn is_invisible(c: char) -> bool {
-    matches!(c,
-        '\u{200B}'..='\u{200F}'
-        | '\u{202A}'..='\u{202E}'
-        | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{FEFF}'
-        | '\u{061C}'
-        | '\u{00AD}')
+    lev_protocol::text::is_hidden(c)
 }
 
 /// Lowercase hex SHA-256.

@@ -16,6 +16,7 @@ pub mod interaction;
 pub mod json;
 pub mod operator;
 pub mod response;
+pub mod text;
 pub mod validate;
 
 pub use envelope::{Envelope, EnvelopeSignature};

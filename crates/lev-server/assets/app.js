@@ -5,8 +5,10 @@
 // text through `vis()` (text nodes and createElement only). innerHTML is never
 // used, no URL is ever built from agent data but blob links from a validated
 // hex digest, and no inline script or handler exists (the page has a strict
-// CSP). Bidirectional-override, zero-width and control characters are shown
-// as visible ⟨U+XXXX⟩ tokens and the item is flagged.
+// CSP). Hidden characters (lev_protocol::text::HIDDEN: controls, bidi
+// controls, zero-width characters, tags, variation selectors, fillers) are
+// shown as visible ⟨U+XXXX⟩ tokens and the item is flagged. Agent JSON is
+// read losslessly (jsonParse), never through JSON.parse/JSON.stringify.
 
 'use strict';
 
@@ -45,11 +47,38 @@ const SCOPE_LABEL = { once: 'once', session: 'for this session', always: 'always
 
 // ---------------------------------------------------------------- inert text
 
-// Bidirectional overrides and isolates, marks, zero-width characters: flagged.
-const SUSPICIOUS_RE = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C\u200B-\u200D\u2060\uFEFF]/;
-// What is made visible: the above, plus control characters (but tab and newline).
-const SPECIAL_RE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C\u200B-\u200D\u2060\uFEFF]/g;
-const CONTROL_RE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u2028\u2029]/;
+// Hidden or confusable code points (controls, bidirectional controls,
+// zero-width characters, tags, variation selectors, fillers...), as inclusive
+// [first, last] ranges. The server writes lev_protocol::text::HIDDEN here when
+// it serves this file: the page, the CLI and any other interface share one
+// definition.
+const HIDDEN_RANGES = [/* lev_protocol::text::HIDDEN */];
+
+/** Whether code point `cp` is hidden or confusable (a binary search of HIDDEN_RANGES). */
+function isHidden(cp) {
+  let lo = 0;
+  let hi = HIDDEN_RANGES.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const [first, last] = HIDDEN_RANGES[mid];
+    if (cp < first) hi = mid - 1;
+    else if (cp > last) lo = mid + 1;
+    else return true;
+  }
+  return false;
+}
+
+/** Shown as a token and flagged: hidden, but tab and line breaks; lone surrogates. */
+function isSpecial(cp) {
+  if (cp === 0x09 || cp === 0x0a || cp === 0x0d) return false;
+  return isHidden(cp) || (cp >= 0xd800 && cp <= 0xdfff);
+}
+
+/** Whether `s` holds a character that is shown as a token. */
+function hasHidden(s) {
+  for (const ch of String(s)) if (isSpecial(ch.codePointAt(0))) return true;
+  return false;
+}
 
 const CHAR_NAMES = {
   0x202a: 'left-to-right embedding', 0x202b: 'right-to-left embedding',
@@ -61,42 +90,79 @@ const CHAR_NAMES = {
   0x200b: 'zero-width space', 0x200c: 'zero-width non-joiner',
   0x200d: 'zero-width joiner', 0x2060: 'word joiner',
   0xfeff: 'zero-width no-break space', 0x2028: 'line separator',
-  0x2029: 'paragraph separator', 0x1b: 'escape',
+  0x2029: 'paragraph separator', 0x1b: 'escape', 0xad: 'soft hyphen',
+  0x034f: 'combining grapheme joiner', 0x115f: 'Hangul choseong filler',
+  0x1160: 'Hangul jungseong filler', 0x3164: 'Hangul filler', 0xffa0: 'halfwidth Hangul filler',
+  0x180e: 'Mongolian vowel separator', 0x2800: 'Braille pattern blank',
 };
+
+function charName(cp) {
+  if (CHAR_NAMES[cp]) return CHAR_NAMES[cp];
+  if (cp >= 0xe0020 && cp <= 0xe007e) return 'tag character “' + String.fromCharCode(cp - 0xe0000) + '”';
+  if (cp >= 0xe0000 && cp <= 0xe007f) return 'tag character';
+  if ((cp >= 0xfe00 && cp <= 0xfe0f) || (cp >= 0xe0100 && cp <= 0xe01ef) || (cp >= 0x180b && cp <= 0x180f)) return 'variation selector';
+  if (cp >= 0xd800 && cp <= 0xdfff) return 'lone surrogate';
+  if (cp < 0xa0) return 'control character';
+  return 'invisible or format character';
+}
 
 function cpToken(ch) {
   return 'U+' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
 }
 
-/** A fragment showing `s` as inert text, special characters as marked tokens. */
+/**
+ * A fragment showing `s` as inert text, hidden characters as marked ⟨U+XXXX⟩
+ * tokens. A run of tag characters (which can spell a whole hidden sentence)
+ * is followed by the text it spells.
+ */
 function vis(s) {
   s = s == null ? '' : String(s);
   const frag = document.createDocumentFragment();
-  let last = 0;
-  for (const m of s.matchAll(SPECIAL_RE)) {
-    if (m.index > last) frag.append(document.createTextNode(s.slice(last, m.index)));
+  let text = '';
+  let tags = '';
+  const flushTags = () => {
+    if (tags.length > 1) {
+      const t = document.createElement('span');
+      t.className = 'uc tag-text';
+      t.title = 'What the hidden tag characters before this spell (made visible by lev)';
+      t.textContent = '⟨hidden tag text: “' + tags + '”⟩';
+      frag.append(t);
+    }
+    tags = '';
+  };
+  for (const ch of s) {
+    const cp = ch.codePointAt(0);
+    if (!isSpecial(cp)) {
+      flushTags();
+      text += ch;
+      continue;
+    }
+    if (text) frag.append(document.createTextNode(text));
+    text = '';
     const tok = document.createElement('span');
     tok.className = 'uc';
-    const cp = m[0].codePointAt(0);
-    tok.title = (CHAR_NAMES[cp] || (cp < 0xa0 ? 'control character' : 'invisible character')) +
-      ' (made visible by lev)';
-    tok.textContent = '⟨' + cpToken(m[0]) + '⟩';
+    tok.title = charName(cp) + ' (made visible by lev)';
+    tok.textContent = '⟨' + cpToken(ch) + '⟩';
     frag.append(tok);
-    last = m.index + m[0].length;
+    if (cp >= 0xe0020 && cp <= 0xe007e) tags += String.fromCharCode(cp - 0xe0000);
+    else flushTags();
   }
-  if (last < s.length) frag.append(document.createTextNode(s.slice(last)));
+  flushTags();
+  if (text) frag.append(document.createTextNode(text));
   return frag;
 }
 
-/** `s` as plain text with special characters spelled out (titles, notifications). */
+/** `s` as plain text with hidden characters spelled out (titles, notifications, toasts). */
 function plain(s) {
-  return String(s == null ? '' : s).replace(SPECIAL_RE, (c) => '⟨' + cpToken(c) + '⟩');
+  let out = '';
+  for (const ch of String(s == null ? '' : s)) out += isSpecial(ch.codePointAt(0)) ? '⟨' + cpToken(ch) + '⟩' : ch;
+  return out;
 }
 
 function walkStrings(v, fn) {
   if (typeof v === 'string') return fn(v);
   if (Array.isArray(v)) return v.some((x) => walkStrings(x, fn));
-  if (v && typeof v === 'object') {
+  if (v && typeof v === 'object' && !(v instanceof JsonNum)) {
     return Object.entries(v).some(([k, x]) => fn(k) || walkStrings(x, fn));
   }
   return false;
@@ -105,11 +171,10 @@ function walkStrings(v, fn) {
 /** Whether anything in the interaction hides or reorders characters. */
 function suspicious(view) {
   const req = view.request || {};
-  const test = (s) => SUSPICIOUS_RE.test(s) || CONTROL_RE.test(s);
-  if (walkStrings(req, test)) return true;
+  if (walkStrings(req, hasHidden)) return true;
   if (req.kind && req.kind.type === 'tool_approval') {
-    const parsed = parseJson(req.kind.args_json);
-    if (parsed.ok && walkStrings(parsed.value, test)) return true;
+    const parsed = argsOf(req.kind.args_json);
+    if (parsed.ok && nodeStrings(parsed.node).some(hasHidden)) return true;
   }
   return false;
 }
@@ -179,78 +244,335 @@ function refreshTimes() {
 }
 
 function toast(msg, kind = 'info') {
-  const el = h('div', { class: 'toast ' + kind, role: 'status' }, msg);
+  const el = h('div', { class: 'toast ' + kind, role: 'status' }, typeof msg === 'string' ? vis(msg) : msg);
   $('toasts').append(el);
   setTimeout(() => el.classList.add('out'), 3600);
   setTimeout(() => el.remove(), 4200);
 }
 
-// ---------------------------------------------------------------- JSON helpers
+// ---------------------------------------------------------------- JSON, read losslessly
+//
+// Agent JSON is never read with JSON.parse nor written with JSON.stringify:
+// they turn every number into a double (9007199254740993 becomes
+// 9007199254740992, 123456789012345678901234567890 becomes
+// 1.2345678901234568e+29) and put integer-like keys first. The reader below
+// keeps each number as the text it was written as; that text is what is shown
+// and what is sent.
 
-function parseJson(text) {
-  try {
-    return { ok: true, value: JSON.parse(text) };
-  } catch (e) {
-    return { ok: false, error: e.message };
+const NUM_FLAG = 'This number cannot be represented exactly by JavaScript; it is shown and sent as written.';
+
+/** A number of an API answer that JavaScript cannot hold exactly, kept as its text. */
+class JsonNum {
+  constructor(raw) {
+    this.raw = raw;
+    Object.freeze(this);
+  }
+
+  toString() {
+    return this.raw;
   }
 }
 
-function pretty(text) {
-  const p = parseJson(text);
-  return p.ok ? JSON.stringify(p.value, null, 2) : String(text);
+/** The key order of an object read by toPlain (JavaScript puts integer-like keys first). */
+const KEYS = Symbol('json key order');
+
+/** A decimal number's value as a canonical string: sign, significant digits, exponent. */
+function decKey(raw) {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(raw);
+  if (!m) return raw;
+  let digits = m[2] + (m[3] || '');
+  let exp = Number(m[4] || '0') + m[2].length;
+  const lead = digits.length - digits.replace(/^0+/, '').length;
+  digits = digits.slice(lead).replace(/0+$/, '');
+  exp -= lead;
+  if (!digits) return '0';
+  return m[1] + '0.' + digits + 'e' + exp;
 }
 
-/** JSON text without the whitespace outside strings; numbers kept as written. */
-function minifyJson(text) {
-  let out = '';
-  let inStr = false;
-  let esc = false;
-  for (const ch of text) {
-    if (inStr) {
-      out += ch;
-      if (esc) esc = false;
-      else if (ch === '\\') esc = true;
-      else if (ch === '"') inStr = false;
-    } else if (ch === '"') {
-      inStr = true;
-      out += ch;
-    } else if (ch !== ' ' && ch !== '\n' && ch !== '\r' && ch !== '\t') {
-      out += ch;
+/** Whether a double holds the number `raw` exactly as written (its shortest form has the same value). */
+function numExact(raw) {
+  const n = Number(raw);
+  return Number.isFinite(n) && decKey(String(n)) === decKey(raw);
+}
+
+/**
+ * Read JSON text without losing anything: {ok, node} or {ok: false, error}.
+ * Nodes: {t: 'o', e: [[key, node]...]} (keys in order), {t: 'a', v: [node]},
+ * {t: 's', v}, {t: 'n', raw, exact}, {t: 'b', v}, {t: 'z'} (null). An object
+ * holding a key twice is refused, as the server refuses it.
+ */
+function jsonParse(text) {
+  text = String(text);
+  const n = text.length;
+  let i = 0;
+  const NUM = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+  const fail = (msg) => {
+    throw new SyntaxError(msg + ' at character ' + (i + 1));
+  };
+  const ws = () => {
+    while (i < n && (text[i] === ' ' || text[i] === '\n' || text[i] === '\r' || text[i] === '\t')) i++;
+  };
+  const ESC = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+  function str() {
+    i++; // the opening quote
+    let out = '';
+    let start = i;
+    for (;;) {
+      if (i >= n) fail('unterminated string');
+      const c = text.charCodeAt(i);
+      if (c === 0x22) {
+        out += text.slice(start, i);
+        i++;
+        return out;
+      }
+      if (c < 0x20) fail('unescaped control character in a string');
+      if (c !== 0x5c) {
+        i++;
+        continue;
+      }
+      out += text.slice(start, i);
+      const e = text[i + 1];
+      if (e === 'u') {
+        const hex = text.slice(i + 2, i + 6);
+        if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail('bad \\u escape');
+        out += String.fromCharCode(parseInt(hex, 16));
+        i += 6;
+      } else if (e !== undefined && Object.prototype.hasOwnProperty.call(ESC, e)) {
+        out += ESC[e];
+        i += 2;
+      } else {
+        fail('bad escape');
+      }
+      start = i;
     }
   }
+  function value(depth) {
+    if (depth > 512) fail('nested too deeply');
+    ws();
+    if (i >= n) fail('unexpected end of text');
+    const c = text[i];
+    if (c === '{' || c === '[') {
+      const obj = c === '{';
+      const close = obj ? '}' : ']';
+      const items = [];
+      const seen = new Set();
+      i++;
+      ws();
+      if (text[i] === close) {
+        i++;
+        return obj ? { t: 'o', e: items } : { t: 'a', v: items };
+      }
+      for (;;) {
+        if (obj) {
+          ws();
+          if (text[i] !== '"') fail('expected a key in quotes');
+          const k = str();
+          if (seen.has(k)) fail('the key ' + JSON.stringify(k) + ' appears twice');
+          seen.add(k);
+          ws();
+          if (text[i] !== ':') fail('expected ":"');
+          i++;
+          items.push([k, value(depth + 1)]);
+        } else {
+          items.push(value(depth + 1));
+        }
+        ws();
+        if (text[i] === ',') {
+          i++;
+          continue;
+        }
+        if (text[i] === close) {
+          i++;
+          return obj ? { t: 'o', e: items } : { t: 'a', v: items };
+        }
+        fail('expected "," or "' + close + '"');
+      }
+    }
+    if (c === '"') return { t: 's', v: str() };
+    for (const [word, node] of [['true', { t: 'b', v: true }], ['false', { t: 'b', v: false }], ['null', { t: 'z' }]]) {
+      if (text.startsWith(word, i)) {
+        i += word.length;
+        return node;
+      }
+    }
+    NUM.lastIndex = i;
+    const m = NUM.exec(text);
+    if (!m) fail('unexpected character');
+    i += m[0].length;
+    return { t: 'n', raw: m[0], exact: numExact(m[0]) };
+  }
+  try {
+    const node = value(0);
+    ws();
+    if (i < n) fail('unexpected text after the value');
+    return { ok: true, node };
+  } catch (e) {
+    return { ok: false, error: e instanceof RangeError ? 'nested too deeply' : e.message };
+  }
+}
+
+const PARSED = new Map();
+
+/** jsonParse of a tool call's args_json, remembered (the list renders often). */
+function argsOf(text) {
+  let p = PARSED.get(text);
+  if (!p) {
+    if (PARSED.size > 500) PARSED.clear();
+    p = jsonParse(text);
+    PARSED.set(text, p);
+  }
+  return p;
+}
+
+/** A node as ordinary values: numbers a double holds exactly become numbers, the rest JsonNum. */
+function toPlain(node) {
+  switch (node.t) {
+    case 'o': {
+      const o = {};
+      // defineProperty, not assignment: a "__proto__" key stays a plain key.
+      for (const [k, v] of node.e) Object.defineProperty(o, k, { value: toPlain(v), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(o, KEYS, { value: node.e.map(([k]) => k) });
+      return o;
+    }
+    case 'a': return node.v.map(toPlain);
+    case 'n': return node.exact ? Number(node.raw) : new JsonNum(node.raw);
+    case 'z': return null;
+    default: return node.v;
+  }
+}
+
+/** JSON text (an API answer, an event) as ordinary values, numbers kept; null when not JSON. */
+function readJson(text) {
+  const p = jsonParse(text);
+  return p.ok ? toPlain(p.node) : null;
+}
+
+/** An ordinary value (from readJson) as a node again. */
+function valueNode(v) {
+  if (v instanceof JsonNum) return { t: 'n', raw: v.raw, exact: false };
+  if (v == null) return { t: 'z' };
+  if (typeof v === 'string') return { t: 's', v };
+  if (typeof v === 'number') return Number.isFinite(v) ? { t: 'n', raw: String(v), exact: true } : { t: 'z' };
+  if (typeof v === 'boolean') return { t: 'b', v };
+  if (Array.isArray(v)) return { t: 'a', v: v.map(valueNode) };
+  if (typeof v !== 'object') return { t: 'z' };
+  const keys = (v[KEYS] || Object.keys(v)).filter((k) => Object.prototype.hasOwnProperty.call(v, k));
+  return { t: 'o', e: keys.map((k) => [k, valueNode(v[k])]) };
+}
+
+/** Write a node: `emit(text, node)` per piece, `node` given for numbers. */
+function writeJson(node, indent, emit, depth = 0) {
+  switch (node.t) {
+    case 's': return emit(JSON.stringify(node.v));
+    case 'n': return emit(node.raw, node);
+    case 'b': return emit(node.v ? 'true' : 'false');
+    case 'z': return emit('null');
+    default: break;
+  }
+  const obj = node.t === 'o';
+  const items = obj ? node.e : node.v;
+  if (!items.length) return emit(obj ? '{}' : '[]');
+  const pad = indent ? '\n' + ' '.repeat(indent * (depth + 1)) : '';
+  emit(obj ? '{' : '[');
+  items.forEach((item, idx) => {
+    emit((idx ? ',' : '') + pad);
+    if (obj) {
+      emit(JSON.stringify(item[0]) + (indent ? ': ' : ':'));
+      writeJson(item[1], indent, emit, depth + 1);
+    } else {
+      writeJson(item, indent, emit, depth + 1);
+    }
+  });
+  emit((indent ? '\n' + ' '.repeat(indent * depth) : '') + (obj ? '}' : ']'));
+}
+
+/** A node as JSON text, numbers as written. */
+function nodeText(node, indent = 0) {
+  let out = '';
+  writeJson(node, indent, (t) => {
+    out += t;
+  });
   return out;
 }
 
-function deepEqual(a, b) {
-  if (a === b) return true;
-  if (typeof a !== typeof b || a === null || b === null || typeof a !== 'object') return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  if (ka.length !== kb.length) return false;
-  return ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && deepEqual(a[k], b[k]));
+/** Numbers of a node that JavaScript cannot hold exactly, as written. */
+function inexactNumbers(node, out = []) {
+  if (node.t === 'n' && !node.exact) out.push(node.raw);
+  else if (node.t === 'o') for (const [, v] of node.e) inexactNumbers(v, out);
+  else if (node.t === 'a') for (const v of node.v) inexactNumbers(v, out);
+  return out;
+}
+
+/** Every string and key of a node. */
+function nodeStrings(node, out = []) {
+  if (node.t === 's') out.push(node.v);
+  else if (node.t === 'o') for (const [k, v] of node.e) { out.push(k); nodeStrings(v, out); }
+  else if (node.t === 'a') for (const v of node.v) nodeStrings(v, out);
+  return out;
+}
+
+/** A node shown as inert text: hidden characters as tokens, inexact numbers marked. */
+function jsonView(node, indent = 2) {
+  const frag = document.createDocumentFragment();
+  writeJson(node, indent, (t, num) => {
+    if (num && !num.exact) frag.append(h('span', { class: 'inexact-num', title: NUM_FLAG }, t));
+    else frag.append(vis(t));
+  });
+  return frag;
+}
+
+/** The visible warning about the numbers of `node` JavaScript cannot hold exactly, if any. */
+function numFlag(node) {
+  const nums = node ? inexactNumbers(node) : [];
+  if (!nums.length) return null;
+  return h('p', { class: 'num-flag warn-text', role: 'note' }, '⚠ ', NUM_FLAG, ' ',
+    nums.slice(0, 8).map((raw, i) => [i ? ', ' : '', h('code', null, raw)]), nums.length > 8 ? ' …' : '');
+}
+
+/** A JSON value (ordinary, from readJson) in a block: formatted, numbers kept, flagged. */
+function jsonBlock(v) {
+  const node = valueNode(v);
+  return [h('pre', { class: 'json' }, jsonView(node)), numFlag(node)];
+}
+
+/** Whether two nodes hold the same value (numbers compared by value as written, key order aside). */
+function nodeEqual(a, b) {
+  if (a.t !== b.t) return false;
+  switch (a.t) {
+    case 'z': return true;
+    case 'n': return decKey(a.raw) === decKey(b.raw);
+    case 'a': return a.v.length === b.v.length && a.v.every((x, i) => nodeEqual(x, b.v[i]));
+    case 'o': {
+      if (a.e.length !== b.e.length) return false;
+      const m = new Map(b.e);
+      return a.e.every(([k, v]) => m.has(k) && nodeEqual(v, m.get(k)));
+    }
+    default: return a.v === b.v;
+  }
 }
 
 function ptrEsc(k) {
   return String(k).replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
-/** Differences between two JSON values, by JSON pointer. */
-function jsonDiff(a, b, ptr = '', out = []) {
-  if (deepEqual(a, b)) return out;
-  const ao = a !== null && typeof a === 'object';
-  const bo = b !== null && typeof b === 'object';
-  if (ao && bo && Array.isArray(a) === Array.isArray(b)) {
-    const keys = Array.isArray(a)
-      ? Array.from({ length: Math.max(a.length, b.length) }, (_, i) => i)
-      : [...new Set([...Object.keys(a), ...Object.keys(b)])];
-    for (const k of keys) {
+/** Differences between two nodes, by JSON pointer. */
+function nodeDiff(a, b, ptr = '', out = []) {
+  if (nodeEqual(a, b)) return out;
+  if (a.t === 'o' && b.t === 'o') {
+    const ma = new Map(a.e);
+    const mb = new Map(b.e);
+    for (const [k, v] of a.e) {
       const p = ptr + '/' + ptrEsc(k);
-      const inA = Array.isArray(a) ? k < a.length : Object.prototype.hasOwnProperty.call(a, k);
-      const inB = Array.isArray(b) ? k < b.length : Object.prototype.hasOwnProperty.call(b, k);
-      if (!inA) out.push({ op: '+', p, to: b[k] });
-      else if (!inB) out.push({ op: '-', p, from: a[k] });
-      else jsonDiff(a[k], b[k], p, out);
+      if (!mb.has(k)) out.push({ op: '-', p, from: v });
+      else nodeDiff(v, mb.get(k), p, out);
+    }
+    for (const [k, v] of b.e) if (!ma.has(k)) out.push({ op: '+', p: ptr + '/' + ptrEsc(k), to: v });
+  } else if (a.t === 'a' && b.t === 'a') {
+    for (let k = 0; k < Math.max(a.v.length, b.v.length); k++) {
+      const p = ptr + '/' + k;
+      if (k >= a.v.length) out.push({ op: '+', p, to: b.v[k] });
+      else if (k >= b.v.length) out.push({ op: '-', p, from: a.v[k] });
+      else nodeDiff(a.v[k], b.v[k], p, out);
     }
   } else {
     out.push({ op: '~', p: ptr || '(whole)', from: a, to: b });
@@ -258,52 +580,60 @@ function jsonDiff(a, b, ptr = '', out = []) {
   return out;
 }
 
-/** Leaves of a JSON value: [pointer, value]. */
-function leaves(v, ptr = '', out = []) {
-  if (Array.isArray(v)) {
-    if (v.length === 0) out.push([ptr, v]);
-    v.forEach((x, i) => leaves(x, ptr + '/' + i, out));
-  } else if (v !== null && typeof v === 'object') {
-    const ks = Object.keys(v);
-    if (ks.length === 0) out.push([ptr, v]);
-    for (const k of ks) leaves(v[k], ptr + '/' + ptrEsc(k), out);
+/** Leaves of a node: [pointer, node]. */
+function leaves(node, ptr = '', out = []) {
+  if (node.t === 'a') {
+    if (!node.v.length) out.push([ptr, node]);
+    node.v.forEach((x, i) => leaves(x, ptr + '/' + i, out));
+  } else if (node.t === 'o') {
+    if (!node.e.length) out.push([ptr, node]);
+    for (const [k, v] of node.e) leaves(v, ptr + '/' + ptrEsc(k), out);
   } else {
-    out.push([ptr, v]);
+    out.push([ptr, node]);
   }
   return out;
 }
 
-/** Escape for the server's regex syntax (as Rust's regex::escape does). */
+/**
+ * Escape for the server's regex syntax (as Rust's regex::escape does); a
+ * hidden character is written as `\x{...}`, so the pattern box shows it.
+ */
 function reEscape(s) {
-  return s.replace(/[\\.+*?()|[\]{}^$#&\-~]/g, '\\$&');
-}
-
-/** The pattern that matches exactly this value, as a policy rule matches it. */
-function exactPattern(v) {
-  return '^' + reEscape(typeof v === 'string' ? v : JSON.stringify(v)) + '$';
-}
-
-/** A tool call's args in one line: a command line for `argv`, else compact JSON. */
-function argsSummary(argsJson) {
-  const p = parseJson(argsJson);
-  if (!p.ok) return short(String(argsJson), 120);
-  const v = p.value;
-  const argv = v && typeof v === 'object' ? v.argv || v.command || v.cmd : null;
-  if (Array.isArray(argv) && argv.every((a) => typeof a === 'string')) {
-    return short(argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : JSON.stringify(a))).join(' '), 120);
+  let out = '';
+  for (const ch of s.replace(/[\\.+*?()|[\]{}^$#&\-~]/g, '\\$&')) {
+    out += isSpecial(ch.codePointAt(0)) ? '\\x{' + ch.codePointAt(0).toString(16).toUpperCase() + '}' : ch;
   }
-  if (typeof argv === 'string') return short(argv, 120);
-  return short(JSON.stringify(v), 120);
+  return out;
 }
 
-/** A JSON value in one line, strings quoted. */
-function shortJson(v, n = 160) {
-  return short(JSON.stringify(v), n);
+/** The pattern that matches exactly this value (a node), as a policy rule matches it. */
+function exactPattern(node) {
+  return '^' + reEscape(node.t === 's' ? node.v : nodeText(node)) + '$';
 }
 
+/** A tool call's args in one line: a command line for `argv`, else compact JSON as written. */
+function argsSummary(argsJson) {
+  const p = argsOf(argsJson);
+  if (!p.ok) return short(String(argsJson), 120);
+  const node = p.node;
+  if (node.t === 'o') {
+    const m = new Map(node.e);
+    const argv = ['argv', 'command', 'cmd'].map((k) => m.get(k)).find((v) => v && !(v.t === 's' && !v.v) && v.t !== 'z');
+    if (argv && argv.t === 'a' && argv.v.every((a) => a.t === 's')) {
+      return short(argv.v.map((a) => (/^[\w@%+=:,./-]+$/.test(a.v) ? a.v : JSON.stringify(a.v))).join(' '), 120);
+    }
+    if (argv && argv.t === 's') return short(argv.v, 120);
+  }
+  return short(nodeText(node), 120);
+}
+
+/** A value on one line: a string as is, anything else as JSON with its numbers as written. */
 function short(v, n = 160) {
-  const s = typeof v === 'string' ? v : JSON.stringify(v);
-  return s.length > n ? s.slice(0, n) + '…' : s;
+  const s = typeof v === 'string' ? v : nodeText(valueNode(v));
+  if (s.length <= n) return s;
+  // Cut between code points, never inside a surrogate pair.
+  const cps = Array.from(s);
+  return cps.length <= n ? s : cps.slice(0, n).join('') + '…';
 }
 
 // ---------------------------------------------------------------- API
@@ -331,7 +661,8 @@ async function api(method, path, body) {
   let data = null;
   if ((res.headers.get('content-type') || '').includes('json')) {
     try {
-      data = await res.json();
+      // Read without JSON.parse: numbers keep their exact value.
+      data = readJson(await res.text());
     } catch {
       data = null;
     }
@@ -392,7 +723,7 @@ function showLogin(error) {
   document.title = 'Log in · lev';
   const err = $('login-error');
   err.hidden = !error;
-  err.textContent = error || '';
+  err.replaceChildren(vis(error || ''));
   $('login-token').value = '';
   $('login-token').focus();
 }
@@ -481,24 +812,24 @@ function connectEvents() {
   });
   for (const kind of ['interaction.created', 'interaction.answered', 'interaction.expired', 'interaction.cancelled']) {
     es.addEventListener(kind, (e) => {
-      const data = parseJson(e.data);
-      if (data.ok) onInteraction(kind, data.value);
+      const data = readJson(e.data);
+      if (data) onInteraction(kind, data);
     });
   }
   es.addEventListener('task.updated', (e) => {
-    const data = parseJson(e.data);
-    if (data.ok && data.value && data.value.id) {
-      S.tasks.set(data.value.id, data.value);
+    const data = readJson(e.data);
+    if (data && typeof data.id === 'string') {
+      S.tasks.set(data.id, data);
       if (S.view === 'tasks') renderTasks();
     }
   });
   for (const kind of ['operator.connected', 'operator.disconnected']) {
     es.addEventListener(kind, (e) => {
-      const data = parseJson(e.data);
-      const sid = data.ok && data.value ? data.value.session_id : null;
+      const data = readJson(e.data);
+      const sid = data ? data.session_id : null;
       if (typeof sid !== 'string') return;
       S.operatorsChecked.add(sid);
-      if (kind === 'operator.connected') S.operators.set(sid, typeof data.value.operator === 'string' ? data.value.operator : '');
+      if (kind === 'operator.connected') S.operators.set(sid, typeof data.operator === 'string' ? data.operator : '');
       else S.operators.delete(sid);
       renderSessions();
       if (S.view === 'tasks') renderOperators();
@@ -875,7 +1206,7 @@ function question(view) {
   }
   if (req.metadata != null) {
     box.append(h('details', { class: 'meta' }, h('summary', null, 'Metadata'),
-      h('pre', { class: 'json' }, vis(JSON.stringify(req.metadata, null, 2)))));
+      jsonBlock(req.metadata)));
   }
   return box;
 }
@@ -893,9 +1224,10 @@ function toolFacts(k) {
 
 function argsView(view) {
   const k = view.request.kind;
-  const p = parseJson(k.args_json);
+  const p = argsOf(k.args_json);
   const wrap = h('div', { class: 'args' });
-  const pre = h('pre', { class: 'json args-pretty' }, vis(p.ok ? JSON.stringify(p.value, null, 2) : k.args_json));
+  // Formatted from a lossless reading: every number as the agent wrote it.
+  const pre = h('pre', { class: 'json args-pretty' }, p.ok ? jsonView(p.node) : vis(k.args_json));
   const raw = h('pre', { class: 'json args-raw', hidden: true }, vis(k.args_json));
   const toggle = h('button', {
     type: 'button', class: 'ghost small',
@@ -906,7 +1238,8 @@ function argsView(view) {
     },
   }, 'Exact text');
   wrap.append(h('div', { class: 'section-head' }, h('h3', null, 'Arguments'),
-    p.ok ? null : h('span', { class: 'warn-text' }, 'not valid JSON'), h('span', { class: 'spacer' }), toggle), pre, raw);
+    p.ok ? null : h('span', { class: 'warn-text' }, 'not valid JSON'), h('span', { class: 'spacer' }), toggle), pre, raw,
+    p.ok ? numFlag(p.node) : null);
   return wrap;
 }
 
@@ -935,7 +1268,7 @@ function formError() {
 
 function showError(el, msg) {
   el.hidden = !msg;
-  el.textContent = msg || '';
+  el.replaceChildren(vis(msg || ''));
 }
 
 async function respond(view, body, errEl, buttons, doneMsg) {
@@ -1100,12 +1433,13 @@ function approvalForm(view) {
   const req = view.request;
   const k = req.kind;
   const d = draftFor(req.id);
-  const proposal = parseJson(k.args_json);
+  const proposal = argsOf(k.args_json);
   const err = formError();
   const form = h('section', { class: 'answer approval' });
 
-  // --- edit args in place
-  if (d.editText == null) d.editText = proposal.ok ? JSON.stringify(proposal.value, null, 2) : k.args_json;
+  // --- edit args in place: the editor starts from the exact text the agent
+  // sent, and what it holds is what is sent (as modified_args_json).
+  if (d.editText == null) d.editText = k.args_json;
   const editor = h('textarea', {
     class: 'args-edit mono', rows: String(Math.min(18, Math.max(4, d.editText.split('\n').length + 1))),
     spellcheck: 'false', 'aria-label': 'Edited arguments (JSON)', value: d.editText,
@@ -1113,12 +1447,13 @@ function approvalForm(view) {
     onkeydown: (e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); approve(); } },
   });
   const editStatus = h('p', { class: 'edit-status' });
+  const editNums = h('div', { class: 'edit-nums' });
   const diffBox = h('div', { class: 'diff' });
   const editBox = h('div', { class: 'edit-box', hidden: !d.editing },
     h('div', { class: 'section-head' }, h('h3', null, 'Edit arguments'), h('span', { class: 'spacer' }),
-      h('button', { type: 'button', class: 'ghost small', onclick: () => { d.editText = proposal.ok ? JSON.stringify(proposal.value, null, 2) : k.args_json; editor.value = d.editText; checkEdit(); } }, 'Reset'),
+      h('button', { type: 'button', class: 'ghost small', onclick: () => { d.editText = k.args_json; editor.value = d.editText; checkEdit(); } }, 'Reset'),
       h('button', { type: 'button', class: 'ghost small', onclick: () => setEditing(false) }, 'Cancel edit')),
-    editor, editStatus, diffBox);
+    editor, editStatus, editNums, diffBox);
   const editBtn = h('button', { type: 'button', class: 'ghost small edit-btn', onclick: () => setEditing(!d.editing) }, d.editing ? 'Cancel edit' : 'Edit arguments');
 
   function setEditing(on) {
@@ -1131,18 +1466,30 @@ function approvalForm(view) {
     checkEdit();
     if (on) editor.focus();
   }
-  /** The edit's state: {changed, valid, text (minified), value}. */
+  /**
+   * The edit's state: {changed, valid, text, node}. `text` is the editor's
+   * text exactly, what is sent; `node` its lossless reading, which the diff
+   * is computed on.
+   */
   function editState() {
     if (!d.editing) return { changed: false, valid: true };
-    const p = parseJson(editor.value);
+    const text = editor.value;
+    const p = jsonParse(text);
     if (!p.ok) return { changed: true, valid: false, error: p.error };
-    const text = minifyJson(editor.value.trim());
-    const same = proposal.ok ? deepEqual(p.value, proposal.value) : text === minifyJson(k.args_json);
-    return { changed: !same, valid: true, text, value: p.value };
+    const same = proposal.ok ? nodeEqual(p.node, proposal.node) : text === k.args_json;
+    return { changed: !same, valid: true, text, node: p.node };
   }
   function checkEdit() {
     const st = editState();
     clear(diffBox);
+    clear(editNums);
+    if (d.editing && hasHidden(editor.value)) {
+      // A text box cannot show them; say so (the diff and the view above spell them out).
+      editNums.append(h('p', { class: 'hidden-flag warn-text', role: 'note' },
+        '⚠ This text holds hidden characters, invisible in this box: ',
+        h('code', null, plain([...new Set([...editor.value].filter((c) => isSpecial(c.codePointAt(0))))].slice(0, 12).join(''))), '.'));
+    }
+    if (d.editing && st.valid && st.node) append(editNums, [numFlag(st.node)]);
     editor.classList.toggle('invalid', !st.valid);
     if (!d.editing) {
       editStatus.textContent = '';
@@ -1155,12 +1502,13 @@ function approvalForm(view) {
     } else {
       editStatus.className = 'edit-status good';
       editStatus.textContent = 'Valid JSON. The call will run with these arguments:';
-      const changes = proposal.ok ? jsonDiff(proposal.value, st.value) : [{ op: '~', p: '(whole)', from: k.args_json, to: st.value }];
+      const changes = proposal.ok ? nodeDiff(proposal.node, st.node) : [{ op: '~', p: '(whole)', from: { t: 's', v: k.args_json }, to: st.node }];
+      const val = (node, cls) => h('code', { class: cls }, node.t === 'n' ? jsonView(node, 0) : vis(short(nodeText(node), 160)));
       diffBox.append(h('ul', { class: 'diff-list' }, changes.slice(0, 200).map((c) => h('li', { class: 'd-' + ({ '+': 'add', '-': 'del', '~': 'chg' })[c.op] },
         h('span', { class: 'd-op' }, c.op === '-' ? '−' : c.op), h('code', { class: 'd-ptr' }, vis(c.p)), ' ',
-        c.op === '+' ? h('code', { class: 'd-new' }, vis(shortJson(c.to))) : null,
-        c.op === '-' ? h('code', { class: 'd-old' }, vis(shortJson(c.from))) : null,
-        c.op === '~' ? [h('code', { class: 'd-old' }, vis(shortJson(c.from))), ' → ', h('code', { class: 'd-new' }, vis(shortJson(c.to)))] : null))));
+        c.op === '+' ? val(c.to, 'd-new') : null,
+        c.op === '-' ? val(c.from, 'd-old') : null,
+        c.op === '~' ? [val(c.from, 'd-old'), ' → ', val(c.to, 'd-new')] : null))));
     }
     approveBtn.disabled = !st.valid;
     approveBtn.textContent = approveLabel(st.changed);
@@ -1186,7 +1534,7 @@ function approvalForm(view) {
   const rowsBox = h('div', { class: 'grant-rows' });
   if (d.grantRows == null) {
     d.grantRows = proposal.ok
-      ? leaves(proposal.value).slice(0, 64).map(([p, v]) => ({ ptr: p, value: v, on: true, re: exactPattern(v) }))
+      ? leaves(proposal.node).slice(0, 64).map(([p, v]) => ({ ptr: p, on: true, re: exactPattern(v) }))
       : [];
   }
   for (const row of d.grantRows) {
@@ -1534,8 +1882,8 @@ function renderTasks() {
         h('span', { class: 'spacer' }),
         opDot(t.session_id), h('span', { class: 'muted small' }, vis(t.session_id), ' · ', timeEl(t.updated_at || t.created_at)))),
       h('div', { class: 'hist-body' },
-        h('h4', null, 'Spawn'), h('pre', { class: 'json' }, vis(JSON.stringify(t.spawn, null, 2))),
-        t.last_result != null ? [h('h4', null, 'Last result'), h('pre', { class: 'json' }, vis(JSON.stringify(t.last_result, null, 2)))] : null,
+        h('h4', null, 'Spawn'), jsonBlock(t.spawn),
+        t.last_result != null ? [h('h4', null, 'Last result'), jsonBlock(t.last_result)] : null,
         t.error ? [h('h4', null, 'Error'), h('pre', { class: 'json bad-text' }, vis(t.error))] : null,
         t.output_tail ? [h('h4', null, 'Output'), h('pre', { class: 'json' }, vis(t.output_tail))] : null))));
   }
@@ -1585,7 +1933,7 @@ function renderAudit(hasMore) {
       h('td', { 'data-label': 'What' }, h('code', null, vis(e.action))),
       h('td', { 'data-label': 'Who' }, vis(e.actor)),
       h('td', { 'data-label': 'Details', class: 'audit-data wide' }, h('details', null, h('summary', null, vis(short(e.data, 90))),
-        h('pre', { class: 'json' }, vis(JSON.stringify(e.data, null, 2))),
+        jsonBlock(e.data),
         h('div', { class: 'muted small mono' }, 'hash ', vis(e.hash)))))); 
   }
   body.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table audit' },

@@ -3,7 +3,9 @@
 //!
 //! - `GET /`: the page, under a strict Content-Security-Policy (no inline
 //!   script or style, nothing from elsewhere, no framing).
-//! - `GET /assets/app.js`, `GET /assets/app.css`: the script and styles.
+//! - `GET /assets/app.js`, `GET /assets/app.css`: the script and styles. The
+//!   script gets [`lev_protocol::text::HIDDEN`] written into it when first
+//!   served, so the page flags exactly the characters the CLI flags.
 //! - `POST /v1/login {token}`: an approver or admin token opens a session
 //!   (see [`crate::session_auth`]); answers `{name, role, csrf_token,
 //!   attach_root}` and sets the session cookie.
@@ -15,7 +17,7 @@
 //!   an operator connected now, `{"sessions": [{"session_id", "connected"}]}`,
 //!   so the page knows the state before the first `operator.*` event.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::body::Body;
 use axum::extract::State;
@@ -43,9 +45,21 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
                        form-action 'self'";
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
-const APP_JS: &str = include_str!("../assets/app.js");
+const APP_JS_SOURCE: &str = include_str!("../assets/app.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 
+/// Where app.js takes the table of hidden characters.
+const HIDDEN_PLACEHOLDER: &str = "[/* lev_protocol::text::HIDDEN */]";
+
+/// app.js with [`lev_protocol::text::HIDDEN`] in place of its placeholder:
+/// one definition of hidden characters for every interface, no second copy.
+static APP_JS: LazyLock<String> = LazyLock::new(|| {
+    APP_JS_SOURCE.replacen(
+        HIDDEN_PLACEHOLDER,
+        &lev_protocol::text::hidden_ranges_json(),
+        1,
+    )
+});
 /// The dashboard's routes (merged into the API router).
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -112,7 +126,7 @@ async fn index(headers: HeaderMap) -> Response {
 }
 
 async fn app_js(headers: HeaderMap) -> Response {
-    asset(&headers, APP_JS, "text/javascript; charset=utf-8", false)
+    asset(&headers, &APP_JS, "text/javascript; charset=utf-8", false)
 }
 
 async fn app_css(headers: HeaderMap) -> Response {
@@ -290,6 +304,21 @@ mod tests {
         assert_eq!(INDEX_HTML.matches("<script").count(), 1);
         assert!(!INDEX_HTML.contains(" onclick=") && !INDEX_HTML.contains(" onload="));
         assert!(!INDEX_HTML.contains("style="));
+    }
+
+    #[test]
+    fn the_script_gets_the_table_of_hidden_characters() {
+        assert_eq!(APP_JS_SOURCE.matches(HIDDEN_PLACEHOLDER).count(), 1);
+        assert!(!APP_JS.contains(HIDDEN_PLACEHOLDER));
+        let table = format!(
+            "const HIDDEN_RANGES = {};",
+            lev_protocol::text::hidden_ranges_json()
+        );
+        assert!(APP_JS.contains(&table), "app.js lacks {table}");
+        assert!(
+            table.contains("[917504,921599]"),
+            "tags and selectors: {table}"
+        );
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn describe(g: &Grant, style: Style) -> String {
     let covered = if g.covered_capabilities.is_empty() {
         "nothing missing".to_owned()
     } else {
-        g.covered_capabilities.join(", ")
+        term::one_line(&g.covered_capabilities.join(", "))
     };
     let args = match &g.grant_args {
         Some(patterns) if !patterns.is_empty() => patterns

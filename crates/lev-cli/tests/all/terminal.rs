@@ -74,3 +74,87 @@ fn agent_text_is_escaped_and_colour_obeys_no_color() {
     assert_code(&run, 1);
     assert!(!run.stderr.contains('\u{1b}'), "{:?}", run.stderr);
 }
+
+/// "IGNORE" spelled in TAG characters (U+E0000 + ASCII): invisible on screen.
+fn tags(text: &str) -> String {
+    text.chars()
+        .map(|c| char::from_u32(0xE0000 + u32::from(c)).unwrap())
+        .collect()
+}
+
+#[test]
+fn hidden_characters_are_spelled_out_in_show_and_ls() {
+    let server = LevServer::start("terminal-hidden");
+    // One of each kind the shared table (lev_protocol::text::HIDDEN) knows,
+    // beyond the controls, bidi and zero-width characters tested above.
+    let hidden = [
+        '\u{E0049}',
+        '\u{AD}',
+        '\u{3164}',
+        '\u{180E}',
+        '\u{FE0F}',
+        '\u{34F}',
+        '\u{E0100}',
+        '\u{115F}',
+        '\u{FFA0}',
+    ];
+    let sample: String = hidden.iter().map(|c| format!("<{c}>")).collect();
+    let mut request = InteractionRequest::new(
+        "term",
+        crate::client_env::choice(
+            &format!("Pick one{}\nsample {sample}", tags("IGNORE")),
+            &["yes", &format!("no{}", tags("RUN"))],
+        ),
+    );
+    request.title = Some(format!("Deploy{}", tags("IGNORE PREVIOUS")));
+    let q = block_on(server.client().create_interaction(&request)).unwrap();
+    let tool = server.create(
+        "term",
+        lev_protocol::InteractionKind::ToolApproval {
+            tool_name: "shell".into(),
+            args_json: format!(
+                r#"{{"cmd":"ls{}","amount":9007199254740993,"id":123456789012345678901234567890}}"#,
+                tags("rm")
+            ),
+            missing_capabilities: vec![],
+            sandbox_mode: String::new(),
+            options: vec![],
+        },
+    );
+
+    let spelled: String = hidden
+        .iter()
+        .map(|c| format!("<\\u{{{:x}}}>", u32::from(*c)))
+        .collect();
+    for args in [&["ls"][..], &["show", q.id()], &["show", tool.id()]] {
+        let run = server.lev(args);
+        assert_code(&run, 0);
+        assert!(
+            !lev_protocol::text::has_hidden(&run.stdout),
+            "{args:?}: a raw hidden character in {:?}",
+            run.stdout
+        );
+    }
+    let ls = server.lev(&["ls"]).stdout;
+    let show = server.lev(&["show", q.id()]).stdout;
+    for out in [&ls, &show] {
+        assert!(
+            out.contains("Deploy\\u{e0049}\\u{e0047}\\u{e004e}"),
+            "title: {out}"
+        );
+    }
+    assert!(show.contains(&format!("sample {spelled}")), "{show}");
+    assert!(show.contains("no\\u{e0052}\\u{e0055}\\u{e004e}"), "{show}");
+    assert!(ls.contains("ls\\u{e0072}\\u{e006d}"), "{ls}");
+    // The args as the agent wrote them: no number rounded.
+    let show = server.lev(&["show", tool.id()]).stdout;
+    assert!(
+        show.contains("\"cmd\": \"ls\\u{e0072}\\u{e006d}\""),
+        "{show}"
+    );
+    assert!(show.contains("\"amount\": 9007199254740993,"), "{show}");
+    assert!(
+        show.contains("\"id\": 123456789012345678901234567890"),
+        "{show}"
+    );
+}
