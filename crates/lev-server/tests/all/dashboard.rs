@@ -365,3 +365,97 @@ async fn at_path_in_a_dashboard_reply_attaches_a_file_below_the_attach_root_only
     assert_eq!(status, StatusCode::OK, "{v}");
     assert!(v["response"].get("parts").is_none(), "{v}");
 }
+
+/// A page on another origin (another localhost port is same-site, so the
+/// SameSite=Strict cookie goes along) may not use the dashboard's cookie:
+/// API requests, WebSocket upgrades and logins from it get 403 `origin`;
+/// the server's own origin, under any loopback name, is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookie_requests_and_upgrades_from_another_origin_are_refused() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let s = TestServer::start().await;
+    let l = login(&s, &s.admin).await;
+    let base = s.path("");
+    let port = base
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let other = if port == "8080" { "8081" } else { "8080" };
+    let get = |origin: Option<String>| {
+        let mut rb = s
+            .http
+            .get(s.path("/v1/interactions"))
+            .header(COOKIE, format!("lev_session={}", l.cookie));
+        if let Some(o) = origin {
+            rb = rb.header("origin", o);
+        }
+        rb.send()
+    };
+    for (origin, want) in [
+        (Some(format!("http://localhost:{other}")), 403),
+        (Some(format!("http://127.0.0.1:{other}")), 403),
+        (Some("null".to_owned()), 403),
+        (Some(format!("https://127.0.0.1:{port}")), 403),
+        (Some(format!("http://127.0.0.1:{port}")), 200),
+        (Some(format!("http://localhost:{port}")), 200),
+        (None, 200),
+    ] {
+        let resp = get(origin.clone()).await.unwrap();
+        assert_eq!(resp.status().as_u16(), want, "{origin:?}");
+        if want == 403 {
+            let v: Value = resp.json().await.unwrap();
+            assert_eq!(code(&v), "origin", "{v}");
+        }
+    }
+    // A bearer token is not a browser's ambient credential: no Origin check.
+    let resp = s
+        .req(Method::GET, "/v1/interactions", &s.admin)
+        .header("origin", format!("http://localhost:{other}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+
+    // The operator socket, opened with the cookie.
+    let ws_url = format!("{}/v1/operators/s-1/ws", base.replacen("http", "ws", 1));
+    let upgrade = |origin: Option<String>| {
+        let mut req = ws_url.clone().into_client_request().unwrap();
+        req.headers_mut().insert(
+            "cookie",
+            format!("lev_session={}", l.cookie).parse().unwrap(),
+        );
+        if let Some(o) = origin {
+            req.headers_mut().insert("origin", o.parse().unwrap());
+        }
+        tokio_tungstenite::connect_async(req)
+    };
+    for origin in [Some(format!("http://localhost:{other}")), None] {
+        match upgrade(origin.clone()).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                assert_eq!(resp.status().as_u16(), 403, "{origin:?}");
+                let v: Value = serde_json::from_slice(resp.body().as_deref().unwrap()).unwrap();
+                assert_eq!(code(&v), "origin", "{v}");
+            }
+            other => panic!("{origin:?}: expected 403, found {:?}", other.map(|_| ())),
+        }
+    }
+    assert!(
+        upgrade(Some(format!("http://127.0.0.1:{port}")))
+            .await
+            .is_ok(),
+        "the dashboard's own origin may open it"
+    );
+
+    // Nor may another origin log a browser in.
+    let resp = s
+        .http
+        .post(s.path("/v1/login"))
+        .header("origin", format!("http://localhost:{other}"))
+        .json(&json!({"token": s.admin}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+}
