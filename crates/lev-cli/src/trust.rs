@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context as _, anyhow};
 use lev_approval::TrustedKeys;
 
-/// The keys `lev run` trusts, when pinned.
+/// The keys `lev run`, `lev hook` and `lev mcp` trust, when pinned.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TrustArgs {
     /// Trust only this key to sign the approval: a JWKS (or JWK) file, or one

@@ -66,6 +66,8 @@ struct ClaudeCodeArgs {
     #[arg(long, value_delimiter = ',', value_name = "ROUTE")]
     route: Option<Vec<String>>,
     #[command(flatten)]
+    trust: crate::trust::TrustArgs,
+    #[command(flatten)]
     client: ClientArgs,
 }
 
@@ -112,8 +114,19 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         route: args.route.clone(),
         timeout: Duration::from_secs(args.timeout),
     };
+    // Pinned keys that cannot be read are a broken configuration: a
+    // blocking error, never a fallback to the server's keys.
+    let pinned = match args.trust.pinned() {
+        Ok(pinned) => pinned,
+        Err(e) => {
+            report::message(&format!("{e:#}"));
+            return Ok(ExitCode::from(BLOCKING_ERROR));
+        }
+    };
     let mut verdict = match args.client.client() {
-        Ok(client) => runtime()?.block_on(gatekeep::verdict(&client, None, &call, |_| {})),
+        Ok(client) => {
+            runtime()?.block_on(gatekeep::verdict(&client, pinned.as_ref(), &call, |_| {}))
+        }
         // No usable URL or token: lev cannot be asked, as if it were down.
         Err(e) => Verdict::Defer {
             reason: format!(

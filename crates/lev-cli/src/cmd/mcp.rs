@@ -39,12 +39,15 @@ pub struct Args {
           value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
     #[command(flatten)]
+    trust: crate::trust::TrustArgs,
+    #[command(flatten)]
     client: ClientArgs,
 }
 
 /// Run `lev mcp` until the client closes stdin.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.client.client()?;
+    let pinned = args.trust.pinned()?;
     let session = args
         .session
         .unwrap_or_else(|| format!("mcp-{}", parent_pid()));
@@ -56,6 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sandbox_mode: args.sandbox_mode,
         route: args.route,
         timeout: Duration::from_secs(args.timeout),
+        pinned,
     };
     runtime()?.block_on(mcp::serve(config))?;
     Ok(ExitCode::SUCCESS)

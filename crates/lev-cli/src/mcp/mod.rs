@@ -63,6 +63,9 @@ pub struct Config {
     pub route: Option<Vec<String>>,
     /// How long a tool call waits for an answer.
     pub timeout: Duration,
+    /// Keys given with `--key`: only they may sign a decision. `None`: the
+    /// server's, fetched at the first approval and pinned.
+    pub pinned: Option<TrustedKeys>,
 }
 
 /// Serve MCP on stdin and stdout until the client closes stdin.
@@ -270,12 +273,15 @@ impl LevMcp {
         };
         // Not pinned yet (lev unreachable): `verdict` tries again itself, and
         // the next call tries to pin them again.
-        let keys = self
-            .inner
-            .keys
-            .get_or_try_init(|| gatekeep::pinned_keys(&config.client))
-            .await
-            .ok();
+        let keys = match &config.pinned {
+            Some(keys) => Some(keys),
+            None => self
+                .inner
+                .keys
+                .get_or_try_init(|| gatekeep::pinned_keys(&config.client))
+                .await
+                .ok(),
+        };
         let verdict =
             gatekeep::verdict(&config.client, keys, &call, |id| pending.waiting_for(id)).await;
         let result = PermissionPromptResult::from_verdict(&input.tool_name, &verdict);

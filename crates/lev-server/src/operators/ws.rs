@@ -57,6 +57,9 @@ fn error_frame(req_id: Option<String>, code: &str, message: String) -> Outbound 
 
 /// Parse one text frame; the error frame to answer otherwise.
 fn parse(text: &str) -> Result<ClientMsg, Outbound> {
+    if let Err(e) = crate::body::check_depth(text.as_bytes()) {
+        return Err(error_frame(None, "malformed", e.to_string()));
+    }
     if let Err(e) = lev_protocol::json::check_strict_json(text) {
         return Err(error_frame(
             None,

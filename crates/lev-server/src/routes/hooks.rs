@@ -55,6 +55,7 @@ pub async fn claude_code(
 ) -> ApiResult<Json<Value>> {
     principal.require(&[Role::Worker])?;
     let bytes = read_limited(request, JSON_LIMIT).await?;
+    crate::body::check_depth(&bytes)?;
     let event = HookEvent::parse(&bytes).map_err(|e| match e {
         HookEventError::NotJson(_) => ApiError::Malformed(e.to_string()),
         _ => ApiError::Invalid(e.to_string()),

@@ -136,9 +136,8 @@ impl TaskStore for SqliteStore {
             if filter.session_id.is_some() {
                 sql.push_str(" AND session_id = ?3");
             }
-            if filter.caller.is_some() {
-                sql.push_str(" AND caller = ?5");
-            }
+            // Always named, so the statement takes all five parameters.
+            sql.push_str(" AND (?5 IS NULL OR caller = ?5)");
             sql.push_str(" ORDER BY seq DESC LIMIT ?4");
             let mut stmt = conn.prepare_cached(&sql)?;
             let status = filter.status.map(status_str);

@@ -134,6 +134,15 @@ async fn a_task_lives_from_create_to_finish_and_survives_a_reopen() {
         .await
         .unwrap();
     assert_eq!(page.items.len(), 1);
+    let page = store
+        .list_tasks(TaskFilter {
+            caller: Some("alice".into()),
+            limit: 10,
+            ..TaskFilter::default()
+        })
+        .await
+        .unwrap();
+    assert!(page.items.is_empty(), "no task was spawned for alice");
     let events = store.events_after(0, 100).await.unwrap();
     let task_events = events.iter().filter(|e| e.kind == "task.updated").count();
     assert_eq!(task_events, 5, "two creates, start, result, finish");

@@ -418,3 +418,67 @@ fn permission_request_gets_each_decision_as_spec_section_10_shapes_it() {
         "{out}"
     );
 }
+
+/// `lev hook --key` pins the keys a decision must be signed with: an allow
+/// signed by the server's own key is refused when another key is pinned
+/// (a deny that says why), accepted when the server's key is.
+#[test]
+fn pinned_keys_refuse_a_decision_signed_by_any_other_key() {
+    let served = Served::start(
+        "hook-pinned",
+        Some("[[rule]]\ntool = \"Bash\"\ndecision = \"allow\"\n"),
+    );
+    let scratch = crate::support::Scratch::new("hook-pinned-keys");
+    let other = scratch.path("other.key");
+    let made = crate::support::lev(["keys", "generate", "--out", other.to_str().unwrap()]);
+    assert_eq!(made.code, 0, "{made:?}");
+    let e = event_in(
+        "pre_tool_use.json",
+        "pinned",
+        "toolu_pinned_1",
+        json!({"command": "ls"}),
+    );
+    let run = hook(
+        &served.url,
+        &served.worker,
+        &["--key", other.to_str().unwrap()],
+        e.to_string().as_bytes(),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let out = run.json();
+    assert_eq!(
+        out["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{out}"
+    );
+    // The server's own keys, pinned: allowed.
+    let jwks = scratch.write(
+        "server.jwks",
+        crate::support::lev(["keys", "--json", "--url", &served.url]).stdout,
+    );
+    let e = event_in(
+        "pre_tool_use.json",
+        "pinned",
+        "toolu_pinned_2",
+        json!({"command": "ls"}),
+    );
+    let run = hook(
+        &served.url,
+        &served.worker,
+        &["--key", jwks.to_str().unwrap()],
+        e.to_string().as_bytes(),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.json()["hookSpecificOutput"]["permissionDecision"],
+        "allow",
+        "{run:?}"
+    );
+    // A pin that cannot be read is a blocking error, not the server's keys.
+    let run = hook(
+        &served.url,
+        &served.worker,
+        &["--key", "/nonexistent/keys.json"],
+        e.to_string().as_bytes(),
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+}
