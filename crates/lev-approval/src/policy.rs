@@ -289,13 +289,14 @@ impl Policy {
                     out.push(format!(
                         "line {}: the pattern {pattern:?} on {pointer:?} matches {word:?} but not \
                          \"/usr/bin/{word}\": a command named by its path escapes this {} rule; \
-                         match the base name, e.g. \"^(.*/)?({word})$\"",
+                         match the base name, e.g. {:?}",
                         rule.line,
                         match rule.decision {
                             RuleDecision::Allow => "allow",
                             RuleDecision::Deny => "deny",
                             RuleDecision::Ask => "ask",
-                        }
+                        },
+                        base_name_pattern(pattern)
                     ));
                 }
             }
@@ -331,6 +332,18 @@ fn names_a_command(pointer: &str) -> bool {
             last.to_ascii_lowercase().as_str(),
             "command" | "cmd" | "program" | "executable" | "exe" | "bin" | "binary"
         )
+}
+
+/// `pattern` made to match behind any directory: `^(rm|dd)$` becomes
+/// `^(.*/)?(rm|dd)$`.
+fn base_name_pattern(pattern: &str) -> String {
+    let body = pattern.strip_prefix('^').unwrap_or(pattern);
+    if body.starts_with('(') && body.ends_with(")$") {
+        format!("^(.*/)?{body}")
+    } else {
+        let inner = body.strip_suffix('$').unwrap_or(body);
+        format!("^(.*/)?(?:{inner})$")
+    }
 }
 
 /// A word that `pattern` matches alone but not behind a directory: the
@@ -520,6 +533,11 @@ mod tests {
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].starts_with("line 2:"), "{}", warnings[0]);
         assert!(warnings[0].contains("/usr/bin/rm"), "{}", warnings[0]);
+        assert!(
+            warnings[0].contains(r#""^(.*/)?(rm|dd|mkfs)$""#),
+            "{}",
+            warnings[0]
+        );
         let fixed = text.replace("^(rm|dd|mkfs)$", "^(.*/)?(rm|dd|mkfs)$");
         assert!(Policy::parse(&fixed).unwrap().warnings().is_empty());
     }
