@@ -4,7 +4,7 @@
 //! worker gets.
 //!
 //! ```sh
-//! lev token create main-ai --role operator          # prints the token
+//! lev token create main-ai --role operator --sessions 's-*'   # prints the token
 //! LEV_URL=http://127.0.0.1:7420 LEV_TOKEN=lev_... \
 //!     cargo run -p lev-client --example operator -- s-1
 //! ```
@@ -90,7 +90,7 @@ async fn main() -> std::process::ExitCode {
     let url = std::env::var("LEV_URL").unwrap_or_else(|_| "http://127.0.0.1:7420".into());
     let Ok(token) = std::env::var("LEV_TOKEN") else {
         eprintln!(
-            "error: set LEV_TOKEN to an operator token (lev token create NAME --role operator)"
+            "error: set LEV_TOKEN to an operator token (lev token create NAME --role operator --sessions PATTERNS)"
         );
         return std::process::ExitCode::from(2);
     };
