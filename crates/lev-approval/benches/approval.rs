@@ -49,9 +49,11 @@ fn bench(c: &mut Criterion) {
     keys.insert(key.verifying_key()).unwrap();
     let now = OffsetDateTime::now_utc();
     let p = payload(now);
-    let envelope = sign_payload(&p, &key);
+    let envelope = sign_payload(&p, &key).unwrap();
 
-    c.bench_function("sign", |b| b.iter(|| sign_payload(black_box(&p), &key)));
+    c.bench_function("sign", |b| {
+        b.iter(|| sign_payload(black_box(&p), &key).unwrap())
+    });
 
     let bytes = decode_base64(&envelope.payload).unwrap();
     let message = pae(&envelope.payload_type, &bytes);
@@ -85,7 +87,7 @@ fn interleaved_ratio() {
     keys.insert(key.verifying_key()).unwrap();
     let now = OffsetDateTime::now_utc();
     let p = payload(now);
-    let envelope = sign_payload(&p, &key);
+    let envelope = sign_payload(&p, &key).unwrap();
     let bytes = decode_base64(&envelope.payload).unwrap();
     let message = pae(&envelope.payload_type, &bytes);
     let sig_bytes: [u8; 64] = decode_base64(&envelope.signatures[0].sig)

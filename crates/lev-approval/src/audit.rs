@@ -21,16 +21,6 @@ pub const AUDIT_HEAD_PAYLOAD_TYPE: &str = "application/vnd.lev.audit-head+json; 
 /// The `prev_hash` of the first entry.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-#[derive(Serialize)]
-struct Hashed<'a> {
-    seq: u64,
-    at: &'a str,
-    action: &'a str,
-    actor: &'a str,
-    data: &'a serde_json::Value,
-    prev_hash: &'a str,
-}
-
 /// The hash of an entry with these fields.
 pub fn entry_hash(
     seq: u64,
@@ -40,15 +30,17 @@ pub fn entry_hash(
     data: &serde_json::Value,
     prev_hash: &str,
 ) -> String {
-    let bytes = serde_json::to_vec(&Hashed {
-        seq,
-        at,
-        action,
-        actor,
-        data,
-        prev_hash,
-    })
-    .unwrap_or_default();
+    // The compact JSON of {"seq","at","action","actor","data","prev_hash"}
+    // in that order, written out: a JSON string or value always serialises,
+    // so there is no error to swallow (nor empty bytes to hash).
+    let text = |s: &str| serde_json::Value::from(s).to_string();
+    let bytes = format!(
+        "{{\"seq\":{seq},\"at\":{},\"action\":{},\"actor\":{},\"data\":{data},\"prev_hash\":{}}}",
+        text(at),
+        text(action),
+        text(actor),
+        text(prev_hash)
+    );
     hex(&Sha256::digest(&bytes))
 }
 
@@ -68,15 +60,14 @@ pub struct HeadPayload {
 
 /// Sign a chain head.
 pub fn sign_head(seq: u64, hash: &str, key: &SigningKeyPair) -> AuditHead {
-    let payload = serde_json::to_vec(&HeadPayload {
-        seq,
-        hash: hash.to_owned(),
-    })
-    .unwrap_or_default();
+    let payload = format!(
+        "{{\"seq\":{seq},\"hash\":{}}}",
+        serde_json::Value::from(hash)
+    );
     AuditHead {
         seq,
         hash: hash.to_owned(),
-        signature: sign_envelope(AUDIT_HEAD_PAYLOAD_TYPE, &payload, key),
+        signature: sign_envelope(AUDIT_HEAD_PAYLOAD_TYPE, payload.as_bytes(), key),
     }
 }
 

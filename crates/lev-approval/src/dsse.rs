@@ -40,8 +40,18 @@ pub fn sign_envelope(payload_type: &str, payload: &[u8], key: &SigningKeyPair) -
 }
 
 /// Sign an approval payload.
-pub fn sign_payload(payload: &ApprovalPayload, key: &SigningKeyPair) -> Envelope {
-    sign_envelope(APPROVAL_PAYLOAD_TYPE, &payload.to_bytes(), key)
+///
+/// # Errors
+/// When the payload cannot be written ([`ApprovalPayload::to_bytes`]).
+pub fn sign_payload(
+    payload: &ApprovalPayload,
+    key: &SigningKeyPair,
+) -> Result<Envelope, serde_json::Error> {
+    Ok(sign_envelope(
+        APPROVAL_PAYLOAD_TYPE,
+        &payload.to_bytes()?,
+        key,
+    ))
 }
 
 #[cfg(test)]

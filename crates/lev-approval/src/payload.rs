@@ -59,8 +59,12 @@ pub struct ApprovalPayload {
 
 impl ApprovalPayload {
     /// The payload's canonical bytes (compact JSON, fields in declaration order).
-    pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+    ///
+    /// # Errors
+    /// When a field cannot be written as the payload requires (a time past
+    /// year 9999): such a payload is never signed.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(self)
     }
 
     /// Strictly parse payload bytes.

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use lev_protocol::{InboundPart, InteractionResponse};
 
 use crate::error::{ApiError, ApiResult};
-use crate::session_auth::CurrentSession;
+use crate::session_auth::SessionInfo;
 use crate::state::Settings;
 
 /// Add the files an answer's `@path` words name to its parts, when the answer
@@ -26,10 +26,10 @@ use crate::state::Settings;
 /// over the part limit; 500 when a file below the root cannot be read.
 pub fn expand_at_paths(
     settings: &Settings,
-    via: &CurrentSession,
+    via: Option<&SessionInfo>,
     answer: &mut InteractionResponse,
 ) -> ApiResult<()> {
-    let (Some(root), Some(_), Some(value)) = (&settings.attach_root, &via.0, &answer.value) else {
+    let (Some(root), Some(_), Some(value)) = (&settings.attach_root, via, &answer.value) else {
         return Ok(());
     };
     let files = at_path_files(root, value)?;

@@ -265,7 +265,7 @@ const MAX_OPERATOR_QUERY: usize = 1000;
 async fn operators(
     State(state): State<AppState>,
     principal: Principal,
-    crate::routes::Q(query): crate::routes::Q<OperatorsQuery>,
+    crate::extract::Q(query): crate::extract::Q<OperatorsQuery>,
 ) -> ApiResult<Json<serde_json::Value>> {
     principal.require(&[Role::Approver])?;
     let mut sessions: Vec<&str> = query

@@ -74,7 +74,7 @@ impl Expiry {
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     () = self.notify.notified() => continue,
-                    () = crate::state::stopped(&mut shutdown) => return,
+                    () = crate::shutdown::stopped(&mut shutdown) => return,
                 }
             }
             if let Err(e) = store.expire_due(OffsetDateTime::now_utc()).await {
@@ -91,6 +91,6 @@ impl Expiry {
 async fn sleep_or_shutdown(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
     tokio::select! {
         () = tokio::time::sleep(d) => false,
-        () = crate::state::stopped(shutdown) => true,
+        () = crate::shutdown::stopped(shutdown) => true,
     }
 }

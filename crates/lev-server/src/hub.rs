@@ -1,5 +1,5 @@
 //! Waking waiters: one task follows the store's committed events and bumps a
-//! per-interaction generation counter that `wait` handlers watch.
+//! per-interaction (and per-task) generation counter that waiters watch.
 //!
 //! A waiter registers before it reads the interaction's state, so an answer
 //! committed between its read and its sleep still wakes it; when woken it just
@@ -100,23 +100,64 @@ impl Hub {
             tokio::select! {
                 received = events.recv() => match received {
                     Ok(event) => {
-                        if let Some(id) = interaction_id(&event) {
+                        if let Some(id) = subject_id(&event) {
                             self.wake(id);
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => self.wake_all(),
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
-                () = crate::state::stopped(&mut shutdown) => return,
+                () = crate::shutdown::stopped(&mut shutdown) => return,
             }
         }
     }
 }
 
-/// The interaction an event concerns.
-fn interaction_id(event: &StoredEvent) -> Option<&str> {
-    if !event.kind.starts_with("interaction.") {
-        return None;
+/// The interaction or task an event concerns: waiters on either are woken
+/// from committed events alone, never by hand.
+fn subject_id(event: &StoredEvent) -> Option<&str> {
+    if event.kind.starts_with("interaction.") {
+        return event.data.get("request")?.get("id")?.as_str();
     }
-    event.data.get("request")?.get("id")?.as_str()
+    if event.kind == "task.updated" {
+        return event.data.get("id")?.as_str();
+    }
+    None
+}
+
+/// The one wait loop: register on `key` (an interaction's or a task's id),
+/// then run `probe` on every committed change of it until `probe` finds
+/// what it waits for, or `deadline` passes (`None`). Registering before the
+/// first probe means no change is missed between a read and the sleep.
+///
+/// # Errors
+/// `probe`'s, and 503 `shutting_down` once shutdown begins.
+pub async fn wait_for<T, F, Fut>(
+    state: &crate::state::AppState,
+    key: &str,
+    deadline: tokio::time::Instant,
+    mut probe: F,
+) -> crate::error::ApiResult<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::error::ApiResult<Option<T>>>,
+{
+    let mut guard = state.hub().register(key);
+    let mut shutdown = state.shutdown_signal();
+    loop {
+        if let Some(found) = probe().await? {
+            return Ok(Some(found));
+        }
+        tokio::select! {
+            changed = guard.rx.changed() => {
+                if changed.is_err() {
+                    return Err(crate::error::ApiError::ShuttingDown);
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => return Ok(None),
+            () = crate::shutdown::stopped(&mut shutdown) => {
+                return Err(crate::error::ApiError::ShuttingDown);
+            }
+        }
+    }
 }

@@ -21,15 +21,18 @@ mod body;
 mod dashboard;
 mod error;
 mod expiry;
+mod extract;
 mod gate;
 mod hub;
 mod ids;
+mod interactions;
 mod keys;
 mod log;
 mod metrics;
 mod operators;
 mod routes;
 mod session_auth;
+mod shutdown;
 mod state;
 mod tls;
 
@@ -310,7 +313,11 @@ impl Server {
             settings.policy_source = source;
         }
         settings.secure_cookies |= config.tls.is_some();
+        let triage_events = store.subscribe();
         let state = AppState::start(store, keys, settings);
+        // Interactions routed to an operator first are triaged as their
+        // creation commits, whoever created them.
+        tokio::spawn(operators::triage::follow(state.clone(), triage_events));
         Ok(Self {
             socket,
             local_addr,

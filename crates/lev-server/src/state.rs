@@ -158,8 +158,3 @@ impl AppState {
         self.0.shutdown.clone()
     }
 }
-
-/// Resolves once shutdown has begun (or the state is gone).
-pub async fn stopped(rx: &mut watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await.map(|_| ());
-}

@@ -64,7 +64,7 @@ prop_compose! {
 }
 
 fn verified(p: &ApprovalPayload) -> VerifiedResponse {
-    verify(&sign_payload(p, &key()), &trusted(), now()).unwrap()
+    verify(&sign_payload(p, &key()).unwrap(), &trusted(), now()).unwrap()
 }
 
 /// A change of one byte sequence: flip a bit, insert a byte, or drop a byte.
@@ -172,7 +172,7 @@ proptest! {
 
     #[test]
     fn a_flipped_payload_bit_fails_verification(p in payload(), i in any::<usize>(), bit in 0u8..8) {
-        let mut envelope = sign_payload(&p, &key());
+        let mut envelope = sign_payload(&p, &key()).unwrap();
         let mut bytes = decode_base64(&envelope.payload).unwrap();
         let i = i % bytes.len();
         bytes[i] ^= 1 << bit;
@@ -182,7 +182,7 @@ proptest! {
 
     #[test]
     fn a_flipped_signature_bit_fails_verification(p in payload(), i in 0usize..64, bit in 0u8..8) {
-        let mut envelope = sign_payload(&p, &key());
+        let mut envelope = sign_payload(&p, &key()).unwrap();
         let mut sig = decode_base64(&envelope.signatures[0].sig).unwrap();
         sig[i] ^= 1 << bit;
         envelope.signatures[0].sig = encode_base64(&sig);
@@ -191,7 +191,7 @@ proptest! {
 
     #[test]
     fn a_flipped_payload_type_bit_fails_verification(p in payload(), i in any::<usize>(), bit in 0u8..7) {
-        let mut envelope = sign_payload(&p, &key());
+        let mut envelope = sign_payload(&p, &key()).unwrap();
         let mut t = envelope.payload_type.into_bytes();
         let i = i % t.len();
         t[i] ^= 1 << bit;

@@ -239,7 +239,7 @@ fn json(envelope: &Envelope) -> Value {
 }
 
 fn signed(payload: &ApprovalPayload) -> Value {
-    json(&sign_payload(payload, &key_a()))
+    json(&sign_payload(payload, &key_a()).unwrap())
 }
 
 fn signed_bytes(payload: &[u8]) -> Value {
@@ -248,7 +248,7 @@ fn signed_bytes(payload: &[u8]) -> Value {
 
 /// The payload's compact JSON with `edit` applied to its text.
 fn edited_text(payload: &ApprovalPayload, edit: impl FnOnce(String) -> String) -> Vec<u8> {
-    let text = String::from_utf8(payload.to_bytes()).expect("payload JSON is UTF-8");
+    let text = String::from_utf8(payload.to_bytes().unwrap()).expect("payload JSON is UTF-8");
     let out = edit(text.clone());
     assert_ne!(out, text, "the edit changed nothing");
     out.into_bytes()
@@ -389,8 +389,8 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
             args_json: r#"{"argv":["echo","~~~???>>>"],"cwd":"/"}"#.into(),
             ..grant()
         };
-        let bytes = payload.to_bytes();
-        let envelope = sign_payload(&payload, &a);
+        let bytes = payload.to_bytes().unwrap();
+        let envelope = sign_payload(&payload, &a).unwrap();
         let sig = signature_bytes(&envelope);
         let url_payload = encode_base64url(&bytes);
         let url_sig = encode_base64url(&sig);
@@ -424,7 +424,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
     }
     {
         let b = key_b();
-        let mut envelope = sign_payload(&grant(), &b);
+        let mut envelope = sign_payload(&grant(), &b).unwrap();
         envelope.signatures[0].keyid = a.kid().into();
         v.push((
             "key_id_is_only_a_hint",
@@ -439,8 +439,8 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         ));
     }
     {
-        let mut envelope = sign_payload(&grant(), &key_untrusted());
-        let trusted = sign_payload(&grant(), &a);
+        let mut envelope = sign_payload(&grant(), &key_untrusted()).unwrap();
+        let trusted = sign_payload(&grant(), &a).unwrap();
         envelope.signatures.extend(trusted.signatures);
         v.push((
             "one_of_two_signatures_trusted",
@@ -601,14 +601,14 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
             "a correct signature over the same payload under another payload type",
             json(&sign_envelope(
                 "application/vnd.in-toto+json",
-                &grant().to_bytes(),
+                &grant().to_bytes().unwrap(),
                 &a,
             )),
             invalid("payload_type"),
         ),
     ));
     {
-        let mut envelope = sign_payload(&grant(), &a);
+        let mut envelope = sign_payload(&grant(), &a).unwrap();
         envelope.payload_type = "application/vnd.lev.approval+json;version=1".into();
         v.push((
             "payload_type_edited",
@@ -672,12 +672,12 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         "untrusted_key",
         vector(
             "correctly signed by a key that is not trusted",
-            json(&sign_payload(&grant(), &key_untrusted())),
+            json(&sign_payload(&grant(), &key_untrusted()).unwrap()),
             invalid("untrusted_key"),
         ),
     ));
     {
-        let mut envelope = sign_payload(&grant(), &key_untrusted());
+        let mut envelope = sign_payload(&grant(), &key_untrusted()).unwrap();
         envelope.signatures[0].keyid = a.kid().into();
         v.push((
             "untrusted_key_claims_trusted_id",
@@ -695,7 +695,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         forged[0] = 1;
         let envelope = Envelope {
             payload_type: APPROVAL_PAYLOAD_TYPE.into(),
-            payload: lev_approval::encode_base64(&grant().to_bytes()),
+            payload: lev_approval::encode_base64(&grant().to_bytes().unwrap()),
             signatures: vec![EnvelopeSignature {
                 keyid: key_id(&WEAK_KEY),
                 sig: lev_approval::encode_base64(&forged),
@@ -714,7 +714,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         ));
     }
     {
-        let mut envelope = sign_payload(&grant(), &a);
+        let mut envelope = sign_payload(&grant(), &a).unwrap();
         let sig = malleate(&signature_bytes(&envelope));
         envelope.signatures[0].sig = lev_approval::encode_base64(&sig);
         v.push((
@@ -727,7 +727,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         ));
     }
     {
-        let mut envelope = sign_payload(&grant(), &a);
+        let mut envelope = sign_payload(&grant(), &a).unwrap();
         let bytes = decode_base64(&envelope.payload).expect("lev writes base64");
         let text = String::from_utf8(bytes).expect("payload JSON is UTF-8");
         envelope.payload =
@@ -845,7 +845,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         ),
     ));
     {
-        let mut envelope = sign_payload(&grant(), &a);
+        let mut envelope = sign_payload(&grant(), &a).unwrap();
         envelope.signatures[0].sig = "not base64!".into();
         v.push((
             "signature_not_base64",
@@ -857,7 +857,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         ));
     }
     {
-        let mut envelope = sign_payload(&grant(), &a);
+        let mut envelope = sign_payload(&grant(), &a).unwrap();
         let sig = signature_bytes(&envelope);
         envelope.signatures[0].sig = lev_approval::encode_base64(&sig[..63]);
         v.push((
@@ -870,8 +870,8 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         ));
     }
     {
-        let mut envelope = sign_payload(&grant(), &key_untrusted());
-        let trusted = sign_payload(&grant(), &a);
+        let mut envelope = sign_payload(&grant(), &key_untrusted()).unwrap();
+        let trusted = sign_payload(&grant(), &a).unwrap();
         let junk = envelope.signatures[0].clone();
         envelope.signatures = vec![junk; lev_approval::MAX_SIGNATURES];
         envelope.signatures.extend(trusted.signatures);
@@ -885,7 +885,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         ));
     }
     {
-        let mut envelope = sign_payload(&grant(), &a);
+        let mut envelope = sign_payload(&grant(), &a).unwrap();
         envelope.signatures.clear();
         v.push((
             "no_signatures",
@@ -897,7 +897,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         ));
     }
     {
-        let mut envelope = sign_payload(&grant(), &a);
+        let mut envelope = sign_payload(&grant(), &a).unwrap();
         envelope.payload = "not base64!".into();
         v.push((
             "payload_not_base64",

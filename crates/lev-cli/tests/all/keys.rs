@@ -118,7 +118,7 @@ fn a_generated_key_signs_what_lev_verify_accepts() {
     };
     let envelope = dir.write(
         "envelope.json",
-        serde_json::to_vec(&sign_payload(&payload, &key)).unwrap(),
+        serde_json::to_vec(&sign_payload(&payload, &key).unwrap()).unwrap(),
     );
     let common = |key_arg: &str| {
         lev([

@@ -30,7 +30,7 @@ use lev_approval::{
 };
 use lev_protocol::api::{GateRequest, GateResponse, Grant};
 use lev_protocol::validate::{check_args_json, check_capabilities, check_id, check_tool_name};
-use lev_protocol::{Envelope, Interaction, InteractionKind, InteractionRequest, InteractionStatus};
+use lev_protocol::{Envelope, InteractionKind, InteractionRequest};
 use lev_store::{AuditRecord, GateCallRecord, GateRecordOutcome, NewGateDecision, NewInteraction};
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
@@ -118,7 +118,8 @@ pub(crate) fn sign(state: &AppState, d: &Decision<'_>) -> ApiResult<(Envelope, S
         })?,
     };
     Ok((
-        sign_payload(&payload, &state.keys().active()),
+        sign_payload(&payload, &state.keys().active())
+            .map_err(|e| ApiError::Internal(format!("the approval cannot be written: {e}")))?,
         payload.nonce,
     ))
 }
@@ -417,13 +418,8 @@ pub async fn decide(
             interaction,
         } => {
             if let Some(view) = interaction {
-                state.metrics().created();
-                if let Some(at) = view.request.expires_at {
-                    state.expiry().schedule(at);
-                }
-                // `route: ["operator", ...]`: the session's operator triages it
-                // first, and its answer comes back through the same checks.
-                crate::operators::triage::on_created(state, &view.request);
+                // Triage (`route: ["operator", ...]`) follows the committed event.
+                crate::interactions::opened(state, &view.request);
             }
             Ok(record.decision)
         }
@@ -435,10 +431,10 @@ pub async fn decide(
                 record.request_id, record.session_id
             ),
         }),
-        GateRecordOutcome::TooManyPending => Err(ApiError::TooMany(format!(
-            "the session has {} pending interactions, the most it may hold",
-            state.settings().max_pending_per_session
-        ))),
+        GateRecordOutcome::TooManyPending => Err(crate::interactions::too_many_pending(
+            state,
+            &req.session_id,
+        )),
     }
 }
 
@@ -459,8 +455,6 @@ fn ask_interaction(
     actor: &str,
     now: OffsetDateTime,
 ) -> ApiResult<NewInteraction> {
-    let id = crate::ids::new_id("ir_", now)
-        .map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?;
     let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
     let mut request = InteractionRequest::new(
         req.session_id.clone(),
@@ -472,34 +466,10 @@ fn ask_interaction(
             options: Vec::new(),
         },
     );
-    request.id = Some(id);
     request.conversation_id = some(&req.conversation_id);
     request.turn_id = some(&req.turn_id);
     request.caller = some(caller);
     request.timeout_s = req.timeout_s;
     request.route = req.route.clone();
-    let expires_at = match req.timeout_s {
-        None => None,
-        Some(s) => Some(
-            i64::try_from(s)
-                .ok()
-                .and_then(|s| now.checked_add(time::Duration::seconds(s)))
-                .filter(|t| t.year() < 9999)
-                .ok_or_else(|| {
-                    ApiError::Invalid(format!("timeout_s: {s} seconds is too far in the future"))
-                })?,
-        ),
-    };
-    Ok(NewInteraction {
-        interaction: Interaction {
-            request,
-            status: InteractionStatus::Pending,
-            created_at: now,
-            expires_at,
-            answered_at: None,
-            answered_by: None,
-        },
-        max_pending_per_session: state.settings().max_pending_per_session,
-        actor: actor.to_owned(),
-    })
+    crate::interactions::prepare(state, request, actor, now)
 }

@@ -7,10 +7,7 @@
 
 use lev_protocol::api::InteractionView;
 use lev_protocol::validate::validate_request;
-use lev_protocol::{
-    Interaction, InteractionKind, InteractionRequest, InteractionStatus, StoredResponse,
-};
-use lev_store::CreateOutcome;
+use lev_protocol::{InteractionKind, InteractionRequest, InteractionStatus, StoredResponse};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -113,37 +110,10 @@ pub async fn ask_people(
         }
     }));
     validate_request(&request, &state.settings().limits)?;
-    let expires_at = i64::try_from(timeout_s.max(1))
-        .ok()
-        .and_then(|s| now.checked_add(time::Duration::seconds(s)))
-        .ok_or_else(|| ApiError::Invalid(format!("timeout_s: {timeout_s} is too far ahead")))?;
-    let interaction = Interaction {
-        request,
-        status: InteractionStatus::Pending,
-        created_at: now,
-        expires_at: Some(expires_at),
-        answered_at: None,
-        answered_by: None,
-    };
-    // Registered before it exists, so no answer is missed.
-    let mut guard = state.hub().register(&id);
-    let outcome = state
-        .store()
-        .create_interaction(lev_store::NewInteraction {
-            interaction,
-            max_pending_per_session: state.settings().max_pending_per_session,
-            actor: escalation.actor,
-        })
-        .await?;
-    match outcome {
-        CreateOutcome::Created(_) | CreateOutcome::Existing(_) => {
-            state.metrics().created();
-            state.expiry().schedule(expires_at);
-        }
-        CreateOutcome::Conflict(_) => {
-            return Err(ApiError::Internal(format!("fresh id {id} already taken")));
-        }
-        CreateOutcome::TooManyPending => {
+    let new = crate::interactions::prepare(state, request, &escalation.actor, now)?;
+    match crate::interactions::open(state, new).await {
+        Ok(_) => {}
+        Err(ApiError::TooMany(_)) => {
             return Err(ApiError::TooMany(format!(
                 "the operator did not answer, and session {} has {} pending interactions, the \
                  most it may hold, so people cannot be asked either",
@@ -151,25 +121,12 @@ pub async fn ask_people(
                 state.settings().max_pending_per_session
             )));
         }
+        Err(e) => return Err(e),
     }
-    let mut shutdown = state.shutdown_signal();
-    loop {
-        if let Some(end) = ended(state.store().get_interaction(&id).await?) {
-            return Ok(end);
-        }
-        tokio::select! {
-            changed = guard.rx.changed() => {
-                if changed.is_err() {
-                    return Err(ApiError::ShuttingDown);
-                }
-            }
-            () = tokio::time::sleep_until(deadline) => {
-                // The expiry task closes it at about this time; say so now.
-                return Ok(PeopleOutcome::Deadline { interaction_id: id });
-            }
-            () = crate::state::stopped(&mut shutdown) => return Err(ApiError::ShuttingDown),
-        }
-    }
+    let view = crate::interactions::wait_final(state, &id, deadline, |_| Ok(())).await?;
+    // Still pending at the deadline: the expiry task closes it at about this
+    // time; say so now.
+    Ok(ended(Some(view)).unwrap_or(PeopleOutcome::Deadline { interaction_id: id }))
 }
 
 /// The outcome once the interaction is final.

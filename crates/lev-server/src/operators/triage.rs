@@ -11,19 +11,72 @@
 //! time, hands it to people the same way. People see the interaction from the
 //! start; whoever answers first wins.
 
+use lev_protocol::api::InteractionView;
 use lev_protocol::{Interaction, InteractionResponse, ServerMsg};
+use lev_store::StoredEvent;
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::hub::{Kind, Waited};
 use super::secs;
 use crate::error::ApiError;
-use crate::session_auth::CurrentSession;
 use crate::state::AppState;
 
-/// After an interaction is created: start its triage when it is routed to
-/// the operator first and the session has one connected.
-pub fn on_created(state: &AppState, interaction: &Interaction) {
+/// Follow the store's committed events and start the triage of every new
+/// interaction routed to the operator first. Whoever created it (a worker,
+/// the gate) need not know of triage. After the event stream lagged, the
+/// missed events are read back from the store, and only interactions still
+/// pending are triaged.
+pub async fn follow(state: AppState, mut events: broadcast::Receiver<StoredEvent>) {
+    let mut shutdown = state.shutdown_signal();
+    let mut last_seq = 0i64;
+    loop {
+        let received = tokio::select! {
+            received = events.recv() => received,
+            () = crate::shutdown::stopped(&mut shutdown) => return,
+        };
+        match received {
+            Ok(event) => {
+                last_seq = last_seq.max(event.seq);
+                if let Some(view) = created(&event) {
+                    on_created(&state, &view.request);
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                let Ok(missed) = state.store().events_after(last_seq, 10_000).await else {
+                    continue;
+                };
+                for event in missed {
+                    last_seq = last_seq.max(event.seq);
+                    let Some(view) = created(&event) else {
+                        continue;
+                    };
+                    let still_pending = matches!(
+                        state.store().get_interaction(view.request.id()).await,
+                        Ok(Some(v)) if !v.request.status.is_final()
+                    );
+                    if still_pending {
+                        on_created(&state, &view.request);
+                    }
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// The interaction an `interaction.created` event carries.
+fn created(event: &StoredEvent) -> Option<InteractionView> {
+    if event.kind != "interaction.created" {
+        return None;
+    }
+    serde_json::from_value(event.data.clone()).ok()
+}
+
+/// Start the triage of a new interaction when it is routed to the operator
+/// first and the session has one connected.
+fn on_created(state: &AppState, interaction: &Interaction) {
     let request = &interaction.request;
     if !request.routes_to_operator_first() || !state.operators().is_connected(&request.session_id) {
         return;
@@ -133,7 +186,7 @@ async fn decide(state: &AppState, id: &str, value: Value, by: &str) -> Result<()
             "expected an InteractionResponse or {{\"escalate\": \"why\"}}: {e}"
         ))
     })?;
-    match crate::routes::respond::decide(state, id, answer, by, &CurrentSession(None)).await {
+    match crate::interactions::answer(state, id, answer, by, None).await {
         Ok(_) | Err(ApiError::AlreadyAnswered(_) | ApiError::Gone(_)) => Ok(()),
         Err(ApiError::Conflict { .. } | ApiError::NotFound(_)) => Ok(()),
         Err(e) => Err(Refusal::Invalid(e.to_string())),

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::hub::Outbound;
 use crate::auth::Principal;
 use crate::error::ApiResult;
-use crate::routes::PathParam;
+use crate::extract::PathParam;
 use crate::state::AppState;
 
 /// Largest frame an operator may send.
@@ -203,7 +203,7 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
                 writer_done = true;
                 break;
             }
-            () = crate::state::stopped(&mut shutdown) => {
+            () = crate::shutdown::stopped(&mut shutdown) => {
                 let _ = errors_tx.send(Outbound::Close(1001, "the server is shutting down"));
                 break;
             }

@@ -10,17 +10,12 @@
 
 use axum::Json;
 use axum::extract::State;
-use lev_protocol::StoredResponse;
-use lev_protocol::api::{
-    GateRequest, GateResponse, Grant, InteractionView, Jwks, NonceConsume, RespondResult, Role,
-};
-use lev_store::{AuditRecord, NewAnswer, NonceOutcome, TransitionOutcome};
+use lev_protocol::api::{GateRequest, GateResponse, Grant, Jwks, NonceConsume, Role};
+use lev_store::{AuditRecord, NonceOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use time::OffsetDateTime;
 
 use super::PathParam;
-use super::interactions::{already_answered, gone};
 use crate::auth::Principal;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
@@ -154,49 +149,5 @@ pub async fn remove_key(
             ),
         }),
         RemoveOutcome::NotFound => Err(ApiError::NotFound(format!("no trusted key {kid:?}"))),
-    }
-}
-
-/// Answer the tool approval `view` with `response` (validated, parts
-/// stored) by `approver`: checked and signed by [`crate::gate::answer`], then
-/// the store's compare-and-set, with the grant it makes in the same
-/// transaction.
-///
-/// # Errors
-/// 403 `self_approval`, 422 for an edit the policy denies or bad
-/// `grant_args`, 409 `already_answered` with the winner, 410, 404.
-pub async fn answer_tool_approval(
-    state: &AppState,
-    view: &InteractionView,
-    response: StoredResponse,
-    approver: &str,
-) -> ApiResult<RespondResult> {
-    let prepared = crate::gate::answer::prepare(state, approver, view, &response).await?;
-    let id = view.request.id().to_owned();
-    let outcome = state
-        .store()
-        .answer_tool_approval(
-            NewAnswer {
-                id: id.clone(),
-                response: response.clone(),
-                approval: Some(prepared.approval),
-                answered_by: approver.to_owned(),
-                answered_at: OffsetDateTime::now_utc(),
-                audit: prepared.audit,
-            },
-            prepared.grant,
-        )
-        .await?;
-    match outcome {
-        TransitionOutcome::Done(view) => {
-            state.metrics().answered();
-            Ok(RespondResult {
-                response: view.response.unwrap_or(response),
-                approval: view.approval,
-            })
-        }
-        TransitionOutcome::AlreadyAnswered(view) => Err(already_answered(*view)),
-        TransitionOutcome::Gone(view) => Err(gone(&view)),
-        TransitionOutcome::NotFound => Err(ApiError::NotFound(format!("no interaction {id:?}"))),
     }
 }

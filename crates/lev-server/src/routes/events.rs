@@ -121,7 +121,7 @@ async fn pump(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             () = tx.closed() => return,
-            () = crate::state::stopped(&mut shutdown) => return,
+            () = crate::shutdown::stopped(&mut shutdown) => return,
         }
     }
 }

@@ -27,7 +27,6 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::Q;
-use super::interactions::load;
 use crate::auth::Principal;
 use crate::body::{JSON_LIMIT, read_limited};
 use crate::error::{ApiError, ApiResult};
@@ -202,21 +201,9 @@ async fn wait(
     id: &str,
     deadline: tokio::time::Instant,
 ) -> ApiResult<InteractionView> {
-    let mut guard = state.hub().register(id);
-    let mut shutdown = state.shutdown_signal();
-    loop {
-        let view = load(state, principal, id).await?;
-        if view.request.status.is_final() {
-            return Ok(view);
-        }
-        tokio::select! {
-            changed = guard.rx.changed() => {
-                if changed.is_err() {
-                    return Err(ApiError::ShuttingDown);
-                }
-            }
-            () = tokio::time::sleep_until(deadline) => return Ok(view),
-            () = crate::state::stopped(&mut shutdown) => return Err(ApiError::ShuttingDown),
-        }
-    }
+    crate::interactions::wait_final(state, id, deadline, |view| {
+        principal.check_owns(view.request.request.caller.as_deref())?;
+        principal.check_session(&view.request.request.session_id)
+    })
+    .await
 }

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use lev_protocol::api::{InteractionPage, InteractionView, Role};
 use lev_protocol::validate::validate_request;
 use lev_protocol::{Interaction, InteractionRequest, InteractionStatus};
-use lev_store::{CreateOutcome, ListFilter, NewInteraction, TransitionOutcome};
+use lev_store::ListFilter;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
@@ -14,6 +14,7 @@ use super::Q;
 use crate::auth::Principal;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
+use crate::interactions;
 use crate::state::AppState;
 
 /// `POST /v1/interactions` (worker): 201 with the stored request; the same
@@ -27,63 +28,14 @@ pub async fn create(
     principal.check_session(&req.session_id)?;
     req.caller = principal.effective_caller(req.caller.as_deref())?;
     validate_request(&req, &state.settings().limits)?;
-    let now = OffsetDateTime::now_utc();
-    if req.id.is_none() {
-        req.id = Some(
-            crate::ids::new_id("ir_", now)
-                .map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?,
-        );
-    }
-    let expires_at = match req.timeout_s {
-        None => None,
-        Some(s) => Some(
-            i64::try_from(s)
-                .ok()
-                .and_then(|s| now.checked_add(time::Duration::seconds(s)))
-                .filter(|t| t.year() < 9999)
-                .ok_or_else(|| {
-                    ApiError::Invalid(format!("timeout_s: {s} seconds is too far in the future"))
-                })?,
-        ),
+    let new = interactions::prepare(&state, req, &principal.name, OffsetDateTime::now_utc())?;
+    let (view, created) = interactions::open(&state, new).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
     };
-    let interaction = Interaction {
-        request: req,
-        status: InteractionStatus::Pending,
-        created_at: now,
-        expires_at,
-        answered_at: None,
-        answered_by: None,
-    };
-    let outcome = state
-        .store()
-        .create_interaction(NewInteraction {
-            interaction,
-            max_pending_per_session: state.settings().max_pending_per_session,
-            actor: principal.name,
-        })
-        .await?;
-    match outcome {
-        CreateOutcome::Created(view) => {
-            state.metrics().created();
-            if let Some(at) = view.request.expires_at {
-                state.expiry().schedule(at);
-            }
-            crate::operators::triage::on_created(&state, &view.request);
-            Ok((StatusCode::CREATED, Json(view.request)))
-        }
-        CreateOutcome::Existing(view) => Ok((StatusCode::OK, Json(view.request))),
-        CreateOutcome::Conflict(view) => Err(ApiError::Conflict {
-            code: "id_conflict",
-            message: format!(
-                "interaction {} exists with a different request; use a new id",
-                view.request.id()
-            ),
-        }),
-        CreateOutcome::TooManyPending => Err(ApiError::TooMany(format!(
-            "the session has {} pending interactions, the most it may hold",
-            state.settings().max_pending_per_session
-        ))),
-    }
+    Ok((status, Json(view.request)))
 }
 
 /// The query of `GET /v1/interactions`.
@@ -134,19 +86,6 @@ pub async fn list(
     }))
 }
 
-/// Read an interaction, 404 when there is none, 403 for a worker bound to
-/// another caller or limited to other sessions.
-pub async fn load(state: &AppState, principal: &Principal, id: &str) -> ApiResult<InteractionView> {
-    let view = state
-        .store()
-        .get_interaction(id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no interaction {id:?}")))?;
-    principal.check_owns(view.request.request.caller.as_deref())?;
-    principal.check_session(&view.request.request.session_id)?;
-    Ok(view)
-}
-
 /// `GET /v1/interactions/{id}` (worker, approver).
 pub async fn get_one(
     State(state): State<AppState>,
@@ -154,7 +93,7 @@ pub async fn get_one(
     super::PathParam(id): super::PathParam,
 ) -> ApiResult<Json<InteractionView>> {
     principal.require(&[Role::Worker, Role::Approver])?;
-    Ok(Json(load(&state, &principal, &id).await?))
+    Ok(Json(interactions::load(&state, &principal, &id).await?))
 }
 
 /// `POST /v1/interactions/{id}/cancel` (worker): 200 with the cancelled
@@ -166,38 +105,8 @@ pub async fn cancel(
     super::PathParam(id): super::PathParam,
 ) -> ApiResult<Json<InteractionView>> {
     principal.require(&[Role::Worker])?;
-    load(&state, &principal, &id).await?;
-    match state
-        .store()
-        .cancel_interaction(&id, &principal.name)
-        .await?
-    {
-        TransitionOutcome::Done(view) => Ok(Json(*view)),
-        TransitionOutcome::AlreadyAnswered(view) => Err(already_answered(*view)),
-        TransitionOutcome::Gone(view) if view.request.status == InteractionStatus::Cancelled => {
-            Ok(Json(*view))
-        }
-        TransitionOutcome::Gone(view) => Err(gone(&view)),
-        TransitionOutcome::NotFound => Err(ApiError::NotFound(format!("no interaction {id:?}"))),
-    }
-}
-
-/// 409 `already_answered` carrying the winner.
-pub fn already_answered(view: InteractionView) -> ApiError {
-    match view.response {
-        Some(winner) => ApiError::AlreadyAnswered(Box::new(winner)),
-        None => ApiError::Conflict {
-            code: "already_answered",
-            message: "the interaction was already answered".into(),
-        },
-    }
-}
-
-/// 410 for an expired or cancelled interaction.
-pub fn gone(view: &InteractionView) -> ApiError {
-    ApiError::Gone(format!(
-        "interaction {} is {}; it takes no answer",
-        view.request.id(),
-        view.request.status.as_str()
+    interactions::load(&state, &principal, &id).await?;
+    Ok(Json(
+        interactions::cancel(&state, &id, &principal.name).await?,
     ))
 }

@@ -14,14 +14,13 @@ mod tokens;
 mod wait;
 
 use axum::Router;
-use axum::extract::{FromRequestParts, MatchedPath, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+pub(crate) use crate::extract::{PathParam, Q};
 use crate::state::AppState;
 
 /// The router over `state`.
@@ -90,35 +89,4 @@ async fn gate(State(state): State<AppState>, req: Request, next: Next) -> Respon
         .metrics()
         .request(&method, &route, response.status().as_u16());
     response
-}
-
-/// The one path parameter of a route, as text; a parameter that is not
-/// valid percent-encoded UTF-8 is 400 (axum's own rejection is not JSON).
-#[derive(Debug)]
-pub struct PathParam(pub String);
-
-impl<S: Send + Sync> FromRequestParts<S> for PathParam {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        axum::extract::Path::<String>::from_request_parts(parts, state)
-            .await
-            .map(|axum::extract::Path(p)| PathParam(p))
-            .map_err(|e| ApiError::Malformed(format!("path: {}", e.body_text())))
-    }
-}
-
-/// The query string parsed into `T`; a bad one is 422 naming the parameter.
-#[derive(Debug)]
-pub struct Q<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|axum::extract::Query(q)| Q(q))
-            .map_err(|e| ApiError::Invalid(e.body_text()))
-    }
 }

@@ -15,7 +15,7 @@ use lev_protocol::api::{
     AskRequest, AskResponse, Role, SpawnRequest, SpawnResponse, Task, TaskStatus,
 };
 use lev_protocol::{ClientMsg, InteractionKind, InteractionStatus, ServerMsg};
-use lev_store::tasks::{NewTask, TaskChange, TaskFinish};
+use lev_store::tasks::{NewTask, TaskFinish};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -45,7 +45,7 @@ async fn wait(state: &AppState, ticket: &mut Ticket, deadline: Instant) -> ApiRe
     let mut shutdown = state.shutdown_signal();
     tokio::select! {
         waited = ticket.wait(deadline) => Ok(waited),
-        () = crate::state::stopped(&mut shutdown) => Err(ApiError::ShuttingDown),
+        () = crate::shutdown::stopped(&mut shutdown) => Err(ApiError::ShuttingDown),
     }
 }
 
@@ -172,7 +172,9 @@ async fn finish(
     error: Option<String>,
     actor: &str,
 ) -> ApiResult<()> {
-    let change = state
+    // Whoever waits on the task wakes on its committed task.updated event;
+    // a task already finished stays as it was.
+    state
         .store()
         .finish_task(TaskFinish {
             task_id: task_id.to_owned(),
@@ -182,9 +184,6 @@ async fn finish(
             actor: actor.to_owned(),
         })
         .await?;
-    if let TaskChange::Done(_) = change {
-        state.hub().wake(task_id);
-    }
     Ok(())
 }
 
@@ -427,43 +426,44 @@ async fn deferred_result(
 ) -> ApiResult<(Value, bool, Option<String>)> {
     let grace = state.operators().settings().grace;
     let until = deadline.min(Instant::now() + grace);
-    let mut guard = state.hub().register(task_id);
-    let mut shutdown = state.shutdown_signal();
-    loop {
+    let posted = crate::hub::wait_for(state, task_id, until, || async {
         let task = state
             .store()
             .get_task(task_id)
             .await?
             .ok_or_else(|| ApiError::Internal(format!("task {task_id} vanished")))?;
-        if let Some(result) = task.last_result {
-            let ok = result.get("ok").and_then(Value::as_bool).unwrap_or(true);
-            let error = result
-                .get("error")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            let value = result.get("value").cloned().unwrap_or(Value::Null);
-            return Ok((value, ok && error.is_none(), error));
-        }
-        tokio::select! {
-            changed = guard.rx.changed() => {
-                if changed.is_err() {
-                    return Err(ApiError::ShuttingDown);
-                }
-            }
-            () = tokio::time::sleep_until(until) => {
-                let message = format!(
-                    "the operator's spawn_ack deferred to the sub-agent's result (value {{}}), \
-                     but task {task_id} got none within {}",
-                    secs(grace)
-                );
-                finish(state, task_id, TaskStatus::Failed, None, Some(message.clone()), "lev").await?;
-                return Err(if until >= deadline {
-                    ApiError::Timeout(message)
-                } else {
-                    ApiError::Upstream { code: "spawn_failed", message }
-                });
-            }
-            () = crate::state::stopped(&mut shutdown) => return Err(ApiError::ShuttingDown),
-        }
+        Ok(task.last_result)
+    })
+    .await?;
+    if let Some(result) = posted {
+        let ok = result.get("ok").and_then(Value::as_bool).unwrap_or(true);
+        let error = result
+            .get("error")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let value = result.get("value").cloned().unwrap_or(Value::Null);
+        return Ok((value, ok && error.is_none(), error));
     }
+    let message = format!(
+        "the operator's spawn_ack deferred to the sub-agent's result (value {{}}), but task \
+         {task_id} got none within {}",
+        secs(grace)
+    );
+    finish(
+        state,
+        task_id,
+        TaskStatus::Failed,
+        None,
+        Some(message.clone()),
+        "lev",
+    )
+    .await?;
+    Err(if until >= deadline {
+        ApiError::Timeout(message)
+    } else {
+        ApiError::Upstream {
+            code: "spawn_failed",
+            message,
+        }
+    })
 }

@@ -213,12 +213,8 @@ pub async fn post_result(
         })
         .await?;
     match change {
-        TaskChange::Done(task) => {
-            // Wakes a spawn waiting for this result (one server; replicas
-            // would follow the store's task.updated events instead).
-            state.hub().wake(&task.id);
-            Ok(Json(*task))
-        }
+        // A spawn waiting for this result wakes on the committed task.updated.
+        TaskChange::Done(task) => Ok(Json(*task)),
         TaskChange::Finished(task) => Err(ApiError::Conflict {
             code: "task_finished",
             message: format!(

@@ -1,8 +1,7 @@
 //! `GET /v1/interactions/{id}/wait`: the long-poll a worker blocks on.
 //!
-//! The waiter registers with the hub before it reads the state, so an answer
-//! committed at any moment after registration wakes it; on every wake it just
-//! reads the state again. A reconnecting waiter is simply a new one.
+//! [`crate::interactions::wait_final`] with the caller's access check; a
+//! reconnecting waiter is simply a new one.
 
 use std::time::Duration;
 
@@ -13,9 +12,9 @@ use lev_protocol::api::{InteractionView, Role, WaitResponse};
 use serde::Deserialize;
 
 use super::Q;
-use super::interactions::load;
 use crate::auth::Principal;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
+use crate::interactions;
 use crate::state::AppState;
 
 /// Default long-poll length.
@@ -52,32 +51,22 @@ pub async fn wait(
     Q(query): Q<WaitQuery>,
 ) -> ApiResult<Json<WaitResponse>> {
     principal.require(&[Role::Worker])?;
-    let timeout = wait_length(query.timeout_s);
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut guard = state.hub().register(&id);
-    let mut shutdown = state.shutdown_signal();
-    loop {
-        let view = load(&state, &principal, &id).await?;
-        if view.request.status.is_final() {
-            return Ok(Json(report(view)));
+    let deadline = tokio::time::Instant::now() + wait_length(query.timeout_s);
+    let view = interactions::wait_final(&state, &id, deadline, |view| {
+        principal.check_owns(view.request.request.caller.as_deref())?;
+        principal.check_session(&view.request.request.session_id)
+    })
+    .await?;
+    Ok(Json(if view.request.status.is_final() {
+        report(view)
+    } else {
+        WaitResponse {
+            status: InteractionStatus::Pending,
+            response: None,
+            approval: None,
+            answered_by: None,
         }
-        tokio::select! {
-            changed = guard.rx.changed() => {
-                if changed.is_err() {
-                    return Err(ApiError::ShuttingDown);
-                }
-            }
-            () = tokio::time::sleep_until(deadline) => {
-                return Ok(Json(WaitResponse {
-                    status: InteractionStatus::Pending,
-                    response: None,
-                    approval: None,
-                    answered_by: None,
-                }));
-            }
-            () = crate::state::stopped(&mut shutdown) => return Err(ApiError::ShuttingDown),
-        }
-    }
+    }))
 }
 
 #[cfg(test)]

@@ -265,8 +265,15 @@ fn set_final(
     approval: Option<&Envelope>,
     at: OffsetDateTime,
 ) -> Result<InteractionView> {
-    let response_json = response.map(|r| serde_json::to_string(r).unwrap_or_default());
-    let approval_json = approval.map(|a| serde_json::to_string(a).unwrap_or_default());
+    // A value that cannot be written is an error, never an empty column.
+    let response_json = response
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| corrupt(id, e))?;
+    let approval_json = approval
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| corrupt(id, e))?;
     exec(tx.conn,
         "UPDATE interactions SET status = ?2, answered_at = ?3, answered_by = ?4, response_json = ?5, approval_json = ?6
          WHERE id = ?1 AND status = 'pending'",
@@ -308,7 +315,7 @@ pub(super) fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<Transition
     data.insert("answered_by".into(), json!(answer.answered_by));
     data.insert(
         "response".into(),
-        serde_json::to_value(&answer.response).unwrap_or(Value::Null),
+        serde_json::to_value(&answer.response).map_err(|e| corrupt(&answer.id, e))?,
     );
     data.extend(answer.audit);
     tx.audit(AuditRecord {
