@@ -27,7 +27,7 @@ step "cargo test"
 cargo test --workspace --locked
 
 step "python sdk (python/): install, pytest against the lev binary, mypy --strict, ruff"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation ./python
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps ./python
 (
   cd python
   LEV_BIN="${LEV_BIN:-$PWD/../target/debug/lev}" ../.venv/bin/python -m pytest -q -p no:cacheprovider
