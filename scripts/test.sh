@@ -26,6 +26,16 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test"
 cargo test --workspace --locked
 
+step "python sdk (python/): install, pytest against the lev binary, mypy --strict, ruff"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps ./python
+(
+  cd python
+  LEV_BIN="${LEV_BIN:-$PWD/../target/debug/lev}" ../.venv/bin/python -m pytest -q -p no:cacheprovider
+  ../.venv/bin/python -m mypy --strict lev
+  ../.venv/bin/python -m ruff check lev tests examples
+  ../.venv/bin/python -m ruff format --check lev tests examples
+)
+
 if [ -f fuzz/Cargo.toml ]; then
   step "fuzz targets build"
   cargo check --manifest-path fuzz/Cargo.toml --locked

@@ -1,0 +1,56 @@
+"""lev's Python SDK: ask people (or a supervising AI), gate tool calls, and
+verify the signed approvals offline.
+
+    import lev
+    client = lev.Client("http://127.0.0.1:7420", token)
+    answer = client.ask("Deploy now?", session_id="s-1")
+"""
+
+from . import types
+from ._client import AsyncClient, Client
+from ._errors import (
+    ApiError,
+    Denied,
+    KeyRefused,
+    LevError,
+    NonceSpent,
+    NotAuthorizedError,
+    ServerUnreachable,
+    TimedOut,
+    VerificationError,
+)
+from ._gate import ApprovedCall, AsyncGatekeeper, Gatekeeper
+from ._verify import (
+    APPROVAL_PAYLOAD_TYPE,
+    TrustedKeys,
+    VerifiedResponse,
+    key_id,
+    verify,
+    verify_envelope,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "APPROVAL_PAYLOAD_TYPE",
+    "ApiError",
+    "ApprovedCall",
+    "AsyncClient",
+    "AsyncGatekeeper",
+    "Client",
+    "Denied",
+    "Gatekeeper",
+    "KeyRefused",
+    "LevError",
+    "NonceSpent",
+    "NotAuthorizedError",
+    "ServerUnreachable",
+    "TimedOut",
+    "TrustedKeys",
+    "VerificationError",
+    "VerifiedResponse",
+    "key_id",
+    "types",
+    "verify",
+    "verify_envelope",
+]

@@ -1,0 +1,75 @@
+"""Every error the SDK raises: a `LevError` with a stable snake_case `code` and a
+`message` for a person."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LevError(Exception):
+    """Base of every error the SDK raises."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ApiError(LevError):
+    """The server refused a request: its `{"error": {"code", "message"}}`, and the HTTP status."""
+
+    def __init__(
+        self, status: int, code: str, message: str, body: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(code, message)
+        self.status = status
+        self.body = body or {}
+
+    def __str__(self) -> str:
+        return f"{self.code} (HTTP {self.status}): {self.message}"
+
+
+class ServerUnreachable(LevError):
+    """The server could not be reached (down, wrong address, TLS failure)."""
+
+
+class VerificationError(LevError):
+    """The envelope is not a genuine, currently valid approval. `code` is one of
+    `malformed`, `payload_type`, `untrusted_key`, `bad_signature`, `payload`,
+    `version`, `expired`, `not_yet_valid`."""
+
+
+class KeyRefused(LevError):
+    """A public key was refused: `weak_key`, `invalid_key` or `malformed_key`."""
+
+
+class NotAuthorizedError(LevError):
+    """The envelope is genuine but does not authorize this call here. `code` is
+    `denied` or the field that differs (`request_id`, `tool_name`, `args_json`,
+    `conversation_id`, `caller`, `sandbox_mode`)."""
+
+
+class NonceSpent(LevError):
+    """The approval was used before: its nonce is spent."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "nonce_spent",
+            "the approval was used before (its nonce is spent): refusing to run the call again",
+        )
+
+
+class Denied(LevError):
+    """A tool call that must not run. `kind` is `policy`, `denied`, `expired`,
+    `cancelled` or `timed_out`; `text` is what the model should read;
+    `feedback` is the person's feedback, if any."""
+
+    def __init__(self, kind: str, text: str, feedback: str | None = None) -> None:
+        super().__init__(kind, text)
+        self.kind = kind
+        self.text = text
+        self.feedback = feedback
+
+
+class TimedOut(LevError):
+    """Nobody answered in time (an ask, or a wait)."""

@@ -1,0 +1,165 @@
+"""The shapes of lev's JSON (SPEC sections 2 and 3), as TypedDicts."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+
+class Signature(TypedDict):
+    keyid: str
+    sig: str
+
+
+class Envelope(TypedDict):
+    payloadType: str
+    payload: str
+    signatures: list[Signature]
+
+
+class StoredPart(TypedDict):
+    name: str
+    media_type: str
+    size: int
+    sha256: str
+
+
+class Response(TypedDict, total=False):
+    """An InteractionResponse as the server stores and returns it."""
+
+    request_id: str
+    value: str | None
+    choice_index: int | None
+    approved: bool | None
+    scope: str | None
+    feedback: str | None
+    parts: list[StoredPart]
+    modified_args_json: str | None
+    injected_context: str | None
+    reason: str | None
+    grant_args: dict[str, str] | None
+
+
+class Interaction(TypedDict, total=False):
+    """An InteractionRequest with what the server adds."""
+
+    id: str
+    session_id: str
+    conversation_id: str | None
+    turn_id: str | None
+    caller: str | None
+    title: str | None
+    kind: dict[str, Any]
+    timeout_s: int | None
+    on_timeout: Any
+    route: list[str] | None
+    reason: str | None
+    metadata: Any
+    status: Literal["pending", "answered", "expired", "cancelled"]
+    created_at: str
+    expires_at: str | None
+    answered_at: str | None
+    answered_by: str | None
+
+
+class InteractionRecord(TypedDict):
+    request: Interaction
+    response: Response | None
+    approval: Envelope | None
+
+
+class InteractionList(TypedDict):
+    items: list[InteractionRecord]
+    next_cursor: str | None
+
+
+class _WaitStatus(TypedDict):
+    status: Literal["pending", "answered", "expired", "cancelled"]
+
+
+class WaitResult(_WaitStatus, total=False):
+    response: Response
+    approval: Envelope | None
+
+
+class RespondResult(TypedDict):
+    response: Response
+    approval: Envelope | None
+
+
+class _GateDecision(TypedDict):
+    decision: Literal["allow", "deny", "ask"]
+
+
+class GateResult(_GateDecision, total=False):
+    approval: Envelope
+    reason: str
+    interaction_id: str
+
+
+class Jwk(TypedDict, total=False):
+    kty: str
+    crv: str
+    x: str
+    kid: str
+    alg: str
+    use: str
+
+
+class Jwks(TypedDict):
+    keys: list[Jwk]
+
+
+class Health(TypedDict):
+    status: str
+    version: str
+    store: str
+
+
+class Grant(TypedDict, total=False):
+    id: str
+    scope: str
+    caller: str
+    conversation_id: str
+    sandbox_mode: str
+    tool_name: str
+    covered_capabilities: list[str]
+    approver: str
+    grant_args: dict[str, str] | None
+    created_at: str
+
+
+class Task(TypedDict, total=False):
+    id: str
+    session_id: str
+    status: Literal["pending", "running", "succeeded", "failed"]
+    spawn: Any
+    last_result: Any
+    output_tail: str | None
+    created_at: str
+    updated_at: str
+
+
+class TokenInfo(TypedDict, total=False):
+    name: str
+    role: str
+    caller: str | None
+    token: str
+    sessions: list[str]
+    created_at: str
+
+
+class AskResult(TypedDict):
+    answer: Any
+    answered_by: str
+
+
+class SpawnResult(TypedDict):
+    task_id: str
+    ok: bool
+    value: Any
+    error: str | None
+
+
+class AuditPage(TypedDict, total=False):
+    entries: list[dict[str, Any]]
+    head: dict[str, Any]

@@ -1,0 +1,90 @@
+"""The Python verifier gives every committed test vector the Rust verifier's verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import lev
+from lev._verify import _decompress, _is_small_order
+
+VECTORS = Path(__file__).resolve().parents[2] / "crates" / "lev-approval" / "tests" / "vectors"
+FILES = sorted(VECTORS.glob("*.json"))
+
+
+def evaluate(vector: dict[str, Any]) -> dict[str, Any]:
+    try:
+        keys = lev.TrustedKeys(vector["trusted_keys"])
+    except lev.KeyRefused as e:
+        return {"verdict": "invalid", "error": e.code}
+    ctx = vector.get("context") or {}
+    call = vector["call"]
+    try:
+        verified = lev.verify(
+            json.dumps(vector["envelope"]),
+            keys,
+            request_id=call["request_id"],
+            tool_name=call["tool"],
+            args_json=call["args_json"],
+            conversation_id=ctx.get("conversation"),
+            caller=ctx.get("caller"),
+            sandbox_mode=ctx.get("sandbox_mode"),
+            now=vector["now"],
+        )
+    except lev.VerificationError as e:
+        return {"verdict": "invalid", "error": e.code}
+    except lev.NotAuthorizedError as e:
+        return {"verdict": "not_authorized", "reason": e.code}
+    return {"verdict": "authorized", "effective_args_json": verified.effective_args_json}
+
+
+def test_there_are_vectors() -> None:
+    assert len(FILES) >= 30
+    verdicts = {json.loads(f.read_text())["expect"]["verdict"] for f in FILES}
+    assert verdicts == {"authorized", "not_authorized", "invalid"}
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_vector(path: Path) -> None:
+    vector = json.loads(path.read_text())
+    assert evaluate(vector) == vector["expect"], vector["description"]
+
+
+def test_the_weak_key_forgery_fools_openssl_but_not_lev() -> None:
+    """The weak-key vector's forgery is real: OpenSSL accepts it; the SDK refuses the key."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    vector = json.loads((VECTORS / "weak_key.json").read_text())
+    raw = lev._verify.decode_base64(vector["trusted_keys"][0])
+    point = _decompress(raw)
+    assert point is not None and _is_small_order(point)
+    env = vector["envelope"]
+    message = lev._verify.pae(env["payloadType"], lev._verify.decode_base64(env["payload"]))
+    sig = lev._verify.decode_base64(env["signatures"][0]["sig"])
+    Ed25519PublicKey.from_public_bytes(raw).verify(sig, message)  # no exception: accepted
+    with pytest.raises(lev.KeyRefused) as e:
+        lev.TrustedKeys([raw])
+    assert e.value.code == "weak_key"
+
+
+def test_every_small_order_point_is_refused() -> None:
+    from lev._verify import _P
+
+    # The eight small-order points: y in {1, -1, 0, ±sqrt(...)}; check a few encodings.
+    for y in (1, _P - 1, 0):
+        for sign in (0, 1):
+            raw = (y | (sign << 255)).to_bytes(32, "little")
+            with pytest.raises(lev.KeyRefused):
+                lev.TrustedKeys([raw])
+
+
+def test_base64_forms() -> None:
+    d = lev._verify.decode_base64
+    for text in ["+/+/AQ==", "+/+/AQ", "-_-_AQ==", "-_-_AQ"]:
+        assert d(text) == bytes([0xFB, 0xFF, 0xBF, 0x01])
+    for bad in ["not base64!", "AQ=", "AR=="]:
+        with pytest.raises(ValueError):
+            d(bad)
