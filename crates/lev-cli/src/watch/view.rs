@@ -783,7 +783,9 @@ fn footer_lines(app: &App, width: u16, theme: Theme) -> Vec<Line<'static>> {
                 Some(_) => keys.extend(k("r", "reply")),
                 None => {}
             }
-            if keys.is_empty() || width >= 110 {
+            // The moves and views when they fit beside the answer keys.
+            let used: usize = keys.iter().map(|s| s.content.chars().count()).sum();
+            if used + 54 <= usize::from(width) {
                 keys.extend(k("j/k", "move"));
                 keys.extend(k("/", "filter"));
                 keys.extend(k("g", "grants"));
