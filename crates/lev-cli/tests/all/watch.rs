@@ -286,7 +286,7 @@ fn watch_in_a_terminal_answers_exactly_what_was_typed() {
     assert_eq!(r.expect("answered").scope, Some(ApprovalScope::Session));
     assert_eq!(block_on(server.client().grants()).unwrap().len(), 1);
     tmux.type_text("g");
-    tmux.wait_for("for ");
+    tmux.wait_for("by admin ·");
     tmux.keep("grants");
     tmux.type_text("x");
     tmux.wait_for("Revoke gr_");
