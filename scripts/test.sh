@@ -17,6 +17,9 @@ export LEV_TEST_PYTHON="$PWD/.venv/bin/python"
 step "browser for the dashboard tests"
 bash scripts/browser-env.sh
 
+step "tmux for the terminal UI test"
+bash scripts/tty-env.sh
+
 step "cargo fmt --check"
 cargo fmt --all --check
 

@@ -56,7 +56,8 @@ pub fn compact_json(text: &str) -> String {
     reformat_json(text, false)
 }
 
-fn pretty_json(text: &str) -> String {
+/// JSON text re-spaced with a two-space indent (see [`compact_json`]).
+pub fn pretty_json(text: &str) -> String {
     reformat_json(text, true)
 }
 

@@ -17,6 +17,7 @@ mod mcp;
 mod report;
 mod term;
 mod trust;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -87,6 +88,12 @@ enum Command {
     /// Exit codes: 0 answered; 3 declined (expired with --on-timeout deny);
     /// 4 timed out or cancelled; 1 error; 2 usage.
     Ask(cmd::ask::Args),
+    /// The live inbox in the terminal: see and answer interactions as they come.
+    ///
+    /// Follows the server's event stream (resuming after a drop), shows what
+    /// each tool call will do with hidden characters spelled out, and answers
+    /// every kind with the dashboard's keys. Needs an approver or admin token.
+    Watch(cmd::watch::Args),
     /// API tokens: create, list, revoke.
     Token(cmd::token::Args),
     /// The audit log, and --verify to check its hash chain and signed head.
@@ -134,6 +141,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Respond(args) => cmd::respond::run(args),
         Command::Ask(args) => cmd::ask::run(args),
         Command::Token(args) => cmd::token::run(args),
+        Command::Watch(args) => cmd::watch::run(args),
         Command::Audit(args) => cmd::audit::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Hook(args) => cmd::hook::run(args),

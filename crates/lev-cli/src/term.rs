@@ -66,24 +66,30 @@ pub async fn wait_with_spinner<T>(
 fn escape(text: &str, keep_lines: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        match c {
-            '\n' | '\t' if keep_lines => out.push(c),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{1b}' => out.push_str("\\e"),
-            '\u{7f}' => out.push_str("^?"),
-            c if (c as u32) < 0x20 => {
-                out.push('^');
-                out.push(char::from(b'@' + c as u8));
-            }
-            c if lev_protocol::text::is_hidden(c) => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
-            }
-            c => out.push(c),
+        match escape_char(c, keep_lines) {
+            Some(shown) => out.push_str(&shown),
+            None => out.push(c),
         }
     }
     out
+}
+
+/// How `c` is shown when it must not reach the terminal raw: `\n`, `^G`,
+/// `\u{202e}`...; `None` for a character printed as itself (newline and tab
+/// too when `keep_lines`). [`one_line`] and [`multi_line`] are this over
+/// every character; `lev watch` uses it to mark what it spelled out.
+pub fn escape_char(c: char, keep_lines: bool) -> Option<String> {
+    Some(match c {
+        '\n' | '\t' if keep_lines => return None,
+        '\n' => "\\n".to_owned(),
+        '\t' => "\\t".to_owned(),
+        '\r' => "\\r".to_owned(),
+        '\u{1b}' => "\\e".to_owned(),
+        '\u{7f}' => "^?".to_owned(),
+        c if (c as u32) < 0x20 => format!("^{}", char::from(b'@' + c as u8)),
+        c if lev_protocol::text::is_hidden(c) => format!("\\u{{{:x}}}", c as u32),
+        _ => return None,
+    })
 }
 
 /// At most `max` characters of `text` on one line, with `…` when cut.

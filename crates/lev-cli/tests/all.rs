@@ -18,6 +18,8 @@
 //! - `terminal`: control characters made visible, NO_COLOR.
 //! - `demo`: `lev demo`'s agent asks and prints what its model reads.
 //! - `bench`: `lev bench` smoke runs (never a speed test).
+//! - `watch`: `lev watch` in a real pseudo-terminal (tmux): keys typed, answers
+//!   checked through the API, a dropped connection resumed.
 //!
 //! The client-command modules share `client_env`: `lev serve` on port 0 in a
 //! scratch data dir, and `lev` runs with LEV_URL and LEV_TOKEN pointed at it.
@@ -59,3 +61,5 @@ mod terminal;
 mod tokens;
 #[path = "all/verify.rs"]
 mod verify;
+#[path = "all/watch.rs"]
+mod watch;

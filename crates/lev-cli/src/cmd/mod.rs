@@ -17,3 +17,4 @@ pub mod serve;
 pub mod show;
 pub mod token;
 pub mod verify;
+pub mod watch;

@@ -259,7 +259,7 @@ fn grant_args(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
 
 /// The files a text names with `@PATH` words. A word whose path is not a
 /// file stays text (`@alice`), unless it plainly meant one (it has a `/`).
-fn at_paths(text: &str) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn at_paths(text: &str) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for word in text.split_whitespace() {
         let Some(raw) = word.strip_prefix('@') else {
@@ -292,7 +292,7 @@ fn at_paths(text: &str) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn read_part(path: &Path) -> anyhow::Result<InboundPart> {
+pub(crate) fn read_part(path: &Path) -> anyhow::Result<InboundPart> {
     let meta = std::fs::metadata(path).with_context(|| format!("attach {}", path.display()))?;
     if !meta.is_file() {
         bail!(

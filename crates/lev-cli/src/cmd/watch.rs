@@ -1,0 +1,388 @@
+//! `lev watch`: the live inbox in a terminal (SPEC section 16). The IO edge
+//! of [`crate::watch`]: the terminal, the event stream, answers, `$EDITOR`.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use crossterm::event::{self, Event};
+use crossterm::{cursor, execute, terminal};
+use lev_client::{Client, ListQuery};
+use lev_protocol::InteractionResponse;
+use lev_protocol::api::InteractionView;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+
+use crate::connect::ClientArgs;
+use crate::watch::model::{Action, App, Msg, RespondError};
+use crate::watch::view::{self, Theme};
+
+/// The live inbox: see and answer interactions as they come.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Keys (as in the dashboard):\n  j/k move, r reply, 1-9 choose, a approve, s scope (once, session, always),\n  d deny, f deny with feedback, e edit the args in $EDITOR (a diff is shown\n  before sending), i inject context, / filter (session:S kind:K words),\n  g grants (x revokes), ? help, q or Ctrl-C quit.\n\nColour follows NO_COLOR. The event stream resumes by itself after a drop."
+)]
+pub struct Args {
+    /// Show only this session's interactions (the filter, changed with /).
+    #[arg(long, value_name = "SESSION")]
+    session: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// Run `lev watch`.
+///
+/// # Errors
+/// No terminal, no token, a terminal that cannot be set up.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "lev watch needs a terminal{}use `lev ls` and `lev respond` in scripts",
+            crate::report::HINT
+        );
+    }
+    let client = args.client.client()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let stop = Arc::new(AtomicBool::new(false));
+    rt.spawn(follow(client.clone(), tx.clone()));
+    rt.spawn(signals(Arc::clone(&stop)));
+
+    let mut app = App::new(client.base_url(), time::OffsetDateTime::now_utc());
+    if let Some(session) = args.session {
+        app.filter = format!("session:{session}");
+    }
+    let theme = Theme::from_env();
+
+    install_panic_hook();
+    let mut screen = Screen::enter().context("setting up the terminal")?;
+    let result = event_loop(&mut screen, &mut app, theme, &rt, &client, &tx, &rx, &stop);
+    drop(screen);
+    rt.shutdown_timeout(Duration::from_millis(200));
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn event_loop(
+    screen: &mut Screen,
+    app: &mut App,
+    theme: Theme,
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    tx: &mpsc::Sender<Msg>,
+    rx: &mpsc::Receiver<Msg>,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    loop {
+        app.now = time::OffsetDateTime::now_utc();
+        screen
+            .terminal
+            .draw(|frame| view::draw(frame, app, theme))
+            .context("drawing")?;
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if event::poll(Duration::from_millis(100)).context("reading the terminal")?
+            && let Event::Key(key) = event::read().context("reading the terminal")?
+            && let Some(action) = app.on_key(key)
+        {
+            perform(action, screen, app, rt, client, tx)?;
+        }
+        while let Ok(msg) = rx.try_recv() {
+            app.on_msg(msg);
+        }
+        if app.quit {
+            return Ok(());
+        }
+    }
+}
+
+fn perform(
+    action: Action,
+    screen: &mut Screen,
+    app: &mut App,
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    tx: &mpsc::Sender<Msg>,
+) -> anyhow::Result<()> {
+    match action {
+        Action::Quit => {}
+        Action::Respond { id, response } => {
+            let response = match attach(response) {
+                Ok(response) => response,
+                Err(e) => {
+                    app.on_msg(Msg::Responded {
+                        id,
+                        result: Err(RespondError {
+                            message: first_line(&format!("{e:#}")),
+                            winner: None,
+                        }),
+                    });
+                    return Ok(());
+                }
+            };
+            let (client, tx) = (client.clone(), tx.clone());
+            rt.spawn(async move {
+                let result = client
+                    .respond(&id, &response)
+                    .await
+                    .map(|r| r.response)
+                    .map_err(|e| RespondError {
+                        message: first_line(&e.to_string()),
+                        winner: e.winner().cloned(),
+                    });
+                let _ = tx.send(Msg::Responded { id, result });
+            });
+        }
+        Action::LoadGrants => {
+            let (client, tx) = (client.clone(), tx.clone());
+            rt.spawn(async move {
+                let result = client
+                    .grants()
+                    .await
+                    .map_err(|e| first_line(&e.to_string()));
+                let _ = tx.send(Msg::Grants(result));
+            });
+        }
+        Action::Revoke(id) => {
+            let (client, tx) = (client.clone(), tx.clone());
+            rt.spawn(async move {
+                let result = client
+                    .revoke_grant(&id)
+                    .await
+                    .map_err(|e| first_line(&e.to_string()));
+                let _ = tx.send(Msg::Revoked(result));
+            });
+        }
+        Action::Edit { id, text } => {
+            let result = screen.suspended(|| edit_in_editor(&text))?;
+            app.on_msg(Msg::Edited { id, result });
+        }
+    }
+    Ok(())
+}
+
+/// A text answer's `@path` words attach those files (read here, on the
+/// person's machine, as `lev respond --text` does).
+fn attach(mut response: InteractionResponse) -> anyhow::Result<InteractionResponse> {
+    if let Some(value) = &response.value {
+        for path in super::respond::at_paths(value)? {
+            response.parts.push(super::respond::read_part(&path)?);
+        }
+    }
+    Ok(response)
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Follow `/v1/events`: list what is pending once the stream is open, then
+/// pass every interaction event on; after a drop, reconnect with
+/// `Last-Event-ID` so nothing in between is missed.
+async fn follow(client: Client, tx: mpsc::Sender<Msg>) {
+    /// A stream silent this long (the server sends keep-alives) is dead.
+    const SILENCE: Duration = Duration::from_secs(45);
+    let mut last: Option<String> = None;
+    let mut listed = false;
+    let mut attempt: u32 = 0;
+    loop {
+        let error = match client.events(last.as_deref()).await {
+            Ok(mut stream) => {
+                if !listed {
+                    let query = ListQuery {
+                        limit: Some(500),
+                        ..ListQuery::default()
+                    };
+                    match client.list_interactions(&query).await {
+                        Ok(page) => {
+                            listed = true;
+                            if tx.send(Msg::Listed(page.items)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            attempt += 1;
+                            let msg = Msg::Disconnected {
+                                error: first_line(&e.to_string()),
+                                attempt,
+                            };
+                            if tx.send(msg).is_err() {
+                                return;
+                            }
+                            tokio::time::sleep(backoff(attempt)).await;
+                            continue;
+                        }
+                    }
+                }
+                attempt = 0;
+                if tx.send(Msg::Connected).is_err() {
+                    return;
+                }
+                loop {
+                    match tokio::time::timeout(SILENCE, stream.next()).await {
+                        Ok(Ok(Some(ev))) => {
+                            if ev.id.is_some() {
+                                last.clone_from(&ev.id);
+                            }
+                            if !ev.event.starts_with("interaction.") {
+                                continue;
+                            }
+                            let Ok(view) = serde_json::from_str::<InteractionView>(&ev.data) else {
+                                continue;
+                            };
+                            let msg = Msg::Event {
+                                id: ev.id,
+                                view: Box::new(view),
+                            };
+                            if tx.send(msg).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(Ok(None)) => break "the server closed the event stream".to_owned(),
+                        Ok(Err(e)) => break first_line(&e.to_string()),
+                        Err(_) => break "no word from the server for 45s".to_owned(),
+                    }
+                }
+            }
+            Err(e) => first_line(&e.to_string()),
+        };
+        attempt += 1;
+        if tx.send(Msg::Disconnected { error, attempt }).is_err() {
+            return;
+        }
+        tokio::time::sleep(backoff(attempt)).await;
+    }
+}
+
+/// 0.5 s, 1 s, 2 s, then every 5 s.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis((500u64 << attempt.saturating_sub(1).min(4)).min(5000))
+}
+
+/// SIGTERM and SIGHUP (the SSH session or the terminal gone) end the watcher
+/// as `q` does, restoring the terminal. Ctrl-C arrives as a key in raw mode.
+async fn signals(stop: Arc<AtomicBool>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        stop.store(true, Ordering::Relaxed);
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Write `text` to a temporary file, open `$VISUAL` or `$EDITOR` (else `vi`)
+/// on it, and read it back.
+fn edit_in_editor(text: &str) -> Result<String, String> {
+    let mut file = tempfile::Builder::new()
+        .prefix("lev-args-")
+        .suffix(".json")
+        .tempfile()
+        .map_err(|e| format!("a temporary file: {e}"))?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.write_all(b"\n"))
+        .and_then(|()| file.flush())
+        .map_err(|e| format!("writing {}: {e}", file.path().display()))?;
+    let editor = ["VISUAL", "EDITOR"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| "vi".to_owned());
+    // Through the shell, so `EDITOR="code --wait"` works as elsewhere.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(file.path())
+        .status()
+        .map_err(|e| format!("running {editor}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{editor} exited with {status}; nothing changed"));
+    }
+    std::fs::read_to_string(file.path())
+        .map_err(|e| format!("reading {}: {e}", file.path().display()))
+}
+
+/// The terminal in raw mode on the alternate screen; restored when dropped.
+struct Screen {
+    terminal: Terminal<CrosstermBackend<std::io::Stdout>>,
+}
+
+impl std::fmt::Debug for Screen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Screen")
+    }
+}
+
+impl Screen {
+    fn enter() -> std::io::Result<Self> {
+        setup()?;
+        let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
+        terminal.clear()?;
+        Ok(Self { terminal })
+    }
+
+    /// Give the terminal back for `work` (an editor), then take it again.
+    fn suspended<T>(&mut self, work: impl FnOnce() -> T) -> anyhow::Result<T> {
+        restore();
+        let out = work();
+        setup().context("setting up the terminal again")?;
+        self.terminal.clear().context("redrawing")?;
+        Ok(out)
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+fn setup() -> std::io::Result<()> {
+    terminal::enable_raw_mode()?;
+    execute!(
+        std::io::stdout(),
+        terminal::EnterAlternateScreen,
+        cursor::Hide
+    )
+}
+
+/// Leave raw mode and the alternate screen; safe to call twice.
+fn restore() {
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(
+        std::io::stdout(),
+        terminal::LeaveAlternateScreen,
+        cursor::Show
+    );
+}
+
+/// A panic restores the terminal before its message is printed.
+fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        previous(info);
+    }));
+}
