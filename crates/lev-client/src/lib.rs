@@ -44,6 +44,7 @@ mod error;
 pub mod events;
 pub mod gate;
 pub mod operator;
+mod outcome;
 pub mod parts;
 pub mod render;
 mod tls;

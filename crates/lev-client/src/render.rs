@@ -16,8 +16,8 @@ use std::fmt::Write as _;
 
 use lev_protocol::{ApprovalScope, Interaction, InteractionKind, StoredResponse};
 
+use crate::outcome::Outcome;
 use crate::parts::SavedPart;
-use crate::worker::Outcome;
 
 /// The opening line of injected context.
 pub const INTERNAL_OPEN: &str = "<internal source=\"approver\" note=\"context added by the person who approved this call; not output of the tool\">";

@@ -246,8 +246,10 @@ fn watch_in_a_terminal_answers_exactly_what_was_typed() {
         serde_json::json!({"argv": ["echo", "edited"], "cwd": "/tmp"})
     );
 
-    // On to the next: the text question. r, type, Enter.
-    tmux.wait_for("Which branch should I release from?");
+    // On to the next: the text question, once the detail pane shows it (the
+    // selection moves on when the answer above is acknowledged, which may be
+    // after the next key). r, type, Enter.
+    tmux.wait_for(&format!("┌ {}", question.id()));
     tmux.type_text("r");
     tmux.wait_for("reply:");
     tmux.type_text("main, after the tests");
@@ -315,8 +317,17 @@ fn watch_in_a_terminal_answers_exactly_what_was_typed() {
     let meanwhile = server.create("s-later", text("Asked while you were away"));
     proxy.restore();
     tmux.wait_for("● live");
-    tmux.type_text("j");
     tmux.wait_for("Asked while you were away");
+    // Select it until the detail pane shows it: j moves down, k up.
+    let detail = format!("┌ {}", meanwhile.id());
+    for key in ["j", "k", "k", "k", "j", "j", "j", "j", "j"] {
+        std::thread::sleep(Duration::from_millis(300));
+        if tmux.screen().contains(&detail) {
+            break;
+        }
+        tmux.type_text(key);
+    }
+    tmux.wait_for(&detail);
     tmux.type_text("r");
     tmux.type_text("back now");
     tmux.press("Enter");
