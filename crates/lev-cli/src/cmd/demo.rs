@@ -82,12 +82,22 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     println!();
     println!("In a second terminal:");
     println!();
+    let lev = lev_command();
     println!("  export LEV_URL={base} LEV_TOKEN={admin}");
-    println!("  lev ls");
-    println!("  lev show ID");
+    println!("  {lev} ls");
+    println!("  {lev} show ID");
     println!(
-        "  lev respond ID --text \"...\"   (or --choice N, --approve, --deny --feedback \"...\")"
+        "  {lev} respond ID --text \"...\"   (or --choice N, --approve, --deny --feedback \"...\")"
     );
+    if lev != "lev" {
+        println!();
+        println!(
+            "{}",
+            style.dim(
+                "(`lev` is not on your PATH: `cargo install --path crates/lev-cli` puts it there)"
+            )
+        );
+    }
     if fell_back {
         println!();
         println!(
@@ -163,6 +173,35 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     let _ = serving.await;
     println!("lev demo: stopped; removed {}", data.path().display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// How a second terminal runs this very binary: `lev` when that name on PATH
+/// is this binary, else its absolute path (shell-quoted when it needs it).
+fn lev_command() -> String {
+    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return "lev".into();
+    };
+    // The first `lev` on PATH is the one a shell runs.
+    let on_path = std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("lev"))
+                .find(|candidate| candidate.is_file())
+        })
+        .and_then(|found| std::fs::canonicalize(found).ok())
+        .is_some_and(|found| found == me);
+    if on_path {
+        return "lev".into();
+    }
+    let shown = me.display().to_string();
+    if shown
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c))
+    {
+        shown
+    } else {
+        format!("'{}'", shown.replace('\'', "'\\''"))
+    }
 }
 
 async fn bind(data_dir: &Path, listen: Option<&str>) -> anyhow::Result<lev_server::Server> {

@@ -17,6 +17,8 @@ fn demo_agent_asks_and_prints_what_its_model_reads() {
         .args(["demo", "--listen", "127.0.0.1:0", "--exit-after", "2"])
         .env_remove("NO_COLOR")
         .env_remove("CLICOLOR_FORCE")
+        // `lev` is not on this PATH, as after `cargo run`.
+        .env("PATH", "/usr/bin:/bin")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -45,6 +47,27 @@ fn demo_agent_asks_and_prints_what_its_model_reads() {
         out.contains(&format!("dashboard   {url}/#token={token}")),
         "{out}"
     );
+    // The next lines are commands to paste: they work as printed, in a shell
+    // where `lev` is not on PATH.
+    let export = format!("export LEV_URL={url} LEV_TOKEN={token}");
+    let ls = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    out.push_str(&ls);
+    out.push('\n');
+    let shell = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{export}\n{}", ls.trim()))
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("LEV_URL")
+        .env_remove("LEV_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        shell.status.success(),
+        "`{}` as printed: {}\n{out}",
+        ls.trim(),
+        String::from_utf8_lossy(&shell.stderr)
+    );
+    assert!(ls.trim().ends_with(" ls"), "{out}");
 
     // Answer the first two questions as a person would.
     let client = Client::new(&url, Some(token)).unwrap();
@@ -84,4 +107,30 @@ fn demo_agent_asks_and_prints_what_its_model_reads() {
     assert!(out.contains("answer from the test"), "{out}");
     assert!(out.contains("Feedback: not today"), "{out}");
     assert!(out.contains("lev demo: stopped; removed"), "{out}");
+}
+
+/// With `lev` on PATH (this very binary), the demo prints plain `lev`.
+#[test]
+fn demo_prints_plain_lev_when_it_is_on_path() {
+    let dir = crate::support::Scratch::new("demo-path");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_lev"), dir.path("lev")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
+        .args(["demo", "--listen", "127.0.0.1:0", "--exit-after", "0"])
+        .env("PATH", format!("{}:/usr/bin:/bin", dir.path("").display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut out = String::new();
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        out.push_str(&line);
+        out.push('\n');
+        if line.contains("lev demo: stopped") {
+            break;
+        }
+    }
+    let _ = child.wait();
+    assert!(out.contains("\n  lev ls\n"), "{out}");
+    assert!(!out.contains("is not on your PATH"), "{out}");
 }
