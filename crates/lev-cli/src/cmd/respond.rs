@@ -35,10 +35,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "text", conflicts_with_all = ["choice", "approve", "deny"])]
     attach: Vec<PathBuf>,
 
-    /// Pick option N (as numbered by `lev show`, from 0) of a multiple choice,
-    /// or of a tool approval's options beside --approve/--deny.
-    #[arg(long, value_name = "N")]
-    choice: Option<usize>,
+    /// Pick option N (as numbered by `lev show` and the dashboard, from 1) of
+    /// a multiple choice, or of a tool approval's options beside --approve/--deny.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    choice: Option<u32>,
 
     /// Approve a tool call.
     #[arg(long, conflicts_with = "deny")]
@@ -200,7 +200,7 @@ fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
         let choice = args
             .choice
             .context("expected --text, --choice, --approve or --deny")?;
-        return Ok(InteractionResponse::choice(id, choice));
+        return Ok(InteractionResponse::choice(id, wire_index(choice)));
     }
     let mut response = if args.approve {
         let mut r = InteractionResponse::approval(
@@ -219,10 +219,15 @@ fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
             None => InteractionResponse::approval(id, false, ApprovalScope::Once),
         }
     };
-    response.choice_index = args.choice;
+    response.choice_index = args.choice.map(wire_index);
     response.injected_context = args.inject.clone();
     response.reason = args.reason.clone();
     Ok(response)
+}
+
+/// `--choice N` counts from 1, as `lev show` prints; the wire counts from 0.
+fn wire_index(n: u32) -> usize {
+    usize::try_from(n.saturating_sub(1)).unwrap_or(usize::MAX)
 }
 
 /// `--edit-args`: JSON text, or `@FILE`; checked to be JSON here so a typo
