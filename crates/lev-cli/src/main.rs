@@ -142,12 +142,47 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     match dispatch(cli.command) {
         Ok(code) => code,
+        Err(err) if closed_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             report::error(&err);
             ExitCode::from(exit::ERROR)
         }
     }
+}
+
+/// `lev ls | head -2`: when the reader of stdout (or stderr) has gone, lev
+/// stops quietly with exit 0, as ripgrep does, rather than panicking in
+/// `println!`. Rust ignores SIGPIPE, so a write to a closed pipe fails with
+/// EPIPE; `print!` and `eprint!` turn that into a panic, caught here.
+fn quiet_on_closed_pipe() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to std") && message.ends_with("(os error 32)") {
+            std::process::exit(0);
+        }
+        previous(info);
+    }));
+}
+
+/// An error that is a write to a closed pipe (from `write!` on stdout).
+fn closed_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }
