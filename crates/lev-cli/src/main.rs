@@ -20,7 +20,8 @@ mod trust;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::{ContextKind, ContextValue};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// lev: agents ask people for answers and tool-call approvals; approvals are signed.
 #[derive(Debug, Parser)]
@@ -143,7 +144,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     quiet_on_closed_pipe();
-    let cli = Cli::parse();
+    let cli = parse();
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(err) if closed_pipe(&err) => ExitCode::SUCCESS,
@@ -152,6 +153,38 @@ fn main() -> ExitCode {
             ExitCode::from(exit::ERROR)
         }
     }
+}
+
+/// The command line, or exit with clap's usage error. clap's usage line
+/// would list the options whose value came from the environment (LEV_URL,
+/// LEV_TOKEN) as if they were required; lev shows the command's plain usage.
+fn parse() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(mut err) => {
+            if err.get(ContextKind::Usage).is_some() {
+                let mut command = Cli::command();
+                command.build();
+                let words: Vec<String> = std::env::args().skip(1).collect();
+                let usage = usage_of(&mut command, &words);
+                err.insert(ContextKind::Usage, ContextValue::StyledStr(usage));
+            }
+            err.exit()
+        }
+    }
+}
+
+/// The usage of the (sub)command that `words` name.
+fn usage_of(command: &mut clap::Command, words: &[String]) -> clap::builder::StyledStr {
+    if let Some((first, rest)) = words.split_first() {
+        if first.starts_with('-') {
+            return usage_of(command, rest);
+        }
+        if let Some(sub) = command.find_subcommand_mut(first) {
+            return usage_of(sub, rest);
+        }
+    }
+    command.render_usage()
 }
 
 /// `lev ls | head -2`: when the reader of stdout (or stderr) has gone, lev

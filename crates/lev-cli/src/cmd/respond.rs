@@ -49,7 +49,7 @@ pub struct Args {
         long,
         value_enum,
         requires = "approve",
-        conflicts_with = "deny",
+        conflicts_with_all = ["deny", "text"],
         value_name = "SCOPE"
     )]
     scope: Option<Scope>,
@@ -58,7 +58,7 @@ pub struct Args {
         long,
         value_name = "JSON|@FILE",
         requires = "approve",
-        conflicts_with = "deny"
+        conflicts_with_all = ["deny", "text"]
     )]
     edit_args: Option<String>,
     /// Narrow a session or always grant to calls whose args match: POINTER=REGEX
@@ -67,7 +67,7 @@ pub struct Args {
         long,
         value_name = "POINTER=REGEX",
         requires = "approve",
-        conflicts_with = "deny"
+        conflicts_with_all = ["deny", "text"]
     )]
     grant_arg: Vec<String>,
 
@@ -79,7 +79,7 @@ pub struct Args {
         long,
         value_name = "TEXT",
         requires = "deny",
-        conflicts_with = "approve"
+        conflicts_with_all = ["approve", "text"]
     )]
     feedback: Option<String>,
 
@@ -126,6 +126,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.client.client()?;
     let shown_id = term::one_line(&args.id);
     let rt = runtime()?;
+    // Refuse an answer that does not fit the question before sending it,
+    // saying what to type instead.
+    if let Ok(view) = rt.block_on(client.get_interaction(&args.id))
+        && let Some(problem) = misfit(&args, &view.request.request.kind)
+    {
+        clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{shown_id}: {problem}\n"),
+        )
+        .exit();
+    }
     let result = rt.block_on(client.respond(&args.id, &response));
     let result = match result {
         Ok(result) => result,
@@ -223,6 +234,79 @@ fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
     response.injected_context = args.inject.clone();
     response.reason = args.reason.clone();
     Ok(response)
+}
+
+/// Why these flags cannot answer a question of this kind, and what to type
+/// instead; `None` when they fit.
+fn misfit(args: &Args, kind: &lev_protocol::InteractionKind) -> Option<String> {
+    use lev_protocol::InteractionKind as K;
+    let decision = args.approve || args.deny;
+    match kind {
+        K::FreeText { .. } | K::InteractionPoints { .. } => (args.choice.is_some() || decision)
+            .then(|| {
+                format!(
+                    "a {} question is answered with --text TEXT (and --attach FILE), not {}",
+                    kind.type_name(),
+                    given(args)
+                )
+            }),
+        K::MultipleChoice { options, .. } => {
+            if args.text.is_some() || decision {
+                return Some(format!(
+                    "a multiple choice is answered with --choice N (1 to {}, as `lev show` numbers them), not {}",
+                    options.len(),
+                    given(args)
+                ));
+            }
+            out_of_range(args.choice, options.len())
+        }
+        K::ToolApproval { options, .. } => {
+            if args.text.is_some() {
+                return Some(
+                    "a tool approval is answered with --approve or --deny \
+                     (--deny --feedback TEXT tells the agent what to do instead), not --text"
+                        .to_owned(),
+                );
+            }
+            if args.choice.is_some() && options.is_empty() {
+                return Some(
+                    "this tool approval has no options: answer with --approve or --deny, without --choice"
+                        .to_owned(),
+                );
+            }
+            if !decision {
+                return Some(
+                    "a tool approval is answered with --approve or --deny; --choice N picks one of its options beside them"
+                        .to_owned(),
+                );
+            }
+            out_of_range(args.choice, options.len())
+        }
+    }
+}
+
+fn out_of_range(choice: Option<u32>, len: usize) -> Option<String> {
+    let n = choice?;
+    (usize::try_from(n).unwrap_or(usize::MAX) > len)
+        .then(|| format!("--choice {n}: there are {len} options, numbered 1 to {len}"))
+}
+
+/// The answer flags given, as typed.
+fn given(args: &Args) -> String {
+    let mut flags = Vec::new();
+    if args.text.is_some() {
+        flags.push("--text");
+    }
+    if args.choice.is_some() {
+        flags.push("--choice");
+    }
+    if args.approve {
+        flags.push("--approve");
+    }
+    if args.deny {
+        flags.push("--deny");
+    }
+    flags.join(" ")
 }
 
 /// `--choice N` counts from 1, as `lev show` prints; the wire counts from 0.

@@ -3,7 +3,7 @@
 
 use std::process::{Command, Stdio};
 
-use crate::client_env::{LevServer, choice, shell, text};
+use crate::client_env::{LevServer, assert_code, choice, shell, text};
 
 /// Run `lev ARGS` against `server` with its stdout a pipe whose reading end
 /// is already closed, as `lev ... | head -0` would leave it.
@@ -55,5 +55,68 @@ fn every_command_exits_quietly_into_a_closed_pipe() {
             !stderr.contains("panicked") && !stderr.contains("pipe"),
             "lev {args:?}:\n{stderr}"
         );
+    }
+}
+
+/// `lev respond` refuses flags that do not fit the question's kind and says
+/// what to type instead; nothing is answered.
+#[test]
+fn respond_says_what_fits_the_question() {
+    let server = LevServer::start("misfit");
+    let approval = server.create("s-1", shell(r#"["ls"]"#));
+    let run = server.lev(&["respond", approval.id(), "--text", "hi"]);
+    assert_code(&run, 2);
+    assert!(
+        run.stderr.contains("--approve or --deny") && run.stderr.contains("not --text"),
+        "{}",
+        run.stderr
+    );
+    // --scope with --text was silently dropped.
+    let q = server.create("s-1", text("Which branch?"));
+    let run = server.lev(&["respond", q.id(), "--text", "main", "--scope", "session"]);
+    assert_code(&run, 2);
+    assert!(run.stderr.contains("--scope"), "{}", run.stderr);
+    let run = server.lev(&["respond", q.id(), "--approve"]);
+    assert_code(&run, 2);
+    assert!(run.stderr.contains("--text TEXT"), "{}", run.stderr);
+    let c = server.create("s-1", choice("Which db?", &["SQLite", "PostgreSQL"]));
+    let run = server.lev(&["respond", c.id(), "--text", "SQLite"]);
+    assert_code(&run, 2);
+    assert!(run.stderr.contains("--choice N (1 to 2"), "{}", run.stderr);
+    let run = server.lev(&["respond", c.id(), "--choice", "3"]);
+    assert_code(&run, 2);
+    assert!(run.stderr.contains("numbered 1 to 2"), "{}", run.stderr);
+    let run = server.lev(&["respond", approval.id(), "--approve", "--choice", "1"]);
+    assert_code(&run, 2);
+    assert!(run.stderr.contains("has no options"), "{}", run.stderr);
+    for id in [approval.id(), q.id(), c.id()] {
+        let shown = server.lev(&["show", id, "--json"]).json();
+        assert_eq!(shown["request"]["status"], "pending", "{shown}");
+    }
+}
+
+/// After a usage error, the usage line does not show the options that came
+/// from the environment (LEV_URL, LEV_TOKEN) as if they were required.
+#[test]
+fn usage_lines_do_not_show_environment_options_as_required() {
+    let server = LevServer::start("usage");
+    for args in [
+        &["respond"][..],
+        &["show"],
+        &["respond", "ir_x", "--choice", "1", "--scope", "once"],
+        &["token", "create"],
+    ] {
+        let run = server.lev(args);
+        assert_code(&run, 2);
+        let usage = run
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("Usage:"))
+            .unwrap_or_else(|| panic!("no usage line:\n{}", run.stderr));
+        assert!(
+            !usage.contains("--url") && !usage.contains("--token"),
+            "lev {args:?}: {usage}"
+        );
+        assert!(usage.contains(&format!("lev {}", args[0])), "{usage}");
     }
 }
