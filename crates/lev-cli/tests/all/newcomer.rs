@@ -120,3 +120,27 @@ fn usage_lines_do_not_show_environment_options_as_required() {
         assert!(usage.contains(&format!("lev {}", args[0])), "{usage}");
     }
 }
+
+/// `lev policy check` names a bad pattern's own line and says what is wrong
+/// on one line, with no literal `\n`.
+#[test]
+fn policy_check_names_the_bad_patterns_line() {
+    let dir = crate::support::Scratch::new("policy-regex");
+    let file = dir.path("policy.toml");
+    std::fs::write(
+        &file,
+        "default = \"ask\"\n\n[[rule]]\ntool = \"shell\"\ndecision = \"allow\"\n\n[rule.args]\n\"/argv/0\" = \"^git$\"\n\"/argv/1\" = \"^(status\"\n",
+    )
+    .unwrap();
+    let run = crate::support::lev(["policy".as_ref(), "check".as_ref(), file.as_os_str()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(!run.stderr.contains("\\n"), "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("line 9:"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(r#"unclosed group at character 2 of "^(status""#),
+        "{}",
+        run.stderr
+    );
+}
