@@ -144,3 +144,26 @@ fn policy_check_names_the_bad_patterns_line() {
         run.stderr
     );
 }
+
+/// A port in use is said once.
+#[test]
+fn a_port_in_use_is_said_once() {
+    let server = LevServer::start("port-a");
+    let listen = server.url.trim_start_matches("http://").to_owned();
+    let dir = crate::support::Scratch::new("port-b");
+    let data = dir.path("data");
+    let run = crate::support::lev([
+        "serve".as_ref(),
+        "--listen".as_ref(),
+        listen.as_ref(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        run.stderr.matches("Address already in use").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+}
