@@ -167,3 +167,56 @@ fn a_port_in_use_is_said_once() {
         run.stderr
     );
 }
+
+/// The README's "Offline verification" block works as pasted: gate, approve,
+/// `lev show --approval > approval.json`, `lev verify` exit 0.
+#[test]
+fn readme_offline_verification_works_as_pasted() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = &readme[readme.find("## Offline verification").unwrap()..];
+    let start = section.find("```sh\n").unwrap() + "```sh\n".len();
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    assert!(
+        block.contains("lev show ir_... --approval > approval.json"),
+        "{block}"
+    );
+    let server = LevServer::start("readme-verify");
+    let bin = crate::support::Scratch::new("readme-bin");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_lev"), bin.path("lev")).unwrap();
+    let work = crate::support::Scratch::new("readme-work");
+    let sh = |script: &str| {
+        let out = Command::new("sh")
+            .arg("-ec")
+            .arg(script)
+            .current_dir(work.path(""))
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.path("").display()))
+            .env("LEV_URL", &server.url)
+            .env("LEV_TOKEN", &server.admin)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The gate call alone first, for the id a person would read off its answer
+    // (the same call again is the same interaction: request_id is idempotent).
+    let gate = &block[..block.find("# ->").unwrap()];
+    let (code, out, err) = sh(gate);
+    assert_eq!(code, Some(0), "{gate}\n{out}\n{err}");
+    let answer: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(answer["decision"], "ask", "{out}");
+    let id = answer["interaction_id"].as_str().unwrap();
+    let (code, out, err) = sh(&block.replace("ir_...", id));
+    assert_eq!(code, Some(0), "{block}\n{out}\n{err}");
+    assert!(out.contains("effective_args_json"), "{out}\n{err}");
+    let envelope: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.path("approval.json")).unwrap())
+            .unwrap();
+    assert!(
+        envelope["payload"].is_string() && envelope["signatures"].is_array(),
+        "{envelope}"
+    );
+}
