@@ -62,7 +62,8 @@ pub struct Args {
     )]
     edit_args: Option<String>,
     /// Narrow a session or always grant to calls whose args match: POINTER=REGEX
-    /// (repeatable), such as /argv/0=^git$.
+    /// (repeatable), such as /argv/0=^git$. With --edit-args and no
+    /// --grant-arg, the grant covers only calls exactly like the edited one.
     #[arg(
         long,
         value_name = "POINTER=REGEX",
@@ -222,6 +223,12 @@ fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
         r.modified_args_json = args.edit_args.as_deref().map(edited_args).transpose()?;
         if !args.grant_arg.is_empty() {
             r.grant_args = Some(grant_args(&args.grant_arg)?);
+        } else if let Some(edit) = &r.modified_args_json
+            && r.scope.is_some_and(ApprovalScope::is_grant_scope)
+        {
+            // After an edit, the grant covers calls like the edited one, not
+            // any call of the tool; --grant-arg says otherwise.
+            r.grant_args = Some(exact_patterns(edit)?).filter(|p| !p.is_empty());
         }
         r
     } else {
@@ -330,6 +337,47 @@ fn edited_args(value: &str) -> anyhow::Result<String> {
         );
     }
     Ok(text.trim().to_owned())
+}
+
+/// Every leaf of `args` (JSON text) as a pointer and an anchored regex
+/// matching exactly its value, as the dashboard's "Only calls like this one".
+fn exact_patterns(args: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    fn walk(value: &serde_json::Value, pointer: String, out: &mut BTreeMap<String, String>) {
+        match value {
+            serde_json::Value::Array(items) if !items.is_empty() => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, format!("{pointer}/{i}"), out);
+                }
+            }
+            serde_json::Value::Object(map) if !map.is_empty() => {
+                for (key, item) in map {
+                    let key = key.replace('~', "~0").replace('/', "~1");
+                    walk(item, format!("{pointer}/{key}"), out);
+                }
+            }
+            serde_json::Value::String(text) => {
+                out.insert(pointer, format!("^{}$", regex_escape(text)));
+            }
+            other => {
+                out.insert(pointer, format!("^{}$", regex_escape(&other.to_string())));
+            }
+        }
+    }
+    let value: serde_json::Value = serde_json::from_str(args).context("--edit-args")?;
+    let mut out = BTreeMap::new();
+    walk(&value, String::new(), &mut out);
+    Ok(out)
+}
+
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn grant_args(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {

@@ -220,3 +220,72 @@ fn readme_offline_verification_works_as_pasted() {
         "{envelope}"
     );
 }
+
+/// Approving the same call for the session twice keeps one grant, renewed.
+#[test]
+fn the_same_session_approval_twice_is_one_grant() {
+    let server = LevServer::start("grant-twice");
+    let client = server.client();
+    let gate = |request_id: &str| lev_protocol::api::GateRequest {
+        session_id: "s-1".into(),
+        conversation_id: "c-1".into(),
+        turn_id: "t-1".into(),
+        request_id: request_id.into(),
+        caller: "alice".into(),
+        tool_name: "shell".into(),
+        args_json: r#"{"argv":["ls"]}"#.into(),
+        sandbox_mode: "read-only".into(),
+        required_capabilities: vec!["proc-exec".into()],
+        timeout_s: None,
+        route: None,
+    };
+    let ids: Vec<String> = ["call-1", "call-2"]
+        .iter()
+        .map(
+            |r| match crate::client_env::block_on(client.gate(&gate(r))).unwrap() {
+                lev_protocol::api::GateResponse::Ask { interaction_id } => interaction_id,
+                other => panic!("expected an ask, found {other:?}"),
+            },
+        )
+        .collect();
+    for id in &ids {
+        let run = server.lev(&["respond", id, "--approve", "--scope", "session"]);
+        assert_code(&run, 0);
+    }
+    let grants = server.lev(&["grants", "--json"]).json();
+    assert_eq!(grants.as_array().unwrap().len(), 1, "{grants:#}");
+    assert_eq!(grants[0]["interaction_id"], ids[1].as_str(), "{grants:#}");
+    let audit = server.lev(&["audit", "--json"]).stdout;
+    assert!(audit.contains("grant.renewed"), "{audit}");
+
+    // After an edit, the grant covers calls like the edited one, not any
+    // call of shell.
+    let mut bob = gate("call-3");
+    bob.caller = "bob".into();
+    let id = match crate::client_env::block_on(client.gate(&bob)).unwrap() {
+        lev_protocol::api::GateResponse::Ask { interaction_id } => interaction_id,
+        other => panic!("expected an ask, found {other:?}"),
+    };
+    let run = server.lev(&[
+        "respond",
+        &id,
+        "--approve",
+        "--scope",
+        "session",
+        "--edit-args",
+        r#"{"argv":["ls","-l"]}"#,
+    ]);
+    assert_code(&run, 0);
+    let grants = server.lev(&["grants", "--json"]).json();
+    let grant = grants
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["caller"] == "bob")
+        .unwrap();
+    assert_eq!(
+        grant["grant_args"],
+        serde_json::json!({"/argv/0": "^ls$", "/argv/1": "^\\-l$"}),
+        "{grant:#}"
+    );
+}
