@@ -67,7 +67,9 @@ enum Command {
     ///
     /// Prints the dashboard URL and the `export LEV_URL=... LEV_TOKEN=...`
     /// lines for a second terminal, where `lev ls` and `lev respond` answer
-    /// the agent; prints what the agent's model reads for each answer.
+    /// the agent; prints what the agent's model reads for each answer. The
+    /// agent's tool calls go through the gate (the example policy, plus
+    /// `git status` allowed), so rules and session grants decide some.
     Demo(cmd::demo::Args),
     /// List interactions waiting for an answer (--all for every status).
     ///

@@ -134,3 +134,81 @@ fn demo_prints_plain_lev_when_it_is_on_path() {
     assert!(out.contains("\n  lev ls\n"), "{out}");
     assert!(!out.contains("is not on your PATH"), "{out}");
 }
+
+/// The demo's agent goes through the gate: the policy allows `git status`
+/// and denies `rm -rf`, and a call approved for the session comes back
+/// allowed by the grant, without a question.
+#[test]
+fn demo_agent_goes_through_the_gate() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
+        .args(["demo", "--listen", "127.0.0.1:0", "--exit-after", "12"])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lev demo");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut out = String::new();
+    let (url, token) = loop {
+        let line = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        if let Some(rest) = line.trim().strip_prefix("export LEV_URL=") {
+            let (url, token) = rest.split_once(" LEV_TOKEN=").unwrap();
+            break (url.to_owned(), token.to_owned());
+        }
+    };
+    let client = Client::new(&url, Some(token)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    block_on(async {
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                assert!(status.success(), "{out}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "the demo did not finish:\n{out}");
+            let page = client
+                .list_interactions(&ListQuery::default())
+                .await
+                .unwrap();
+            for view in page.items {
+                let id = view.request.id().to_owned();
+                let response = match view.request.request.kind {
+                    InteractionKind::ToolApproval { .. } => InteractionResponse::approval(
+                        &id,
+                        true,
+                        lev_protocol::ApprovalScope::Session,
+                    ),
+                    InteractionKind::MultipleChoice { .. } => InteractionResponse::choice(&id, 0),
+                    _ => InteractionResponse::text(&id, "ok"),
+                };
+                let _ = client.respond(&id, &response).await;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    assert!(
+        out.contains("runs shell git status --short: allowed by the policy"),
+        "{out}"
+    );
+    assert!(
+        out.contains("does not run shell rm -rf target/ node_modules/.cache: denied by the policy"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "runs shell git push --force-with-lease origin fix/login-redirect: allowed by a grant"
+        ),
+        "{out}"
+    );
+}
