@@ -205,6 +205,17 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
+/** A paper clip, drawn inline: no emoji font needed. */
+function clipIcon() {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  for (const [k, v] of Object.entries({ viewBox: '0 0 24 24', width: '1em', height: '1em', fill: 'none', stroke: 'currentColor', 'stroke-width': '2', 'stroke-linecap': 'round', 'stroke-linejoin': 'round', class: 'clip' })) svg.setAttribute(k, v);
+  const path = document.createElementNS(NS, 'path');
+  path.setAttribute('d', 'M21.4 11.1l-9.2 9.2a6 6 0 0 1-8.5-8.5l9.2-9.2a4 4 0 0 1 5.7 5.7l-9.2 9.2a2 2 0 0 1-2.8-2.8l8.5-8.5');
+  svg.append(path);
+  return svg;
+}
+
 function append(el, children) {
   for (const c of children.flat(Infinity)) {
     if (c == null || c === false) continue;
@@ -1133,8 +1144,9 @@ function renderDetail() {
   const pane = clear($('detail'));
   const view = S.selected ? S.items.get(S.selected) : null;
   if (!view) {
+    // With nothing pending the list says so ("Nothing is waiting."): once.
     pane.append(h('div', { class: 'detail-empty' },
-      h('p', { class: 'muted' }, pendingList().length ? 'Pick an item on the left, or press j.' : 'All caught up.')));
+      pendingList().length ? h('p', { class: 'muted' }, 'Pick an item on the left, or press j.') : null));
     return;
   }
   const req = view.request;
@@ -1348,7 +1360,7 @@ function textForm(view) {
   function renderFiles() {
     clear(fileList);
     d.files.forEach((f, i) => fileList.append(h('li', { class: 'file' },
-      h('span', { class: 'file-icon', 'aria-hidden': 'true' }, '📎'),
+      h('span', { class: 'file-icon', 'aria-hidden': 'true' }, clipIcon()),
       h('span', { class: 'file-name' }, vis(f.name)),
       h('span', { class: 'muted small' }, fmtSize(f.size)),
       h('button', { type: 'button', class: 'ghost small', title: 'Remove', onclick: () => { d.files.splice(i, 1); renderFiles(); } }, 'Remove'))));
@@ -1662,7 +1674,7 @@ function describe(req, resp) {
   const out = [h('strong', null, 'Replied'), h('div', { class: 'reply-text' }, vis(resp.value))];
   if ((resp.parts || []).length) {
     out.push(h('ul', { class: 'files' }, resp.parts.map((p) => h('li', { class: 'file' },
-      h('span', { class: 'file-icon', 'aria-hidden': 'true' }, '📎'),
+      h('span', { class: 'file-icon', 'aria-hidden': 'true' }, clipIcon()),
       /^[0-9a-f]{64}$/.test(p.sha256 || '')
         ? h('a', { href: 'v1/blobs/' + p.sha256, download: plain(p.name), rel: 'noopener' }, vis(p.name))
         : h('span', null, vis(p.name)),
@@ -2022,9 +2034,15 @@ function applyTheme() {
   if (btn) btn.title = 'Theme: ' + (t === 'auto' ? 'follows the system' : t) + ' (click to change)';
 }
 
+/** auto -> the opposite of what the system shows -> the same -> auto: the
+ *  first click always changes what is on screen. */
 function cycleTheme() {
-  let t = document.documentElement.dataset.theme || 'auto';
-  t = THEMES[(THEMES.indexOf(t) + 1) % THEMES.length];
+  const t0 = document.documentElement.dataset.theme || 'auto';
+  const sys = window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
+  const other = sys === 'dark' ? 'light' : 'dark';
+  const order = ['auto', other, sys];
+  let t = order[(order.indexOf(t0) + 1) % order.length];
+  if (!THEMES.includes(t)) t = 'auto';
   try {
     localStorage.setItem('lev-theme', t);
   } catch {

@@ -1237,3 +1237,57 @@ async fn a_tag_hidden_instruction_is_spelled_out_and_flagged() {
     );
     b.close().await;
 }
+
+/// What a newcomer saw: the empty inbox said twice, an attachment icon that
+/// needs an emoji font, a theme toggle whose first click changed nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_inbox_attachment_icon_and_theme_toggle() {
+    let Env { s, worker, b } = setup().await;
+
+    // Nothing pending: said once.
+    b.wait_css("#inbox-empty:not([hidden])").await;
+    let body = b.text("body").await;
+    assert_eq!(body.matches("Nothing is waiting.").count(), 1, "{body}");
+    assert!(!body.contains("All caught up"), "{body}");
+    b.screenshot("newcomer-empty-inbox").await;
+
+    // The first click of the theme toggle changes what is on screen
+    // (headless Chromium's system theme is light).
+    let system_dark = b
+        .js("return window.matchMedia('(prefers-color-scheme: dark)').matches")
+        .await;
+    b.click("#theme-btn").await;
+    let theme = b
+        .js("return document.documentElement.dataset.theme || 'auto'")
+        .await;
+    let expected = if system_dark == json!(true) {
+        "light"
+    } else {
+        "dark"
+    };
+    assert_eq!(theme, json!(expected));
+    b.click("#theme-btn").await;
+    b.click("#theme-btn").await;
+    let theme = b
+        .js("return document.documentElement.dataset.theme || 'auto'")
+        .await;
+    assert_eq!(theme, json!("auto"));
+
+    // An answer's attachment has a drawn icon, not an emoji.
+    let bob = s.token("bob", "approver", None).await;
+    let id = s.create(&worker, &free_text("s-a", "The logs?")).await;
+    open(&b, &id).await;
+    let (status, _) = s
+        .respond(
+            &bob,
+            &id,
+            &json!({"request_id": id, "value": "here", "parts": [
+                {"name": "build.log", "media_type": "text/plain", "data": "aGVsbG8K"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    b.wait_css("#detail .outcome .file-icon svg").await;
+    assert!(!b.text("#detail .outcome").await.contains('\u{1F4CE}'));
+    b.screenshot("newcomer-attachment-icon").await;
+    b.close().await;
+}
