@@ -631,7 +631,7 @@ function argsSummary(argsJson) {
     const m = new Map(node.e);
     const argv = ['argv', 'command', 'cmd'].map((k) => m.get(k)).find((v) => v && !(v.t === 's' && !v.v) && v.t !== 'z');
     if (argv && argv.t === 'a' && argv.v.every((a) => a.t === 's')) {
-      return short(argv.v.map((a) => (/^[\w@%+=:,./-]+$/.test(a.v) ? a.v : JSON.stringify(a.v))).join(' '), 120);
+      return short(argv.v.map((a) => shQuote(a.v)).join(' '), 120);
     }
     if (argv && argv.t === 's') return short(argv.v, 120);
   }
@@ -1238,21 +1238,83 @@ function argsView(view) {
   const k = view.request.kind;
   const p = argsOf(k.args_json);
   const wrap = h('div', { class: 'args' });
-  // Formatted from a lossless reading: every number as the agent wrote it.
-  const pre = h('pre', { class: 'json args-pretty' }, p.ok ? jsonView(p.node) : vis(k.args_json));
+  // What the call will do, read as a person reads it: a command line, a
+  // file's text, an HTTP request; else JSON formatted from a lossless
+  // reading (every number as the agent wrote it).
+  const readable = p.ok ? callView(k.tool_name, p.node) : null;
+  const pre = h('pre', { class: 'json args-pretty', hidden: !!readable }, p.ok ? jsonView(p.node) : vis(k.args_json));
   const raw = h('pre', { class: 'json args-raw', hidden: true }, vis(k.args_json));
-  const toggle = h('button', {
-    type: 'button', class: 'ghost small',
-    onclick: () => {
-      raw.hidden = !raw.hidden;
-      pre.hidden = !raw.hidden;
-      toggle.textContent = raw.hidden ? 'Exact text' : 'Formatted';
-    },
-  }, 'Exact text');
-  wrap.append(h('div', { class: 'section-head' }, h('h3', null, 'Arguments'),
-    p.ok ? null : h('span', { class: 'warn-text' }, 'not valid JSON'), h('span', { class: 'spacer' }), toggle), pre, raw,
-    p.ok ? numFlag(p.node) : null);
+  // One click to each view: what it does, formatted JSON, the exact text.
+  const views = [readable ? ['readable', 'What it does', readable] : null, ['json', readable ? 'JSON' : 'Formatted', pre], ['exact', 'Exact text', raw]].filter(Boolean);
+  const tabs = h('div', { class: 'view-tabs', role: 'group', 'aria-label': 'Show the arguments as' });
+  const show = (name) => {
+    for (const [n, , el] of views) el.hidden = n !== name;
+    for (const b of tabs.children) b.setAttribute('aria-pressed', String(b.dataset.view === name));
+  };
+  for (const [n, label] of views) tabs.append(h('button', { type: 'button', class: 'ghost small', dataset: { view: n }, onclick: () => show(n) }, label));
+  show(views[0][0]);
+  append(wrap, [h('div', { class: 'section-head' }, h('h3', null, 'Arguments'),
+    p.ok ? null : h('span', { class: 'warn-text' }, 'not valid JSON'), h('span', { class: 'spacer' }), tabs), readable, pre, raw,
+    p.ok ? numFlag(p.node) : null]);
   return wrap;
+}
+
+/** A word as a POSIX shell needs it: bare when safe, else single-quoted. */
+function shQuote(w) {
+  if (/^[\w@%+=:,./-]+$/.test(w)) return w;
+  return "'" + w.replace(/'/g, "'\\''") + "'";
+}
+
+/** The string value of `key` in an object node, or null. */
+function strField(node, ...keys) {
+  if (node.t !== 'o') return null;
+  const m = new Map(node.e);
+  for (const key of keys) {
+    const v = m.get(key);
+    if (v && v.t === 's') return v.v;
+  }
+  return null;
+}
+
+/** A call's args as what it does: a shell command line (with its cwd), a
+ *  file write's text with line numbers, an HTTP request; null for anything
+ *  else (shown as formatted JSON). */
+function callView(tool, node) {
+  if (node.t !== 'o') return null;
+  const m = new Map(node.e);
+  const argv = ['argv', 'command', 'cmd'].map((key) => m.get(key)).find((v) => v && v.t !== 'z');
+  if (argv && ((argv.t === 'a' && argv.v.length && argv.v.every((a) => a.t === 's')) || (argv.t === 's' && argv.v))) {
+    const line = argv.t === 'a' ? argv.v.map((a) => shQuote(a.v)).join(' ') : argv.v;
+    const cwd = strField(node, 'cwd', 'workdir', 'dir');
+    return h('div', { class: 'call-view call-shell' },
+      h('pre', { class: 'cmdline' }, h('span', { class: 'prompt-sign', 'aria-hidden': 'true' }, '$ '), h('code', { class: 'cmd' }, vis(line))),
+      cwd != null ? h('p', { class: 'call-where' }, 'in ', h('code', { class: 'cwd' }, vis(cwd))) : null);
+  }
+  const path = strField(node, 'path', 'file_path', 'file', 'filename');
+  const content = strField(node, 'content', 'contents', 'text', 'data');
+  if (path != null && content != null) {
+    const lines = content.split('\n');
+    if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
+    return h('div', { class: 'call-view call-file' },
+      h('p', { class: 'call-where' }, 'writes ', h('code', { class: 'file-path' }, vis(path)),
+        h('span', { class: 'muted small' }, ' · ' + lines.length + (lines.length === 1 ? ' line' : ' lines'))),
+      h('ol', { class: 'file-lines' }, lines.map((l) => h('li', null, h('code', null, vis(l))))));
+  }
+  const url = strField(node, 'url', 'uri', 'endpoint');
+  if (url != null) {
+    const method = (strField(node, 'method', 'verb') || 'GET').toUpperCase();
+    const headers = m.get('headers');
+    const body = m.get('body') || m.get('data') || m.get('json');
+    return h('div', { class: 'call-view call-http' },
+      h('pre', { class: 'http-line' }, h('strong', { class: 'method' }, vis(method)), ' ', h('code', { class: 'url' }, vis(url))),
+      headers && headers.t === 'o' && headers.e.length
+        ? h('dl', { class: 'http-headers' }, headers.e.map(([hk, hv]) => h('div', null, h('dt', null, vis(hk) , ':'), h('dd', null, vis(hv.t === 's' ? hv.v : nodeText(hv))))))
+        : null,
+      body && body.t !== 'z'
+        ? h('pre', { class: 'json http-body' }, body.t === 's' ? vis(body.v) : jsonView(body))
+        : null);
+  }
+  return null;
 }
 
 // ---------------------------------------------------------------- answering

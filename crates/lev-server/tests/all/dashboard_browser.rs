@@ -1291,3 +1291,70 @@ async fn empty_inbox_attachment_icon_and_theme_toggle() {
     b.screenshot("newcomer-attachment-icon").await;
     b.close().await;
 }
+
+/// A tool call reads as what it will do: a shell call as its command line
+/// (quoted as a shell needs it) with its cwd, a file write as the file's
+/// text with line numbers, an HTTP call as method, URL, headers and body,
+/// anything else as formatted JSON; the exact text is one click away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_reads_as_what_it_will_do() {
+    let Env { s, worker, b } = setup().await;
+    let shell = r#"{"argv":["git","commit","-m","fix the login redirect","--author=Ann <a@x.io>"],"cwd":"/home/dev/shop"}"#;
+    let id = s.create(&worker, &tool("s-v", "shell", shell)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    assert_eq!(
+        b.text(&format!("{d} .cmdline .cmd")).await,
+        "git commit -m 'fix the login redirect' '--author=Ann <a@x.io>'"
+    );
+    assert_eq!(b.text(&format!("{d} .cwd")).await, "/home/dev/shop");
+    // The list says it the same way; no stray "null" under the arguments.
+    assert!(
+        b.text(&item(&id))
+            .await
+            .contains("git commit -m 'fix the login redirect'")
+    );
+    assert!(!b.text(&format!("{d} .args")).await.contains("null"));
+    assert!(
+        b.text(&format!("{d} .tool-sandbox"))
+            .await
+            .contains("workspace-write")
+    );
+    b.screenshot("call-view-shell").await;
+    b.click(&format!("{d} .view-tabs button[data-view='exact']"))
+        .await;
+    assert_eq!(b.text(&format!("{d} .args-raw")).await, shell);
+    assert_eq!(b.count(&format!("{d} .call-view[hidden]")).await, 1);
+
+    let file = r#"{"path":"src/config.rs","content":"pub fn load() -> Config {\n    Config::from_env().unwrap_or_default()\n}\n"}"#;
+    let id = s.create(&worker, &tool("s-v", "fs.write", file)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    assert_eq!(b.text(&format!("{d} .file-path")).await, "src/config.rs");
+    assert_eq!(b.count(&format!("{d} .file-lines li")).await, 3);
+    b.screenshot("call-view-file").await;
+
+    let http = r#"{"method":"post","url":"https://api.example.com/v1/refunds","headers":{"Idempotency-Key":"k-1"},"body":{"charge":"ch_1","amount":1299}}"#;
+    let id = s.create(&worker, &tool("s-v", "http.request", http)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    assert_eq!(
+        b.text(&format!("{d} .http-line")).await,
+        "POST https://api.example.com/v1/refunds"
+    );
+    assert!(
+        b.text(&format!("{d} .http-headers"))
+            .await
+            .contains("Idempotency-Key")
+    );
+    assert!(b.text(&format!("{d} .http-body")).await.contains("1299"));
+    b.screenshot("call-view-http").await;
+
+    let other = r#"{"query":"select 1","limit":10}"#;
+    let id = s.create(&worker, &tool("s-v", "db.query", other)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    assert_eq!(b.count(&format!("{d} .call-view")).await, 0);
+    assert_eq!(b.count(&format!("{d} .args-pretty:not([hidden])")).await, 1);
+    b.close().await;
+}
