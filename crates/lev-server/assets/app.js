@@ -1005,12 +1005,26 @@ function renderInbox() {
   renderDetailIfChanged();
 }
 
+/** Capabilities whose lack makes a call risky, and what each means. */
+const RISKY_CAPS = {
+  'net': 'reaches the network',
+  'fs-write': 'writes files',
+  'proc-exec': 'runs programs',
+};
+
+/** The risky capabilities a tool approval lacks, as [cap, meaning] pairs. */
+function riskOf(k) {
+  if (!k || k.type !== 'tool_approval') return [];
+  return (k.missing_capabilities || []).filter((c) => Object.hasOwn(RISKY_CAPS, c)).map((c) => [c, RISKY_CAPS[c]]);
+}
+
 function listItem(view) {
   const req = view.request;
   const k = req.kind || {};
   const flagged = suspicious(view);
+  const risky = riskOf(k).length > 0;
   const li = h('li', {
-    class: 'item' + (req.id === S.selected ? ' selected' : '') + (flagged ? ' flagged' : ''),
+    class: 'item' + (req.id === S.selected ? ' selected' : '') + (flagged ? ' flagged' : '') + (risky ? ' risky' : ''),
     role: 'option',
     tabindex: '-1',
     'aria-selected': req.id === S.selected ? 'true' : 'false',
@@ -1020,6 +1034,7 @@ function listItem(view) {
   h('div', { class: 'item-top' },
     h('span', { class: 'kind kind-' + (k.type || 'unknown') }, KIND_LABEL[k.type] || 'Unknown'),
     flagged ? h('span', { class: 'warn-badge', title: 'Hidden or direction-changing characters' }, '⚠') : null,
+    risky ? h('span', { class: 'risk-badge', title: 'Risky: ' + riskOf(k).map(([, m]) => m).join(', ') }, 'risky') : null,
     h('span', { class: 'spacer' }),
     timeEl(req.created_at)),
   h('div', { class: 'item-title' }, vis(summary(req))),
@@ -1207,7 +1222,7 @@ function question(view) {
   const k = req.kind;
   const box = h('section', { class: 'question' });
   if (k.type === 'tool_approval') {
-    box.append(toolFacts(k), argsView(view));
+    box.append(whyStopped(k), toolFacts(k), argsView(view));
   } else {
     box.append(h('div', { class: 'prompt' + (req.title ? '' : ' lead') }, vis(k.prompt)));
     if (k.type === 'interaction_points') {
@@ -1221,6 +1236,21 @@ function question(view) {
       jsonBlock(req.metadata)));
   }
   return box;
+}
+
+/** Why the gate stopped this call for a person, and how risky it is. */
+function whyStopped(k) {
+  const risk = riskOf(k);
+  const missing = k.missing_capabilities || [];
+  const mode = k.sandbox_mode ? h('code', null, vis(k.sandbox_mode)) : 'its sandbox';
+  const why = missing.length
+    ? ['Stopped here: ', mode, ' does not grant ', missing.map((c, i) => [i ? ', ' : '', h('code', null, vis(c))]),
+      ', and no rule or grant allows the call.']
+    : ['Stopped here: a policy rule (or the policy\'s default) asks a person for this call.'];
+  return h('div', { class: 'why-stopped' + (risk.length ? ' risky' : ''), role: 'note' },
+    risk.length ? h('p', { class: 'risk-line' }, h('strong', null, '⚠ Risky: '),
+      'this call ' + risk.map(([c, m]) => m + ' (' + c + ')').join(', ') + '.') : null,
+    h('p', { class: 'why-line' }, why));
 }
 
 function toolFacts(k) {

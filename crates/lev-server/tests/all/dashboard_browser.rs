@@ -1358,3 +1358,43 @@ async fn a_tool_call_reads_as_what_it_will_do() {
     assert_eq!(b.count(&format!("{d} .args-pretty:not([hidden])")).await, 1);
     b.close().await;
 }
+
+/// A risky call is marked in the list and the detail, and the detail says
+/// why the gate stopped it here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn risky_calls_are_marked_and_say_why_they_stopped() {
+    let Env { s, worker, b } = setup().await;
+    let id = s
+        .create(
+            &worker,
+            &tool("s-k", "shell", r#"{"argv":["curl","https://x.io"]}"#),
+        )
+        .await;
+    open(&b, &id).await;
+    assert_eq!(
+        b.count(&format!("{}.risky .risk-badge", item(&id))).await,
+        1
+    );
+    let why = b.text(&format!("{} .why-stopped.risky", detail(&id))).await;
+    assert!(
+        why.contains("runs programs (proc-exec)") && why.contains("reaches the network (net)"),
+        "{why}"
+    );
+    assert!(
+        why.contains("workspace-write does not grant proc-exec, net"),
+        "{why}"
+    );
+    b.screenshot("risky-call").await;
+
+    let mut calm = tool("s-k", "fs.read", r#"{"path":"README.md"}"#);
+    calm["kind"]["missing_capabilities"] = json!([]);
+    let id = s.create(&worker, &calm).await;
+    open(&b, &id).await;
+    assert_eq!(b.count(&format!("{}.risky", item(&id))).await, 0);
+    let why = b.text(&format!("{} .why-stopped", detail(&id))).await;
+    assert!(
+        !why.contains("Risky") && why.contains("a policy rule"),
+        "{why}"
+    );
+    b.close().await;
+}
