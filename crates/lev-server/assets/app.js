@@ -566,7 +566,42 @@ function ptrEsc(k) {
   return String(k).replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
-/** Differences between two nodes, by JSON pointer. */
+/**
+ * A longest-common-subsequence alignment of `a` and `b`: ['=', i, j],
+ * ['-', i] and ['+', j] in order. Positional past 250k cells (never slow).
+ */
+function lcsOps(a, b, eq) {
+  const n = a.length;
+  const m = b.length;
+  if (n * m > 250000) {
+    const ops = [];
+    for (let k = 0; k < Math.max(n, m); k++) {
+      if (k < n && k < m) ops.push(eq(a[k], b[k]) ? ['=', k, k] : ['-', k], ...(eq(a[k], b[k]) ? [] : [['+', k]]));
+      else if (k < n) ops.push(['-', k]);
+      else ops.push(['+', k]);
+    }
+    return ops;
+  }
+  const L = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) L[i][j] = eq(a[i], b[j]) ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  }
+  const ops = [];
+  let i = 0;
+  let j = 0;
+  while (i < n && j < m) {
+    if (eq(a[i], b[j])) { ops.push(['=', i, j]); i++; j++; }
+    else if (L[i + 1][j] >= L[i][j + 1]) ops.push(['-', i++]);
+    else ops.push(['+', j++]);
+  }
+  while (i < n) ops.push(['-', i++]);
+  while (j < m) ops.push(['+', j++]);
+  return ops;
+}
+
+/** Differences between two nodes, by JSON pointer: arrays aligned by their
+ *  longest common subsequence (removing one argument is one removal), a
+ *  string of several lines diffed by line. */
 function nodeDiff(a, b, ptr = '', out = []) {
   if (nodeEqual(a, b)) return out;
   if (a.t === 'o' && b.t === 'o') {
@@ -579,11 +614,25 @@ function nodeDiff(a, b, ptr = '', out = []) {
     }
     for (const [k, v] of b.e) if (!ma.has(k)) out.push({ op: '+', p: ptr + '/' + ptrEsc(k), to: v });
   } else if (a.t === 'a' && b.t === 'a') {
-    for (let k = 0; k < Math.max(a.v.length, b.v.length); k++) {
-      const p = ptr + '/' + k;
-      if (k >= a.v.length) out.push({ op: '+', p, to: b.v[k] });
-      else if (k >= b.v.length) out.push({ op: '-', p, from: a.v[k] });
-      else nodeDiff(a.v[k], b.v[k], p, out);
+    const ops = lcsOps(a.v, b.v, nodeEqual);
+    // A run of removals and additions between two kept items: pair them up
+    // as changes (diffed inside), the rest stay removals or additions.
+    for (let x = 0; x < ops.length;) {
+      if (ops[x][0] === '=') { x++; continue; }
+      const dels = [];
+      const adds = [];
+      while (x < ops.length && ops[x][0] !== '=') (ops[x][0] === '-' ? dels : adds).push(ops[x++][1]);
+      const pairs = Math.min(dels.length, adds.length);
+      for (let q = 0; q < pairs; q++) nodeDiff(a.v[dels[q]], b.v[adds[q]], ptr + '/' + dels[q], out);
+      for (const i of dels.slice(pairs)) out.push({ op: '-', p: ptr + '/' + i, from: a.v[i] });
+      for (const j of adds.slice(pairs)) out.push({ op: '+', p: ptr + '/' + j, to: b.v[j] });
+    }
+  } else if (a.t === 's' && b.t === 's' && (a.v.includes('\n') || b.v.includes('\n'))) {
+    const la = a.v.split('\n');
+    const lb = b.v.split('\n');
+    for (const op of lcsOps(la, lb, (x, y) => x === y)) {
+      if (op[0] === '-') out.push({ op: '-', p: (ptr || '(whole)') + ' line ' + (op[1] + 1), from: { t: 's', v: la[op[1]] } });
+      else if (op[0] === '+') out.push({ op: '+', p: (ptr || '(whole)') + ' line ' + (op[1] + 1), to: { t: 's', v: lb[op[1]] } });
     }
   } else {
     out.push({ op: '~', p: ptr || '(whole)', from: a, to: b });
@@ -1555,8 +1604,7 @@ function approvalForm(view) {
   const diffBox = h('div', { class: 'diff' });
   const editBox = h('div', { class: 'edit-box', hidden: !d.editing },
     h('div', { class: 'section-head' }, h('h3', null, 'Edit arguments'), h('span', { class: 'spacer' }),
-      h('button', { type: 'button', class: 'ghost small', onclick: () => { d.editText = k.args_json; editor.value = d.editText; checkEdit(); } }, 'Reset'),
-      h('button', { type: 'button', class: 'ghost small', onclick: () => setEditing(false) }, 'Cancel edit')),
+      h('button', { type: 'button', class: 'ghost small', onclick: () => { d.editText = k.args_json; editor.value = d.editText; checkEdit(); } }, 'Reset')),
     editor, editStatus, editNums, diffBox);
   const editBtn = h('button', { type: 'button', class: 'ghost small edit-btn', onclick: () => setEditing(!d.editing) }, d.editing ? 'Cancel edit' : 'Edit arguments');
 

@@ -1398,3 +1398,54 @@ async fn risky_calls_are_marked_and_say_why_they_stopped() {
     );
     b.close().await;
 }
+
+/// Removing one argument is one removal, not a cascade of changes; a
+/// multi-line string is diffed by line; editing shows one "Cancel edit" and
+/// keeps the original arguments in view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_argument_diff_aligns_and_the_original_stays_in_view() {
+    let Env { s, worker, b } = setup().await;
+    let args = r#"{"argv":["git","push","--force-with-lease","origin","fix/login"],"cwd":"/srv"}"#;
+    let id = s.create(&worker, &tool("s-d", "shell", args)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    b.click(&format!("{d} .edit-btn")).await;
+    let editor = format!("{d} textarea.args-edit");
+    b.wait_css(&editor).await.clear().await.unwrap();
+    b.type_into(
+        &editor,
+        r#"{"argv":["git","push","origin","fix/login"],"cwd":"/srv"}"#,
+    )
+    .await;
+    b.wait_css(&format!("{d} .edit-status.good")).await;
+    let diff = b
+        .js("return [...document.querySelectorAll('#detail .diff-list li')].map(li => li.textContent)")
+        .await;
+    assert_eq!(diff, json!(["−/argv/2 \"--force-with-lease\""]));
+    let cancels = b
+        .js("return [...document.querySelectorAll('#detail button')].filter(x => x.offsetParent && x.textContent === 'Cancel edit').length")
+        .await;
+    assert_eq!(cancels, json!(1));
+    let original = b.text(&format!("{d} .args .cmdline")).await;
+    assert!(original.contains("--force-with-lease"), "{original}");
+    b.screenshot("edit-diff").await;
+
+    let file = r#"{"path":"a.txt","content":"one\ntwo\nthree\n"}"#;
+    let id = s.create(&worker, &tool("s-d", "fs.write", file)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    b.click(&format!("{d} .edit-btn")).await;
+    let editor = format!("{d} textarea.args-edit");
+    b.wait_css(&editor).await.clear().await.unwrap();
+    b.type_into(&editor, r#"{"path":"a.txt","content":"one\nTWO\nthree\n"}"#)
+        .await;
+    b.wait_css(&format!("{d} .edit-status.good")).await;
+    let diff = b
+        .js("return [...document.querySelectorAll('#detail .diff-list li')].map(li => li.textContent)")
+        .await;
+    assert_eq!(
+        diff,
+        json!(["−/content line 2 \"two\"", "+/content line 2 \"TWO\""])
+    );
+    b.close().await;
+}
