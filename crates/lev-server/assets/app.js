@@ -1631,8 +1631,10 @@ function approvalForm(view) {
     const same = proposal.ok ? nodeEqual(p.node, proposal.node) : text === k.args_json;
     return { changed: !same, valid: true, text, node: p.node };
   }
+  let narrowReady = false;
   function checkEdit() {
     const st = editState();
+    if (narrowReady) narrowAfterEdit(st);
     clear(diffBox);
     clear(editNums);
     if (d.editing && hasHidden(editor.value)) {
@@ -1684,24 +1686,44 @@ function approvalForm(view) {
       h('span', null, label)));
   }
   const rowsBox = h('div', { class: 'grant-rows' });
-  if (d.grantRows == null) {
-    d.grantRows = proposal.ok
-      ? leaves(proposal.node).slice(0, 64).map(([p, v]) => ({ ptr: p, on: true, re: exactPattern(v) }))
-      : [];
+  const rowsOf = (node) => leaves(node).slice(0, 64).map(([p, v]) => ({ ptr: p, on: true, re: exactPattern(v) }));
+  if (d.grantRows == null) d.grantRows = proposal.ok ? rowsOf(proposal.node) : [];
+  function renderRows() {
+    clear(rowsBox);
+    for (const row of d.grantRows) {
+      const cb = h('input', { type: 'checkbox', checked: row.on, onchange: () => { row.on = cb.checked; inp.disabled = !cb.checked; d.narrowChosen = true; } });
+      const inp = h('input', { type: 'text', class: 'mono', value: row.re, spellcheck: 'false', disabled: !row.on, 'aria-label': 'Pattern for ' + plain(row.ptr), oninput: () => { row.re = inp.value; d.narrowChosen = true; } });
+      rowsBox.append(h('label', { class: 'grant-row' }, cb, h('code', { class: 'ptr' }, vis(row.ptr || '(whole)')), inp));
+    }
   }
-  for (const row of d.grantRows) {
-    const cb = h('input', { type: 'checkbox', checked: row.on, onchange: () => { row.on = cb.checked; inp.disabled = !cb.checked; } });
-    const inp = h('input', { type: 'text', class: 'mono', value: row.re, spellcheck: 'false', disabled: !row.on, 'aria-label': 'Pattern for ' + plain(row.ptr), oninput: () => { row.re = inp.value; } });
-    rowsBox.append(h('label', { class: 'grant-row' }, cb, h('code', { class: 'ptr' }, vis(row.ptr || '(whole)')), inp));
-  }
+  renderRows();
+  const anyRadio = h('input', { type: 'radio', name: 'narrow-' + req.id, value: 'any', checked: !d.narrow, onchange: () => { d.narrow = false; d.narrowChosen = true; rowsWrap.hidden = true; } });
+  const likeRadio = h('input', { type: 'radio', name: 'narrow-' + req.id, value: 'like', checked: d.narrow, disabled: !d.grantRows.length, onchange: () => { d.narrow = true; d.narrowChosen = true; rowsWrap.hidden = false; } });
   const narrowBox = h('div', { class: 'narrow', hidden: d.scope === 'once' },
     h('div', { class: 'narrow-choice' },
-      h('label', { class: 'radio' }, h('input', { type: 'radio', name: 'narrow-' + req.id, value: 'any', checked: !d.narrow, onchange: () => { d.narrow = false; rowsWrap.hidden = true; } }),
+      h('label', { class: 'radio' }, anyRadio,
         h('span', null, 'Any call of ', h('code', null, vis(k.tool_name)))),
-      h('label', { class: 'radio' }, h('input', { type: 'radio', name: 'narrow-' + req.id, value: 'like', checked: d.narrow, disabled: !d.grantRows.length, onchange: () => { d.narrow = true; rowsWrap.hidden = false; } }),
+      h('label', { class: 'radio' }, likeRadio,
         h('span', null, 'Only calls like this one'))));
   const rowsWrap = h('div', { class: 'rows-wrap', hidden: !d.narrow },
     h('p', { class: 'hint' }, 'A later call is approved only when every checked argument matches its pattern (a regular expression).'), rowsBox);
+  narrowBox.append(rowsWrap);
+  narrowReady = true;
+
+  /** After an edit, the narrower grant is the default: calls like the
+   *  edited one (until the person picks a scope themselves). */
+  function narrowAfterEdit(st) {
+    if (d.narrowChosen || !st.valid) return;
+    const node = st.changed ? st.node : (proposal.ok ? proposal.node : null);
+    if (!node) return;
+    d.grantRows = rowsOf(node);
+    d.narrow = st.changed && d.grantRows.length > 0;
+    renderRows();
+    likeRadio.disabled = !d.grantRows.length;
+    likeRadio.checked = d.narrow;
+    anyRadio.checked = !d.narrow;
+    rowsWrap.hidden = !d.narrow;
+  }
   narrowBox.append(rowsWrap);
 
   function syncScope() {

@@ -341,6 +341,16 @@ async fn every_kind_is_answered_from_the_browser_and_the_worker_gets_exactly_tha
     );
     b.click(&format!("{d} .seg .seg-item:nth-child(2) > input"))
         .await;
+    // After an edit, "Only calls like this one" is already chosen, its
+    // patterns those of the edited call (a grant from the proposal would
+    // later run the unedited call).
+    assert_eq!(
+        b.js(&format!(
+            "return document.querySelector(\"{d} input[value=like]\").checked"
+        ))
+        .await,
+        json!(true)
+    );
     b.click(&format!("{d} input[value=like]")).await;
     let rows = b
         .js("return [...document.querySelectorAll('#detail .grant-row')].map(r => r.querySelector('.ptr').textContent + ' ' + r.querySelector('input[type=text]').value)")
@@ -349,8 +359,8 @@ async fn every_kind_is_answered_from_the_browser_and_the_worker_gets_exactly_tha
         rows,
         json!([
             "/argv/0 ^rm$",
-            "/argv/1 ^\\-rf$",
-            "/argv/2 ^build/$",
+            "/argv/1 ^\\-r$",
+            "/argv/2 ^build/tmp$",
             "/cwd ^/tmp/x$"
         ])
     );
