@@ -1481,10 +1481,43 @@ function choiceForm(view) {
   return form;
 }
 
+/** Per-point answers of an interaction_points question: accept, comment. */
+function pointsBox(view, d) {
+  const k = view.request.kind;
+  if (k.type !== 'interaction_points' || !(k.points || []).length) return null;
+  if (!d.points) d.points = {};
+  return h('fieldset', { class: 'point-answers' }, h('legend', null, 'Point by point'),
+    k.points.map((p) => {
+      const st = d.points[p.id] || (d.points[p.id] = { accept: false, comment: '' });
+      const cb = h('input', { type: 'checkbox', class: 'point-accept', checked: st.accept, onchange: () => { st.accept = cb.checked; } });
+      const note = h('input', { type: 'text', class: 'point-comment', value: st.comment, placeholder: 'Comment (optional)', 'aria-label': 'Comment on ' + plain(p.id), oninput: () => { st.comment = note.value; } });
+      return h('div', { class: 'point-answer', dataset: { point: p.id } },
+        h('span', { class: 'point-id' }, vis(p.id)),
+        h('label', { class: 'check' }, cb, ' Accept'),
+        note);
+    }));
+}
+
+/** The per-point answers as text the agent reads: one line per point
+ *  (`p1: accept`, `p2: comment: ...`, `p3: no answer`); '' when none. */
+function pointsText(view, d) {
+  const k = view.request.kind;
+  if (k.type !== 'interaction_points' || !d.points) return '';
+  const lines = (k.points || []).map((p) => {
+    const st = d.points[p.id] || { accept: false, comment: '' };
+    const comment = st.comment.trim().replace(/\s*\n\s*/g, ' ');
+    const parts = [st.accept ? 'accept' : null, comment ? 'comment: ' + comment : null].filter(Boolean);
+    return { id: p.id, text: parts.length ? parts.join('; ') : 'no answer', answered: parts.length > 0 };
+  });
+  if (!lines.some((l) => l.answered)) return '';
+  return lines.map((l) => l.id + ': ' + l.text).join('\n');
+}
+
 function textForm(view) {
   const id = view.request.id;
   const d = draftFor(id);
   const err = formError();
+  const points = pointsBox(view, d);
   const ta = h('textarea', {
     class: 'reply', rows: '5', placeholder: 'Write your answer…', 'aria-label': 'Your answer',
     value: d.text, spellcheck: 'true',
@@ -1521,9 +1554,10 @@ function textForm(view) {
     renderFiles();
   }
   function send() {
-    const value = ta.value;
+    const perPoint = pointsText(view, d);
+    const value = perPoint ? perPoint + (ta.value.trim() ? '\n\n' + ta.value : '') : ta.value;
     if (!value.trim() && !d.files.length) {
-      showError(err, 'Write an answer or attach a file first.');
+      showError(err, points ? 'Accept or comment on a point, write an answer or attach a file first.' : 'Write an answer or attach a file first.');
       ta.focus();
       return;
     }
@@ -1560,7 +1594,7 @@ function textForm(view) {
     : null;
   return h('section', { class: 'answer' },
     h('h3', null, 'Your answer'),
-    ta, hint, drop, fileList, err,
+    points, ta, hint, drop, fileList, err,
     h('div', { class: 'actions' }, sendBtn, h('span', { class: 'muted small' }, h('kbd', null, 'Ctrl'), '+', h('kbd', null, 'Enter'), ' to send')));
 }
 

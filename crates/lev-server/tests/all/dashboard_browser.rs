@@ -1459,3 +1459,41 @@ async fn the_argument_diff_aligns_and_the_original_stays_in_view() {
     );
     b.close().await;
 }
+
+/// Review points are answered point by point (accept, or comment), sent as
+/// one line per point the agent can read, then any general text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_points_are_answered_point_by_point() {
+    let Env { s, worker, b } = setup().await;
+    let id = s
+        .create(
+            &worker,
+            &json!({"session_id": "s-p", "kind": {"type": "interaction_points",
+                "prompt": "Which should I fix before merging?",
+                "points": [{"id": "p1", "text": "The cookie lacks SameSite=Strict"},
+                           {"id": "p2", "text": "Session ids are not from a CSPRNG"},
+                           {"id": "p3", "text": "No logout test"}]}}),
+        )
+        .await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    b.click(&format!("{d} .point-answer[data-point='p1'] .point-accept"))
+        .await;
+    b.click(&format!("{d} .point-answer[data-point='p2'] .point-accept"))
+        .await;
+    b.type_into(
+        &format!("{d} .point-answer[data-point='p2'] .point-comment"),
+        "use OsRng",
+    )
+    .await;
+    b.type_into(&format!("{d} textarea.reply"), "Thanks, good review.")
+        .await;
+    b.screenshot("review-points").await;
+    b.click(&format!("{d} .answer button.primary")).await;
+    let got = settled(&s, &worker, &id).await;
+    assert_eq!(
+        got["response"]["value"],
+        "p1: accept\np2: accept; comment: use OsRng\np3: no answer\n\nThanks, good review."
+    );
+    b.close().await;
+}
