@@ -1270,10 +1270,15 @@ function question(view) {
   const req = view.request;
   const k = req.kind;
   const box = h('section', { class: 'question' });
+  // The agent's own word on why it wants this: agent text, shown as such.
+  const reason = req.reason
+    ? h('blockquote', { class: 'agent-reason' }, h('span', { class: 'label' }, 'The agent says why'), h('span', { class: 'reason-text' }, vis(req.reason)))
+    : null;
   if (k.type === 'tool_approval') {
-    box.append(whyStopped(k), toolFacts(k), argsView(view));
+    box.append(whyStopped(k), reason || '', toolFacts(k), argsView(view));
   } else {
     box.append(h('div', { class: 'prompt' + (req.title ? '' : ' lead') }, vis(k.prompt)));
+    if (reason) box.append(reason);
     if (k.type === 'interaction_points') {
       box.append(h('ol', { class: 'points' }, (k.points || []).map((p) =>
         h('li', { class: 'point', dataset: { point: p.id } },

@@ -238,6 +238,7 @@ fn the_same_session_approval_twice_is_one_grant() {
         required_capabilities: vec!["proc-exec".into()],
         timeout_s: None,
         route: None,
+        reason: None,
     };
     let ids: Vec<String> = ["call-1", "call-2"]
         .iter()

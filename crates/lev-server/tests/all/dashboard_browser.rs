@@ -1497,3 +1497,51 @@ async fn review_points_are_answered_point_by_point() {
     );
     b.close().await;
 }
+
+/// The agent may say why it wants a call (`reason`, at most 4 KiB, on the
+/// gate body and on interactions): shown beside the call as agent text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_reason_is_shown_beside_the_call() {
+    let Env { s, worker, b } = setup().await;
+    let gate = json!({"session_id": "s-w", "conversation_id": "c-1", "request_id": "call-1",
+        "caller": "carol", "tool_name": "shell", "args_json": r#"{"argv":["make","deploy"]}"#,
+        "sandbox_mode": "read-only", "required_capabilities": ["proc-exec"],
+        "reason": "The tests passed; deploying the fix for issue 12.\u{202E}"});
+    let (status, got) = s.post("/v1/gate", &worker, &gate).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    let id = got["interaction_id"]
+        .as_str()
+        .expect("the gate asks")
+        .to_owned();
+    open(&b, &id).await;
+    let reason = b.text(&format!("{} .agent-reason", detail(&id))).await;
+    assert!(
+        reason.to_lowercase().contains("the agent says why")
+            && reason.contains("deploying the fix for issue 12."),
+        "{reason}"
+    );
+    // Agent text: its hidden characters are spelled out.
+    assert_eq!(
+        b.count(&format!("{} .agent-reason .uc", detail(&id))).await,
+        1
+    );
+    b.screenshot("agent-reason").await;
+
+    // At most 4 KiB, on the gate and on interactions.
+    let mut big = gate.clone();
+    big["request_id"] = json!("call-2");
+    big["reason"] = json!("x".repeat(4097));
+    let (status, got) = s.post("/v1/gate", &worker, &big).await;
+    assert!(status.is_client_error(), "{status} {got}");
+    assert!(got.to_string().contains("reason"), "{got}");
+    let (status, got) = s
+        .post(
+            "/v1/interactions",
+            &worker,
+            &json!({"session_id": "s-w", "reason": "x".repeat(4097),
+                "kind": {"type": "free_text", "prompt": "?"}}),
+        )
+        .await;
+    assert!(status.is_client_error(), "{status} {got}");
+    b.close().await;
+}
