@@ -1022,7 +1022,33 @@ function pendingList() {
 
 function visibleList() {
   const all = pendingList();
-  return S.session ? all.filter((v) => v.request.session_id === S.session) : all;
+  const bySession = S.session ? all.filter((v) => v.request.session_id === S.session) : all;
+  return bySession.filter(matchesQuery);
+}
+
+/**
+ * The inbox filter: every word must match. `session:`, `caller:`, `tool:`
+ * and `kind:` words match that field (by prefix, any case); other words
+ * match anywhere in the item's text (title, prompt, points, tool, args,
+ * reason, session, caller).
+ */
+function matchesQuery(view) {
+  const q = (S.query || '').trim().toLowerCase();
+  if (!q) return true;
+  const req = view.request;
+  const k = req.kind || {};
+  const fields = {
+    session: [req.session_id], caller: [req.caller], tool: [k.tool_name],
+    kind: [k.type, KIND_LABEL[k.type]],
+  };
+  const text = [req.title, k.prompt, k.tool_name, k.args_json, req.reason, req.session_id, req.caller, req.id,
+    KIND_LABEL[k.type], ...(k.points || []).map((p) => p.id + ' ' + p.text), ...(k.options || [])]
+    .filter(Boolean).join('\n').toLowerCase();
+  return q.split(/\s+/).every((word) => {
+    const m = /^(session|caller|tool|kind):(.*)$/.exec(word);
+    if (m) return fields[m[1]].some((f) => f != null && String(f).toLowerCase().replace(/ /g, '_').startsWith(m[2]));
+    return text.includes(word);
+  });
 }
 
 function summary(req) {
@@ -1044,7 +1070,9 @@ function renderInbox() {
 
   const list = visibleList();
   const ul = clear($('inbox-list'));
-  $('inbox-empty').hidden = list.length > 0;
+  // "Nothing is waiting" only when nothing is; a filter that hides all says so.
+  $('inbox-empty').hidden = n > 0;
+  $('inbox-nomatch').hidden = !(n > 0 && list.length === 0);
   // Keep a selection: the selected item, even settled, stays in view until left.
   if (!S.selected || !S.items.has(S.selected)) {
     S.selected = list.length && window.matchMedia('(min-width: 761px)').matches ? idOf(list[0]) : null;
@@ -2257,6 +2285,7 @@ function bindStatic() {
   $('logout-btn').addEventListener('click', logout);
   $('notify-btn').addEventListener('click', askNotify);
   $('theme-btn').addEventListener('click', cycleTheme);
+  $('inbox-search').addEventListener('input', (e) => { S.query = e.target.value; renderInbox(); });
   $('help-btn').addEventListener('click', () => $('help').showModal());
   $('history-status').addEventListener('change', () => loadHistory());
   $('history-refresh').addEventListener('click', () => loadHistory());

@@ -1545,3 +1545,51 @@ async fn the_agents_reason_is_shown_beside_the_call() {
     assert!(status.is_client_error(), "{status} {got}");
     b.close().await;
 }
+
+/// The inbox filters by words and by session:, caller:, tool:, kind:; a
+/// filter that hides everything says so (not "Nothing is waiting").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_filters_by_text_and_field() {
+    let Env { s, worker, b } = setup().await;
+    let push = s
+        .create(
+            &worker,
+            &tool("s-f1", "shell", r#"{"argv":["git","push"]}"#),
+        )
+        .await;
+    let fetch = s
+        .create(
+            &worker,
+            &tool("s-f2", "http.fetch", r#"{"url":"https://x.io"}"#),
+        )
+        .await;
+    let q = s
+        .create(&worker, &free_text("s-f2", "Which branch to deploy?"))
+        .await;
+    for id in [&push, &fetch, &q] {
+        b.wait_css(&item(id)).await;
+    }
+    b.type_into("#inbox-search", "git push").await;
+    assert_eq!(shown(&b).await, json!([push]));
+    b.wait_css("#inbox-search").await.clear().await.unwrap();
+    b.type_into("#inbox-search", "session:s-f2 kind:tool").await;
+    assert_eq!(shown(&b).await, json!([fetch]));
+    b.wait_css("#inbox-search").await.clear().await.unwrap();
+    b.type_into("#inbox-search", "caller:carol").await;
+    assert_eq!(shown(&b).await.as_array().unwrap().len(), 2);
+    b.wait_css("#inbox-search").await.clear().await.unwrap();
+    b.type_into("#inbox-search", "deploy").await;
+    assert_eq!(shown(&b).await, json!([q]));
+    b.screenshot("inbox-filter").await;
+    b.type_into("#inbox-search", " nothing-like-this").await;
+    assert_eq!(shown(&b).await, json!([]));
+    b.wait_css("#inbox-nomatch:not([hidden])").await;
+    assert_eq!(b.count("#inbox-empty:not([hidden])").await, 0);
+    b.close().await;
+}
+
+/// The ids the inbox list shows, in order.
+async fn shown(b: &Browser) -> Value {
+    b.js("return [...document.querySelectorAll('#inbox-list li.item')].map(li => li.dataset.id)")
+        .await
+}
