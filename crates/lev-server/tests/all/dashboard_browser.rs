@@ -1593,3 +1593,39 @@ async fn shown(b: &Browser) -> Value {
     b.js("return [...document.querySelectorAll('#inbox-list li.item')].map(li => li.dataset.id)")
         .await
 }
+
+/// The audit page is a table (time, actor, action, subject, details) with
+/// the chain's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_page_is_a_table_with_the_chain_status() {
+    let s = TestServer::start().await;
+    let worker = s.token("agent-1", "worker", None).await;
+    let id = s.create(&worker, &free_text("s-au", "Ship it?")).await;
+    let (status, _) = s
+        .respond(&s.admin, &id, &json!({"request_id": id, "value": "yes"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let b = Browser::start().await;
+    b.goto(&format!("{}/#token={}", s.url, s.admin)).await;
+    b.wait_css("#userbox:not([hidden])").await;
+    b.goto(&format!("{}/#audit", s.url)).await;
+    b.wait_css("#audit-body table.audit").await;
+    let heads = b
+        .js("return [...document.querySelectorAll('#audit-body thead th')].map(t => t.textContent)")
+        .await;
+    assert_eq!(
+        heads,
+        json!(["#", "When", "Who", "What", "Subject", "Details"])
+    );
+    let status = b.text("#audit-body .chain-status.good").await;
+    assert!(status.contains("ending at the signed head"), "{status}");
+    let subjects = b
+        .js("return [...document.querySelectorAll('#audit-body tbody td[data-label=Subject]')].map(t => t.textContent)")
+        .await;
+    assert!(
+        subjects.as_array().unwrap().iter().any(|v| v == &json!(id)),
+        "{subjects}"
+    );
+    b.screenshot("audit-table").await;
+    b.close().await;
+}
