@@ -52,7 +52,7 @@ impl ArgsMatcher {
                 .build()
                 .map_err(|e| PatternError {
                     pointer: pointer.clone(),
-                    message: e.to_string(),
+                    message: regex_error(&e),
                 })?;
             compiled.push((pointer.clone(), regex));
         }
@@ -73,6 +73,37 @@ impl ArgsMatcher {
     /// Whether there are no patterns (matches any args).
     pub fn is_empty(&self) -> bool {
         self.patterns.is_empty()
+    }
+}
+
+/// A regex error on one line: regex's own message spans several (the
+/// pattern, a caret under the fault, the error); this says `unclosed group
+/// at character 2 of "^(git"`.
+fn regex_error(e: &regex::Error) -> String {
+    let regex::Error::Syntax(text) = e else {
+        return e.to_string().replace('\n', " ");
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let what = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or("regex parse error");
+    // "    ^(git" then "     ^": the caret's column under the pattern.
+    let at = lines.windows(2).find_map(|pair| {
+        let pattern = pair[0].strip_prefix("    ")?;
+        let caret = pair[1].strip_prefix("    ")?;
+        let column = caret.find('^')?;
+        caret.trim().chars().all(|c| c == '^').then(|| {
+            (
+                pattern,
+                pattern[..column.min(pattern.len())].chars().count() + 1,
+            )
+        })
+    });
+    match at {
+        Some((pattern, n)) => format!("{what} at character {n} of {pattern:?}"),
+        None => what.to_owned(),
     }
 }
 

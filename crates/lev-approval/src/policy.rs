@@ -72,7 +72,7 @@ struct RawTool {
 struct RawRule {
     tool: String,
     #[serde(default)]
-    args: BTreeMap<String, String>,
+    args: BTreeMap<String, Spanned<String>>,
     decision: RuleDecision,
     #[serde(default)]
     reason: String,
@@ -182,6 +182,12 @@ fn line_of(text: &str, offset: usize) -> usize {
         .map_or(1, |t| t.matches('\n').count() + 1)
 }
 
+fn patterns_of(args: &BTreeMap<String, Spanned<String>>) -> BTreeMap<String, String> {
+    args.iter()
+        .map(|(pointer, pattern)| (pointer.clone(), pattern.get_ref().clone()))
+        .collect()
+}
+
 impl Policy {
     /// Parse a policy file.
     ///
@@ -233,7 +239,11 @@ impl Policy {
             let r = r.into_inner();
             let glob =
                 glob_regex(&r.tool).map_err(|e| at(span.clone(), format!("tool glob: {e}")))?;
-            let args = ArgsMatcher::compile(&r.args).map_err(|e| at(span, format!("args: {e}")))?;
+            // A bad pattern names its own line, not the rule's.
+            let args = ArgsMatcher::compile(&patterns_of(&r.args)).map_err(|e| {
+                let span = r.args.get(&e.pointer).map_or(span, Spanned::span);
+                at(span, format!("args: {e}"))
+            })?;
             rules.push(Rule {
                 tool: r.tool,
                 glob,
@@ -241,7 +251,7 @@ impl Policy {
                 decision: r.decision,
                 reason: r.reason,
                 line,
-                patterns: r.args,
+                patterns: patterns_of(&r.args),
             });
         }
         Ok(Self {
@@ -626,7 +636,7 @@ mod tests {
             ("[sandbox_modes]\n\"ro\" = [\"FS_READ\"]\n", 2),
             (
                 "[[rule]]\ntool = \"x\"\ndecision = \"deny\"\n\n[[rule]]\ntool = \"y\"\nargs = { \"/a\" = \"(\" }\ndecision = \"deny\"\n",
-                5,
+                7,
             ),
             ("this is not toml", 1),
         ];

@@ -154,9 +154,11 @@ pub fn answer_summary(kind: &InteractionKind, response: &StoredResponse) -> Stri
         }
     }
     if let Some(i) = response.choice_index {
+        // People count options from 1; the wire's index is 0-based.
+        let n = i + 1;
         match options.get(i) {
-            Some(option) => parts.push(format!("choice {i}: {option}")),
-            None => parts.push(format!("choice {i}")),
+            Some(option) => parts.push(format!("choice {n}: {option}")),
+            None => parts.push(format!("choice {n}")),
         }
     }
     if let Some(value) = &response.value {
@@ -217,7 +219,7 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
         }
         InteractionKind::MultipleChoice { prompt, options } => {
             let _ = writeln!(out, "{}", indent(&term::multi_line(prompt), "  "));
-            for (n, option) in options.iter().enumerate() {
+            for (n, option) in (1..).zip(options) {
                 let _ = writeln!(out, "  [{n}] {}", term::one_line(option));
             }
         }
@@ -256,7 +258,7 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
                 "{}",
                 indent(&term::multi_line(&pretty_json(args_json)), "    ")
             );
-            for (n, option) in options.iter().enumerate() {
+            for (n, option) in (1..).zip(options) {
                 let _ = writeln!(out, "  [{n}] {}", term::one_line(option));
             }
         }
@@ -329,7 +331,7 @@ fn response_detail(
             .get(i)
             .map(|o| term::one_line(o))
             .unwrap_or_default();
-        let _ = writeln!(out, "choice [{i}] {option}");
+        let _ = writeln!(out, "choice [{}] {option}", i + 1);
     }
     if let Some(value) = &response.value {
         let _ = writeln!(out, "{}", term::multi_line(value));

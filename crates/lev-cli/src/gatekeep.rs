@@ -66,6 +66,7 @@ impl GateCall {
             required_capabilities: Vec::new(),
             timeout_s: Some(self.timeout.as_secs().max(1)),
             route: self.route.clone(),
+            reason: None,
         }
     }
 
@@ -167,6 +168,7 @@ pub async fn decide(
         required_capabilities: request.required_capabilities,
         timeout: Some(call.timeout),
         route: request.route,
+        reason: request.reason,
     };
     let submitted = gatekeeper.submit(&tool_call).await?;
     if let GateResponse::Deny { reason, .. } = submitted.response() {

@@ -21,7 +21,8 @@ mod watch;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::{ContextKind, ContextValue};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// lev: agents ask people for answers and tool-call approvals; approvals are signed.
 #[derive(Debug, Parser)]
@@ -67,7 +68,9 @@ enum Command {
     ///
     /// Prints the dashboard URL and the `export LEV_URL=... LEV_TOKEN=...`
     /// lines for a second terminal, where `lev ls` and `lev respond` answer
-    /// the agent; prints what the agent's model reads for each answer.
+    /// the agent; prints what the agent's model reads for each answer. The
+    /// agent's tool calls go through the gate (the example policy, plus
+    /// `git status` allowed), so rules and session grants decide some.
     Demo(cmd::demo::Args),
     /// List interactions waiting for an answer (--all for every status).
     ///
@@ -150,12 +153,79 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    quiet_on_closed_pipe();
+    let cli = parse();
     match dispatch(cli.command) {
         Ok(code) => code,
+        Err(err) if closed_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             report::error(&err);
             ExitCode::from(exit::ERROR)
         }
     }
+}
+
+/// The command line, or exit with clap's usage error. clap's usage line
+/// would list the options whose value came from the environment (LEV_URL,
+/// LEV_TOKEN) as if they were required; lev shows the command's plain usage.
+fn parse() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(mut err) => {
+            if err.get(ContextKind::Usage).is_some() {
+                let mut command = Cli::command();
+                command.build();
+                let words: Vec<String> = std::env::args().skip(1).collect();
+                let usage = usage_of(&mut command, &words);
+                err.insert(ContextKind::Usage, ContextValue::StyledStr(usage));
+            }
+            err.exit()
+        }
+    }
+}
+
+/// The usage of the (sub)command that `words` name.
+fn usage_of(command: &mut clap::Command, words: &[String]) -> clap::builder::StyledStr {
+    if let Some((first, rest)) = words.split_first() {
+        if first.starts_with('-') {
+            return usage_of(command, rest);
+        }
+        if let Some(sub) = command.find_subcommand_mut(first) {
+            return usage_of(sub, rest);
+        }
+    }
+    command.render_usage()
+}
+
+/// `lev ls | head -2`: when the reader of stdout (or stderr) has gone, lev
+/// stops quietly with exit 0, as ripgrep does, rather than panicking in
+/// `println!`. Rust ignores SIGPIPE, so a write to a closed pipe fails with
+/// EPIPE; `print!` and `eprint!` turn that into a panic, caught here.
+fn quiet_on_closed_pipe() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to std") && message.ends_with("(os error 32)") {
+            std::process::exit(0);
+        }
+        previous(info);
+    }));
+}
+
+/// An error that is a write to a closed pipe (from `write!` on stdout).
+fn closed_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -8,7 +8,26 @@ pub const HINT: &str = "\nhint: ";
 
 /// Print `err` and its chain of causes on stderr.
 pub fn error(err: &anyhow::Error) {
-    eprint!("{}", render(err.chain().map(|e| e.to_string())));
+    eprint!(
+        "{}",
+        render(without_repeats(err.chain().map(|e| e.to_string())))
+    );
+}
+
+/// The causes, less each one that its predecessor already ends with: an
+/// error whose message includes its source (`listen on X: {source}`) would
+/// otherwise say the source twice.
+fn without_repeats(causes: impl Iterator<Item = String>) -> impl Iterator<Item = String> {
+    let mut last: Option<String> = None;
+    causes.filter(move |cause| {
+        let repeat = last
+            .as_deref()
+            .is_some_and(|prev| !cause.is_empty() && prev.ends_with(cause.as_str()));
+        if !repeat {
+            last = Some(cause.clone());
+        }
+        !repeat
+    })
 }
 
 /// Print a message that is not an error (such as why a call is not authorized).
@@ -55,6 +74,15 @@ mod tests {
         assert_eq!(
             render(err.chain().map(|e| e.to_string())),
             "lev: reading key: no such file\nhint: make one\n"
+        );
+    }
+
+    #[test]
+    fn a_source_already_in_its_context_is_said_once() {
+        let causes = ["listen on 127.0.0.1:1: in use", "in use"].map(String::from);
+        assert_eq!(
+            render(without_repeats(causes.into_iter())),
+            "lev: listen on 127.0.0.1:1: in use\n"
         );
     }
 

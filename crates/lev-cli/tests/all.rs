@@ -17,6 +17,8 @@
 //! - `audit`: `lev audit [--verify]`, a forged entry, a cut-off tail and `--head`.
 //! - `terminal`: control characters made visible, NO_COLOR.
 //! - `demo`: `lev demo`'s agent asks and prints what its model reads.
+//! - `newcomer`: what a new user runs into: `| head`, usage errors, flags
+//!   that do not fit the question, error messages.
 //! - `bench`: `lev bench` smoke runs (never a speed test).
 //! - `watch`: `lev watch` in a real pseudo-terminal (tmux): keys typed, answers
 //!   checked through the API, a dropped connection resumed.
@@ -43,6 +45,8 @@ mod demo;
 mod inbox;
 #[path = "all/keys.rs"]
 mod keys;
+#[path = "all/newcomer.rs"]
+mod newcomer;
 #[path = "all/operators.rs"]
 mod operators;
 #[path = "all/python_signer.rs"]

@@ -97,6 +97,9 @@ pub struct ToolCall {
     pub timeout: Option<Duration>,
     /// Who sees the question, in order.
     pub route: Option<Vec<String>>,
+    /// Why the agent wants the call (at most 4 KiB), shown to the person
+    /// who decides; not signed.
+    pub reason: Option<String>,
 }
 
 impl ToolCall {
@@ -119,6 +122,7 @@ impl ToolCall {
             required_capabilities: Vec::new(),
             timeout: None,
             route: None,
+            reason: None,
         }
     }
 
@@ -136,6 +140,7 @@ impl ToolCall {
             required_capabilities: self.required_capabilities.clone(),
             timeout_s: self.timeout.map(|t| t.as_secs().max(1)),
             route: self.route.clone(),
+            reason: self.reason.clone(),
         }
     }
 

@@ -149,6 +149,10 @@ pub struct GateRequest {
     /// As for interactions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<Vec<String>>,
+    /// Why the agent wants the call: agent text, at most 4 KiB, carried to
+    /// the interaction when the gate asks a person; not signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The gate's answer (always 200).

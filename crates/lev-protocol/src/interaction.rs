@@ -40,6 +40,10 @@ pub struct InteractionRequest {
     /// `operator` lets the session's operator triage it first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<Vec<String>>,
+    /// Why the agent wants this (a tool call, mostly): agent text, at most
+    /// 4 KiB, shown beside the call; not signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Opaque data for the worker's own use, at most 16 KiB serialised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
@@ -59,6 +63,7 @@ impl InteractionRequest {
             timeout_s: None,
             on_timeout: None,
             route: None,
+            reason: None,
             metadata: None,
         }
     }

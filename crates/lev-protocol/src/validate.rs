@@ -41,6 +41,9 @@ impl Default for Limits {
 /// Longest text field of an answer (`value`, `feedback`, `reason`,
 /// `injected_context`), in bytes (SPEC section 9).
 pub const ANSWER_TEXT_BYTES: usize = 64 * 1024;
+
+/// The most an agent's `reason` (on an interaction or a gate call) may weigh.
+pub const REASON_BYTES: usize = 4 * 1024;
 /// Most `grant_args` patterns of one answer: each is compiled for every gate
 /// call the grant is tried on.
 pub const GRANT_ARGS_MAX: usize = 16;
@@ -112,6 +115,14 @@ fn check_len(field: &str, value: &str, limit: usize) -> Result<(), ValidationErr
     } else {
         Ok(())
     }
+}
+
+/// Check an agent's `reason` (interaction or gate call): at most 4 KiB.
+///
+/// # Errors
+/// A reason over [`REASON_BYTES`].
+pub fn check_reason(field: &str, reason: Option<&str>) -> Result<(), ValidationError> {
+    reason.map_or(Ok(()), |r| check_len(field, r, REASON_BYTES))
 }
 
 /// Check a tool name: 1 to 256 characters, no control character.
@@ -208,6 +219,7 @@ pub fn validate_request(req: &InteractionRequest, limits: &Limits) -> Result<(),
     if let Some(title) = &req.title {
         check_len("title", title, limits.option_bytes)?;
     }
+    check_reason("reason", req.reason.as_deref())?;
     match &req.kind {
         InteractionKind::FreeText { prompt } => {
             check_len("kind.prompt", prompt, limits.prompt_bytes)?

@@ -205,6 +205,17 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
+/** A paper clip, drawn inline: no emoji font needed. */
+function clipIcon() {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  for (const [k, v] of Object.entries({ viewBox: '0 0 24 24', width: '1em', height: '1em', fill: 'none', stroke: 'currentColor', 'stroke-width': '2', 'stroke-linecap': 'round', 'stroke-linejoin': 'round', class: 'clip' })) svg.setAttribute(k, v);
+  const path = document.createElementNS(NS, 'path');
+  path.setAttribute('d', 'M21.4 11.1l-9.2 9.2a6 6 0 0 1-8.5-8.5l9.2-9.2a4 4 0 0 1 5.7 5.7l-9.2 9.2a2 2 0 0 1-2.8-2.8l8.5-8.5');
+  svg.append(path);
+  return svg;
+}
+
 function append(el, children) {
   for (const c of children.flat(Infinity)) {
     if (c == null || c === false) continue;
@@ -555,7 +566,42 @@ function ptrEsc(k) {
   return String(k).replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
-/** Differences between two nodes, by JSON pointer. */
+/**
+ * A longest-common-subsequence alignment of `a` and `b`: ['=', i, j],
+ * ['-', i] and ['+', j] in order. Positional past 250k cells (never slow).
+ */
+function lcsOps(a, b, eq) {
+  const n = a.length;
+  const m = b.length;
+  if (n * m > 250000) {
+    const ops = [];
+    for (let k = 0; k < Math.max(n, m); k++) {
+      if (k < n && k < m) ops.push(eq(a[k], b[k]) ? ['=', k, k] : ['-', k], ...(eq(a[k], b[k]) ? [] : [['+', k]]));
+      else if (k < n) ops.push(['-', k]);
+      else ops.push(['+', k]);
+    }
+    return ops;
+  }
+  const L = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) L[i][j] = eq(a[i], b[j]) ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  }
+  const ops = [];
+  let i = 0;
+  let j = 0;
+  while (i < n && j < m) {
+    if (eq(a[i], b[j])) { ops.push(['=', i, j]); i++; j++; }
+    else if (L[i + 1][j] >= L[i][j + 1]) ops.push(['-', i++]);
+    else ops.push(['+', j++]);
+  }
+  while (i < n) ops.push(['-', i++]);
+  while (j < m) ops.push(['+', j++]);
+  return ops;
+}
+
+/** Differences between two nodes, by JSON pointer: arrays aligned by their
+ *  longest common subsequence (removing one argument is one removal), a
+ *  string of several lines diffed by line. */
 function nodeDiff(a, b, ptr = '', out = []) {
   if (nodeEqual(a, b)) return out;
   if (a.t === 'o' && b.t === 'o') {
@@ -568,11 +614,25 @@ function nodeDiff(a, b, ptr = '', out = []) {
     }
     for (const [k, v] of b.e) if (!ma.has(k)) out.push({ op: '+', p: ptr + '/' + ptrEsc(k), to: v });
   } else if (a.t === 'a' && b.t === 'a') {
-    for (let k = 0; k < Math.max(a.v.length, b.v.length); k++) {
-      const p = ptr + '/' + k;
-      if (k >= a.v.length) out.push({ op: '+', p, to: b.v[k] });
-      else if (k >= b.v.length) out.push({ op: '-', p, from: a.v[k] });
-      else nodeDiff(a.v[k], b.v[k], p, out);
+    const ops = lcsOps(a.v, b.v, nodeEqual);
+    // A run of removals and additions between two kept items: pair them up
+    // as changes (diffed inside), the rest stay removals or additions.
+    for (let x = 0; x < ops.length;) {
+      if (ops[x][0] === '=') { x++; continue; }
+      const dels = [];
+      const adds = [];
+      while (x < ops.length && ops[x][0] !== '=') (ops[x][0] === '-' ? dels : adds).push(ops[x++][1]);
+      const pairs = Math.min(dels.length, adds.length);
+      for (let q = 0; q < pairs; q++) nodeDiff(a.v[dels[q]], b.v[adds[q]], ptr + '/' + dels[q], out);
+      for (const i of dels.slice(pairs)) out.push({ op: '-', p: ptr + '/' + i, from: a.v[i] });
+      for (const j of adds.slice(pairs)) out.push({ op: '+', p: ptr + '/' + j, to: b.v[j] });
+    }
+  } else if (a.t === 's' && b.t === 's' && (a.v.includes('\n') || b.v.includes('\n'))) {
+    const la = a.v.split('\n');
+    const lb = b.v.split('\n');
+    for (const op of lcsOps(la, lb, (x, y) => x === y)) {
+      if (op[0] === '-') out.push({ op: '-', p: (ptr || '(whole)') + ' line ' + (op[1] + 1), from: { t: 's', v: la[op[1]] } });
+      else if (op[0] === '+') out.push({ op: '+', p: (ptr || '(whole)') + ' line ' + (op[1] + 1), to: { t: 's', v: lb[op[1]] } });
     }
   } else {
     out.push({ op: '~', p: ptr || '(whole)', from: a, to: b });
@@ -620,7 +680,7 @@ function argsSummary(argsJson) {
     const m = new Map(node.e);
     const argv = ['argv', 'command', 'cmd'].map((k) => m.get(k)).find((v) => v && !(v.t === 's' && !v.v) && v.t !== 'z');
     if (argv && argv.t === 'a' && argv.v.every((a) => a.t === 's')) {
-      return short(argv.v.map((a) => (/^[\w@%+=:,./-]+$/.test(a.v) ? a.v : JSON.stringify(a.v))).join(' '), 120);
+      return short(argv.v.map((a) => shQuote(a.v)).join(' '), 120);
     }
     if (argv && argv.t === 's') return short(argv.v, 120);
   }
@@ -962,7 +1022,33 @@ function pendingList() {
 
 function visibleList() {
   const all = pendingList();
-  return S.session ? all.filter((v) => v.request.session_id === S.session) : all;
+  const bySession = S.session ? all.filter((v) => v.request.session_id === S.session) : all;
+  return bySession.filter(matchesQuery);
+}
+
+/**
+ * The inbox filter: every word must match. `session:`, `caller:`, `tool:`
+ * and `kind:` words match that field (by prefix, any case); other words
+ * match anywhere in the item's text (title, prompt, points, tool, args,
+ * reason, session, caller).
+ */
+function matchesQuery(view) {
+  const q = (S.query || '').trim().toLowerCase();
+  if (!q) return true;
+  const req = view.request;
+  const k = req.kind || {};
+  const fields = {
+    session: [req.session_id], caller: [req.caller], tool: [k.tool_name],
+    kind: [k.type, KIND_LABEL[k.type]],
+  };
+  const text = [req.title, k.prompt, k.tool_name, k.args_json, req.reason, req.session_id, req.caller, req.id,
+    KIND_LABEL[k.type], ...(k.points || []).map((p) => p.id + ' ' + p.text), ...(k.options || [])]
+    .filter(Boolean).join('\n').toLowerCase();
+  return q.split(/\s+/).every((word) => {
+    const m = /^(session|caller|tool|kind):(.*)$/.exec(word);
+    if (m) return fields[m[1]].some((f) => f != null && String(f).toLowerCase().replace(/ /g, '_').startsWith(m[2]));
+    return text.includes(word);
+  });
 }
 
 function summary(req) {
@@ -984,7 +1070,9 @@ function renderInbox() {
 
   const list = visibleList();
   const ul = clear($('inbox-list'));
-  $('inbox-empty').hidden = list.length > 0;
+  // "Nothing is waiting" only when nothing is; a filter that hides all says so.
+  $('inbox-empty').hidden = n > 0;
+  $('inbox-nomatch').hidden = !(n > 0 && list.length === 0);
   // Keep a selection: the selected item, even settled, stays in view until left.
   if (!S.selected || !S.items.has(S.selected)) {
     S.selected = list.length && window.matchMedia('(min-width: 761px)').matches ? idOf(list[0]) : null;
@@ -994,12 +1082,26 @@ function renderInbox() {
   renderDetailIfChanged();
 }
 
+/** Capabilities whose lack makes a call risky, and what each means. */
+const RISKY_CAPS = {
+  'net': 'reaches the network',
+  'fs-write': 'writes files',
+  'proc-exec': 'runs programs',
+};
+
+/** The risky capabilities a tool approval lacks, as [cap, meaning] pairs. */
+function riskOf(k) {
+  if (!k || k.type !== 'tool_approval') return [];
+  return (k.missing_capabilities || []).filter((c) => Object.hasOwn(RISKY_CAPS, c)).map((c) => [c, RISKY_CAPS[c]]);
+}
+
 function listItem(view) {
   const req = view.request;
   const k = req.kind || {};
   const flagged = suspicious(view);
+  const risky = riskOf(k).length > 0;
   const li = h('li', {
-    class: 'item' + (req.id === S.selected ? ' selected' : '') + (flagged ? ' flagged' : ''),
+    class: 'item' + (req.id === S.selected ? ' selected' : '') + (flagged ? ' flagged' : '') + (risky ? ' risky' : ''),
     role: 'option',
     tabindex: '-1',
     'aria-selected': req.id === S.selected ? 'true' : 'false',
@@ -1009,6 +1111,7 @@ function listItem(view) {
   h('div', { class: 'item-top' },
     h('span', { class: 'kind kind-' + (k.type || 'unknown') }, KIND_LABEL[k.type] || 'Unknown'),
     flagged ? h('span', { class: 'warn-badge', title: 'Hidden or direction-changing characters' }, '⚠') : null,
+    risky ? h('span', { class: 'risk-badge', title: 'Risky: ' + riskOf(k).map(([, m]) => m).join(', ') }, 'risky') : null,
     h('span', { class: 'spacer' }),
     timeEl(req.created_at)),
   h('div', { class: 'item-title' }, vis(summary(req))),
@@ -1133,8 +1236,9 @@ function renderDetail() {
   const pane = clear($('detail'));
   const view = S.selected ? S.items.get(S.selected) : null;
   if (!view) {
+    // With nothing pending the list says so ("Nothing is waiting."): once.
     pane.append(h('div', { class: 'detail-empty' },
-      h('p', { class: 'muted' }, pendingList().length ? 'Pick an item on the left, or press j.' : 'All caught up.')));
+      pendingList().length ? h('p', { class: 'muted' }, 'Pick an item on the left, or press j.') : null));
     return;
   }
   const req = view.request;
@@ -1194,10 +1298,15 @@ function question(view) {
   const req = view.request;
   const k = req.kind;
   const box = h('section', { class: 'question' });
+  // The agent's own word on why it wants this: agent text, shown as such.
+  const reason = req.reason
+    ? h('blockquote', { class: 'agent-reason' }, h('span', { class: 'label' }, 'The agent says why'), h('span', { class: 'reason-text' }, vis(req.reason)))
+    : null;
   if (k.type === 'tool_approval') {
-    box.append(toolFacts(k), argsView(view));
+    box.append(whyStopped(k), reason || '', toolFacts(k), argsView(view));
   } else {
     box.append(h('div', { class: 'prompt' + (req.title ? '' : ' lead') }, vis(k.prompt)));
+    if (reason) box.append(reason);
     if (k.type === 'interaction_points') {
       box.append(h('ol', { class: 'points' }, (k.points || []).map((p) =>
         h('li', { class: 'point', dataset: { point: p.id } },
@@ -1209,6 +1318,21 @@ function question(view) {
       jsonBlock(req.metadata)));
   }
   return box;
+}
+
+/** Why the gate stopped this call for a person, and how risky it is. */
+function whyStopped(k) {
+  const risk = riskOf(k);
+  const missing = k.missing_capabilities || [];
+  const mode = k.sandbox_mode ? h('code', null, vis(k.sandbox_mode)) : 'its sandbox';
+  const why = missing.length
+    ? ['Stopped here: ', mode, ' does not grant ', missing.map((c, i) => [i ? ', ' : '', h('code', null, vis(c))]),
+      ', and no rule or grant allows the call.']
+    : ['Stopped here: a policy rule (or the policy\'s default) asks a person for this call.'];
+  return h('div', { class: 'why-stopped' + (risk.length ? ' risky' : ''), role: 'note' },
+    risk.length ? h('p', { class: 'risk-line' }, h('strong', null, '⚠ Risky: '),
+      'this call ' + risk.map(([c, m]) => m + ' (' + c + ')').join(', ') + '.') : null,
+    h('p', { class: 'why-line' }, why));
 }
 
 function toolFacts(k) {
@@ -1226,21 +1350,83 @@ function argsView(view) {
   const k = view.request.kind;
   const p = argsOf(k.args_json);
   const wrap = h('div', { class: 'args' });
-  // Formatted from a lossless reading: every number as the agent wrote it.
-  const pre = h('pre', { class: 'json args-pretty' }, p.ok ? jsonView(p.node) : vis(k.args_json));
+  // What the call will do, read as a person reads it: a command line, a
+  // file's text, an HTTP request; else JSON formatted from a lossless
+  // reading (every number as the agent wrote it).
+  const readable = p.ok ? callView(k.tool_name, p.node) : null;
+  const pre = h('pre', { class: 'json args-pretty', hidden: !!readable }, p.ok ? jsonView(p.node) : vis(k.args_json));
   const raw = h('pre', { class: 'json args-raw', hidden: true }, vis(k.args_json));
-  const toggle = h('button', {
-    type: 'button', class: 'ghost small',
-    onclick: () => {
-      raw.hidden = !raw.hidden;
-      pre.hidden = !raw.hidden;
-      toggle.textContent = raw.hidden ? 'Exact text' : 'Formatted';
-    },
-  }, 'Exact text');
-  wrap.append(h('div', { class: 'section-head' }, h('h3', null, 'Arguments'),
-    p.ok ? null : h('span', { class: 'warn-text' }, 'not valid JSON'), h('span', { class: 'spacer' }), toggle), pre, raw,
-    p.ok ? numFlag(p.node) : null);
+  // One click to each view: what it does, formatted JSON, the exact text.
+  const views = [readable ? ['readable', 'What it does', readable] : null, ['json', readable ? 'JSON' : 'Formatted', pre], ['exact', 'Exact text', raw]].filter(Boolean);
+  const tabs = h('div', { class: 'view-tabs', role: 'group', 'aria-label': 'Show the arguments as' });
+  const show = (name) => {
+    for (const [n, , el] of views) el.hidden = n !== name;
+    for (const b of tabs.children) b.setAttribute('aria-pressed', String(b.dataset.view === name));
+  };
+  for (const [n, label] of views) tabs.append(h('button', { type: 'button', class: 'ghost small', dataset: { view: n }, onclick: () => show(n) }, label));
+  show(views[0][0]);
+  append(wrap, [h('div', { class: 'section-head' }, h('h3', null, 'Arguments'),
+    p.ok ? null : h('span', { class: 'warn-text' }, 'not valid JSON'), h('span', { class: 'spacer' }), tabs), readable, pre, raw,
+    p.ok ? numFlag(p.node) : null]);
   return wrap;
+}
+
+/** A word as a POSIX shell needs it: bare when safe, else single-quoted. */
+function shQuote(w) {
+  if (/^[\w@%+=:,./-]+$/.test(w)) return w;
+  return "'" + w.replace(/'/g, "'\\''") + "'";
+}
+
+/** The string value of `key` in an object node, or null. */
+function strField(node, ...keys) {
+  if (node.t !== 'o') return null;
+  const m = new Map(node.e);
+  for (const key of keys) {
+    const v = m.get(key);
+    if (v && v.t === 's') return v.v;
+  }
+  return null;
+}
+
+/** A call's args as what it does: a shell command line (with its cwd), a
+ *  file write's text with line numbers, an HTTP request; null for anything
+ *  else (shown as formatted JSON). */
+function callView(tool, node) {
+  if (node.t !== 'o') return null;
+  const m = new Map(node.e);
+  const argv = ['argv', 'command', 'cmd'].map((key) => m.get(key)).find((v) => v && v.t !== 'z');
+  if (argv && ((argv.t === 'a' && argv.v.length && argv.v.every((a) => a.t === 's')) || (argv.t === 's' && argv.v))) {
+    const line = argv.t === 'a' ? argv.v.map((a) => shQuote(a.v)).join(' ') : argv.v;
+    const cwd = strField(node, 'cwd', 'workdir', 'dir');
+    return h('div', { class: 'call-view call-shell' },
+      h('pre', { class: 'cmdline' }, h('span', { class: 'prompt-sign', 'aria-hidden': 'true' }, '$ '), h('code', { class: 'cmd' }, vis(line))),
+      cwd != null ? h('p', { class: 'call-where' }, 'in ', h('code', { class: 'cwd' }, vis(cwd))) : null);
+  }
+  const path = strField(node, 'path', 'file_path', 'file', 'filename');
+  const content = strField(node, 'content', 'contents', 'text', 'data');
+  if (path != null && content != null) {
+    const lines = content.split('\n');
+    if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
+    return h('div', { class: 'call-view call-file' },
+      h('p', { class: 'call-where' }, 'writes ', h('code', { class: 'file-path' }, vis(path)),
+        h('span', { class: 'muted small' }, ' · ' + lines.length + (lines.length === 1 ? ' line' : ' lines'))),
+      h('ol', { class: 'file-lines' }, lines.map((l) => h('li', null, h('code', null, vis(l))))));
+  }
+  const url = strField(node, 'url', 'uri', 'endpoint');
+  if (url != null) {
+    const method = (strField(node, 'method', 'verb') || 'GET').toUpperCase();
+    const headers = m.get('headers');
+    const body = m.get('body') || m.get('data') || m.get('json');
+    return h('div', { class: 'call-view call-http' },
+      h('pre', { class: 'http-line' }, h('strong', { class: 'method' }, vis(method)), ' ', h('code', { class: 'url' }, vis(url))),
+      headers && headers.t === 'o' && headers.e.length
+        ? h('dl', { class: 'http-headers' }, headers.e.map(([hk, hv]) => h('div', null, h('dt', null, vis(hk) , ':'), h('dd', null, vis(hv.t === 's' ? hv.v : nodeText(hv))))))
+        : null,
+      body && body.t !== 'z'
+        ? h('pre', { class: 'json http-body' }, body.t === 's' ? vis(body.v) : jsonView(body))
+        : null);
+  }
+  return null;
 }
 
 // ---------------------------------------------------------------- answering
@@ -1328,10 +1514,43 @@ function choiceForm(view) {
   return form;
 }
 
+/** Per-point answers of an interaction_points question: accept, comment. */
+function pointsBox(view, d) {
+  const k = view.request.kind;
+  if (k.type !== 'interaction_points' || !(k.points || []).length) return null;
+  if (!d.points) d.points = {};
+  return h('fieldset', { class: 'point-answers' }, h('legend', null, 'Point by point'),
+    k.points.map((p) => {
+      const st = d.points[p.id] || (d.points[p.id] = { accept: false, comment: '' });
+      const cb = h('input', { type: 'checkbox', class: 'point-accept', checked: st.accept, onchange: () => { st.accept = cb.checked; } });
+      const note = h('input', { type: 'text', class: 'point-comment', value: st.comment, placeholder: 'Comment (optional)', 'aria-label': 'Comment on ' + plain(p.id), oninput: () => { st.comment = note.value; } });
+      return h('div', { class: 'point-answer', dataset: { point: p.id } },
+        h('span', { class: 'point-id' }, vis(p.id)),
+        h('label', { class: 'check' }, cb, ' Accept'),
+        note);
+    }));
+}
+
+/** The per-point answers as text the agent reads: one line per point
+ *  (`p1: accept`, `p2: comment: ...`, `p3: no answer`); '' when none. */
+function pointsText(view, d) {
+  const k = view.request.kind;
+  if (k.type !== 'interaction_points' || !d.points) return '';
+  const lines = (k.points || []).map((p) => {
+    const st = d.points[p.id] || { accept: false, comment: '' };
+    const comment = st.comment.trim().replace(/\s*\n\s*/g, ' ');
+    const parts = [st.accept ? 'accept' : null, comment ? 'comment: ' + comment : null].filter(Boolean);
+    return { id: p.id, text: parts.length ? parts.join('; ') : 'no answer', answered: parts.length > 0 };
+  });
+  if (!lines.some((l) => l.answered)) return '';
+  return lines.map((l) => l.id + ': ' + l.text).join('\n');
+}
+
 function textForm(view) {
   const id = view.request.id;
   const d = draftFor(id);
   const err = formError();
+  const points = pointsBox(view, d);
   const ta = h('textarea', {
     class: 'reply', rows: '5', placeholder: 'Write your answer…', 'aria-label': 'Your answer',
     value: d.text, spellcheck: 'true',
@@ -1348,7 +1567,7 @@ function textForm(view) {
   function renderFiles() {
     clear(fileList);
     d.files.forEach((f, i) => fileList.append(h('li', { class: 'file' },
-      h('span', { class: 'file-icon', 'aria-hidden': 'true' }, '📎'),
+      h('span', { class: 'file-icon', 'aria-hidden': 'true' }, clipIcon()),
       h('span', { class: 'file-name' }, vis(f.name)),
       h('span', { class: 'muted small' }, fmtSize(f.size)),
       h('button', { type: 'button', class: 'ghost small', title: 'Remove', onclick: () => { d.files.splice(i, 1); renderFiles(); } }, 'Remove'))));
@@ -1368,9 +1587,10 @@ function textForm(view) {
     renderFiles();
   }
   function send() {
-    const value = ta.value;
+    const perPoint = pointsText(view, d);
+    const value = perPoint ? perPoint + (ta.value.trim() ? '\n\n' + ta.value : '') : ta.value;
     if (!value.trim() && !d.files.length) {
-      showError(err, 'Write an answer or attach a file first.');
+      showError(err, points ? 'Accept or comment on a point, write an answer or attach a file first.' : 'Write an answer or attach a file first.');
       ta.focus();
       return;
     }
@@ -1407,7 +1627,7 @@ function textForm(view) {
     : null;
   return h('section', { class: 'answer' },
     h('h3', null, 'Your answer'),
-    ta, hint, drop, fileList, err,
+    points, ta, hint, drop, fileList, err,
     h('div', { class: 'actions' }, sendBtn, h('span', { class: 'muted small' }, h('kbd', null, 'Ctrl'), '+', h('kbd', null, 'Enter'), ' to send')));
 }
 
@@ -1451,8 +1671,7 @@ function approvalForm(view) {
   const diffBox = h('div', { class: 'diff' });
   const editBox = h('div', { class: 'edit-box', hidden: !d.editing },
     h('div', { class: 'section-head' }, h('h3', null, 'Edit arguments'), h('span', { class: 'spacer' }),
-      h('button', { type: 'button', class: 'ghost small', onclick: () => { d.editText = k.args_json; editor.value = d.editText; checkEdit(); } }, 'Reset'),
-      h('button', { type: 'button', class: 'ghost small', onclick: () => setEditing(false) }, 'Cancel edit')),
+      h('button', { type: 'button', class: 'ghost small', onclick: () => { d.editText = k.args_json; editor.value = d.editText; checkEdit(); } }, 'Reset')),
     editor, editStatus, editNums, diffBox);
   const editBtn = h('button', { type: 'button', class: 'ghost small edit-btn', onclick: () => setEditing(!d.editing) }, d.editing ? 'Cancel edit' : 'Edit arguments');
 
@@ -1479,8 +1698,10 @@ function approvalForm(view) {
     const same = proposal.ok ? nodeEqual(p.node, proposal.node) : text === k.args_json;
     return { changed: !same, valid: true, text, node: p.node };
   }
+  let narrowReady = false;
   function checkEdit() {
     const st = editState();
+    if (narrowReady) narrowAfterEdit(st);
     clear(diffBox);
     clear(editNums);
     if (d.editing && hasHidden(editor.value)) {
@@ -1532,24 +1753,44 @@ function approvalForm(view) {
       h('span', null, label)));
   }
   const rowsBox = h('div', { class: 'grant-rows' });
-  if (d.grantRows == null) {
-    d.grantRows = proposal.ok
-      ? leaves(proposal.node).slice(0, 64).map(([p, v]) => ({ ptr: p, on: true, re: exactPattern(v) }))
-      : [];
+  const rowsOf = (node) => leaves(node).slice(0, 64).map(([p, v]) => ({ ptr: p, on: true, re: exactPattern(v) }));
+  if (d.grantRows == null) d.grantRows = proposal.ok ? rowsOf(proposal.node) : [];
+  function renderRows() {
+    clear(rowsBox);
+    for (const row of d.grantRows) {
+      const cb = h('input', { type: 'checkbox', checked: row.on, onchange: () => { row.on = cb.checked; inp.disabled = !cb.checked; d.narrowChosen = true; } });
+      const inp = h('input', { type: 'text', class: 'mono', value: row.re, spellcheck: 'false', disabled: !row.on, 'aria-label': 'Pattern for ' + plain(row.ptr), oninput: () => { row.re = inp.value; d.narrowChosen = true; } });
+      rowsBox.append(h('label', { class: 'grant-row' }, cb, h('code', { class: 'ptr' }, vis(row.ptr || '(whole)')), inp));
+    }
   }
-  for (const row of d.grantRows) {
-    const cb = h('input', { type: 'checkbox', checked: row.on, onchange: () => { row.on = cb.checked; inp.disabled = !cb.checked; } });
-    const inp = h('input', { type: 'text', class: 'mono', value: row.re, spellcheck: 'false', disabled: !row.on, 'aria-label': 'Pattern for ' + plain(row.ptr), oninput: () => { row.re = inp.value; } });
-    rowsBox.append(h('label', { class: 'grant-row' }, cb, h('code', { class: 'ptr' }, vis(row.ptr || '(whole)')), inp));
-  }
+  renderRows();
+  const anyRadio = h('input', { type: 'radio', name: 'narrow-' + req.id, value: 'any', checked: !d.narrow, onchange: () => { d.narrow = false; d.narrowChosen = true; rowsWrap.hidden = true; } });
+  const likeRadio = h('input', { type: 'radio', name: 'narrow-' + req.id, value: 'like', checked: d.narrow, disabled: !d.grantRows.length, onchange: () => { d.narrow = true; d.narrowChosen = true; rowsWrap.hidden = false; } });
   const narrowBox = h('div', { class: 'narrow', hidden: d.scope === 'once' },
     h('div', { class: 'narrow-choice' },
-      h('label', { class: 'radio' }, h('input', { type: 'radio', name: 'narrow-' + req.id, value: 'any', checked: !d.narrow, onchange: () => { d.narrow = false; rowsWrap.hidden = true; } }),
+      h('label', { class: 'radio' }, anyRadio,
         h('span', null, 'Any call of ', h('code', null, vis(k.tool_name)))),
-      h('label', { class: 'radio' }, h('input', { type: 'radio', name: 'narrow-' + req.id, value: 'like', checked: d.narrow, disabled: !d.grantRows.length, onchange: () => { d.narrow = true; rowsWrap.hidden = false; } }),
+      h('label', { class: 'radio' }, likeRadio,
         h('span', null, 'Only calls like this one'))));
   const rowsWrap = h('div', { class: 'rows-wrap', hidden: !d.narrow },
     h('p', { class: 'hint' }, 'A later call is approved only when every checked argument matches its pattern (a regular expression).'), rowsBox);
+  narrowBox.append(rowsWrap);
+  narrowReady = true;
+
+  /** After an edit, the narrower grant is the default: calls like the
+   *  edited one (until the person picks a scope themselves). */
+  function narrowAfterEdit(st) {
+    if (d.narrowChosen || !st.valid) return;
+    const node = st.changed ? st.node : (proposal.ok ? proposal.node : null);
+    if (!node) return;
+    d.grantRows = rowsOf(node);
+    d.narrow = st.changed && d.grantRows.length > 0;
+    renderRows();
+    likeRadio.disabled = !d.grantRows.length;
+    likeRadio.checked = d.narrow;
+    anyRadio.checked = !d.narrow;
+    rowsWrap.hidden = !d.narrow;
+  }
   narrowBox.append(rowsWrap);
 
   function syncScope() {
@@ -1662,7 +1903,7 @@ function describe(req, resp) {
   const out = [h('strong', null, 'Replied'), h('div', { class: 'reply-text' }, vis(resp.value))];
   if ((resp.parts || []).length) {
     out.push(h('ul', { class: 'files' }, resp.parts.map((p) => h('li', { class: 'file' },
-      h('span', { class: 'file-icon', 'aria-hidden': 'true' }, '📎'),
+      h('span', { class: 'file-icon', 'aria-hidden': 'true' }, clipIcon()),
       /^[0-9a-f]{64}$/.test(p.sha256 || '')
         ? h('a', { href: 'v1/blobs/' + p.sha256, download: plain(p.name), rel: 'noopener' }, vis(p.name))
         : h('span', null, vis(p.name)),
@@ -1912,6 +2153,16 @@ async function loadAudit(more = false) {
   renderAudit(entries.length > 0 && A.head && A.after < A.head.seq);
 }
 
+/** What an audit entry is about: an interaction, a grant, a token, a call. */
+function auditSubject(e) {
+  const d = e.data && typeof e.data === 'object' ? e.data : {};
+  for (const key of ['interaction_id', 'id', 'grant_id', 'task_id', 'request_id', 'name', 'kid']) {
+    if (typeof d[key] === 'string' && d[key]) return d[key];
+  }
+  if (d.request && typeof d.request.id === 'string') return d.request.id;
+  return '';
+}
+
 function renderAudit(hasMore) {
   const body = clear($('audit-body'));
   if (A.head) {
@@ -1925,19 +2176,32 @@ function renderAudit(hasMore) {
     body.append(h('div', { class: 'empty' }, h('p', null, 'The audit log is empty.')));
     return;
   }
+  // The links this page can check: each entry names the one before it, and
+  // the newest loaded is the signed head. (`lev audit --verify` rehashes
+  // every entry and checks the head's signature.)
+  const broken = A.entries.filter((e, i) => i > 0 && e.prev_hash !== A.entries[i - 1].hash).map((e) => e.seq);
+  const last = A.entries[A.entries.length - 1];
+  const atHead = A.head && last.seq === A.head.seq;
+  const headOk = !atHead || last.hash === A.head.hash;
+  const ok = !broken.length && headOk;
+  body.append(h('p', { class: 'chain-status ' + (ok ? 'good' : 'bad'), role: 'status' },
+    ok
+      ? ['✓ Chain links intact for entries #', String(A.entries[0].seq), '–#', String(last.seq), atHead ? ', ending at the signed head.' : ' (load more to reach the head).']
+      : ['✗ Chain broken', broken.length ? ' before entr' + (broken.length === 1 ? 'y #' : 'ies #') + broken.join(', #') : '', headOk ? '' : '; the newest entry is not the signed head', '. Run ', h('code', null, 'lev audit --verify'), '.']));
   const tbody = h('tbody');
   for (const e of [...A.entries].reverse()) {
-    tbody.append(h('tr', null,
+    tbody.append(h('tr', { class: broken.includes(e.seq) ? 'chain-break' : null },
       h('td', { 'data-label': '#' }, String(e.seq)),
       h('td', { 'data-label': 'When' }, timeEl(e.at)),
-      h('td', { 'data-label': 'What' }, h('code', null, vis(e.action))),
       h('td', { 'data-label': 'Who' }, vis(e.actor)),
+      h('td', { 'data-label': 'What' }, h('code', null, vis(e.action))),
+      h('td', { 'data-label': 'Subject', class: 'mono' }, vis(auditSubject(e))),
       h('td', { 'data-label': 'Details', class: 'audit-data wide' }, h('details', null, h('summary', null, vis(short(e.data, 90))),
         jsonBlock(e.data),
         h('div', { class: 'muted small mono' }, 'hash ', vis(e.hash)))))); 
   }
   body.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table audit' },
-    h('thead', null, h('tr', null, ['#', 'When', 'What', 'Who', 'Details'].map((t) => h('th', null, t)))), tbody)));
+    h('thead', null, h('tr', null, ['#', 'When', 'Who', 'What', 'Subject', 'Details'].map((t) => h('th', null, t)))), tbody)));
   if (hasMore) body.append(h('div', { class: 'more-row' }, h('button', { type: 'button', class: 'ghost', onclick: () => loadAudit(true) }, 'Load more')));
 }
 
@@ -2022,9 +2286,15 @@ function applyTheme() {
   if (btn) btn.title = 'Theme: ' + (t === 'auto' ? 'follows the system' : t) + ' (click to change)';
 }
 
+/** auto -> the opposite of what the system shows -> the same -> auto: the
+ *  first click always changes what is on screen. */
 function cycleTheme() {
-  let t = document.documentElement.dataset.theme || 'auto';
-  t = THEMES[(THEMES.indexOf(t) + 1) % THEMES.length];
+  const t0 = document.documentElement.dataset.theme || 'auto';
+  const sys = window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
+  const other = sys === 'dark' ? 'light' : 'dark';
+  const order = ['auto', other, sys];
+  let t = order[(order.indexOf(t0) + 1) % order.length];
+  if (!THEMES.includes(t)) t = 'auto';
   try {
     localStorage.setItem('lev-theme', t);
   } catch {
@@ -2038,6 +2308,7 @@ function bindStatic() {
   $('logout-btn').addEventListener('click', logout);
   $('notify-btn').addEventListener('click', askNotify);
   $('theme-btn').addEventListener('click', cycleTheme);
+  $('inbox-search').addEventListener('input', (e) => { S.query = e.target.value; renderInbox(); });
   $('help-btn').addEventListener('click', () => $('help').showModal());
   $('history-status').addEventListener('change', () => loadHistory());
   $('history-refresh').addEventListener('click', () => loadHistory());

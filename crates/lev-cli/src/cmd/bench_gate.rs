@@ -46,6 +46,7 @@ fn call(worker: usize, n: usize) -> GateRequest {
         required_capabilities: vec!["fs-read".into()],
         timeout_s: None,
         route: None,
+        reason: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! `lev demo`: a server on a temporary data dir and a simulated agent that
-//! keeps asking every kind of question, so a newcomer can answer from a
-//! second terminal or the dashboard and see what the agent receives.
+//! keeps asking every kind of question, its tool calls through the gate, so
+//! a newcomer can answer from a second terminal or the dashboard and see
+//! what the agent receives.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,8 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use lev_client::gate::{GateOutcome, Gatekeeper, RefusalKind, ToolCall};
 use lev_client::{Answer, Client, Outcome};
-use lev_protocol::api::{Role, TokenCreate};
+use lev_protocol::api::{GateResponse, Role, TokenCreate};
 use lev_protocol::{InteractionKind, InteractionRequest, Point};
 
 use crate::connect::DEFAULT_URL;
@@ -69,6 +71,9 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
         .await
         .context("making the demo agent's token")?;
     let agent = admin_client.with_token(Some(worker.token));
+    let gatekeeper = Gatekeeper::pinned(agent.clone())
+        .await
+        .context("pinning the demo server's keys")?;
 
     let style = Style::stdout();
     // Only a demo that fell back from the default port says why its URL differs.
@@ -82,12 +87,22 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     println!();
     println!("In a second terminal:");
     println!();
+    let lev = lev_command();
     println!("  export LEV_URL={base} LEV_TOKEN={admin}");
-    println!("  lev ls");
-    println!("  lev show ID");
+    println!("  {lev} ls");
+    println!("  {lev} show ID");
     println!(
-        "  lev respond ID --text \"...\"   (or --choice N, --approve, --deny --feedback \"...\")"
+        "  {lev} respond ID --text \"...\"   (or --choice N, --approve, --deny --feedback \"...\")"
     );
+    if lev != "lev" {
+        println!();
+        println!(
+            "{}",
+            style.dim(
+                "(`lev` is not on your PATH: `cargo install --path crates/lev-cli` puts it there)"
+            )
+        );
+    }
     if fell_back {
         println!();
         println!(
@@ -107,6 +122,7 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     let mut slots = tokio::task::JoinSet::new();
     for slot in 0..IN_FLIGHT {
         let agent = agent.clone();
+        let gatekeeper = gatekeeper.clone();
         let next = next.clone();
         let answered = answered.clone();
         let parts_dir = parts_dir.clone();
@@ -118,9 +134,14 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 let script = &SCRIPT[n % SCRIPT.len()];
-                let request = script.request(n);
                 let outcome = tokio::select! {
-                    r = ask(&agent, &request, script, &parts_dir) => r,
+                    r = async {
+                        if let Some(call) = script.tool_call(n) {
+                            gate(&gatekeeper, &call, script).await
+                        } else {
+                            ask(&agent, &script.request(n), script, &parts_dir).await
+                        }
+                    } => r,
                     _ = stop.wait_for(|s| *s) => return,
                 };
                 match outcome {
@@ -165,8 +186,56 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// How a second terminal runs this very binary: `lev` when that name on PATH
+/// is this binary, else its absolute path (shell-quoted when it needs it).
+fn lev_command() -> String {
+    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return "lev".into();
+    };
+    // The first `lev` on PATH is the one a shell runs.
+    let on_path = std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("lev"))
+                .find(|candidate| candidate.is_file())
+        })
+        .and_then(|found| std::fs::canonicalize(found).ok())
+        .is_some_and(|found| found == me);
+    if on_path {
+        return "lev".into();
+    }
+    let shown = me.display().to_string();
+    if shown
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c))
+    {
+        shown
+    } else {
+        format!("'{}'", shown.replace('\'', "'\\''"))
+    }
+}
+
+/// The demo's gate policy: the example policy (destructive commands denied,
+/// a push asks a person) and `git status` allowed, so the demo shows each
+/// way a call is decided.
+const DEMO_POLICY_RULE: &str = r#"
+[[rule]]
+tool = "shell"
+args = { "/argv/0" = "^(.*/)?git$", "/argv/1" = "^(status|diff|log)$" }
+decision = "allow"
+reason = "git status, diff and log only read"
+"#;
+
 async fn bind(data_dir: &Path, listen: Option<&str>) -> anyhow::Result<lev_server::Server> {
     let mut config = lev_server::Config::new(data_dir.to_path_buf());
+    let policy = data_dir.join("demo-policy.toml");
+    std::fs::create_dir_all(data_dir).context("making the demo's data dir")?;
+    std::fs::write(
+        &policy,
+        format!("{}{DEMO_POLICY_RULE}", lev_approval::policy::EXAMPLE_POLICY),
+    )
+    .context("writing the demo's policy")?;
+    config.policy = Some(policy);
     if let Some(listen) = listen {
         config.listen = listen.to_owned();
         return lev_server::Server::bind(config)
@@ -234,6 +303,107 @@ async fn ask(
     Ok(())
 }
 
+/// A tool call through the gate, as a real agent makes it: the policy may
+/// allow or deny it outright, a grant ("approve for this session") may allow
+/// it, else a person decides. Prints how it was decided and what the model
+/// reads.
+async fn gate(gatekeeper: &Gatekeeper, call: &ToolCall, script: &Question) -> anyhow::Result<()> {
+    let style = Style::stdout();
+    let what = format!(
+        "{} {}",
+        term::one_line(&call.tool_name),
+        term::one_line(&call_line(&call.args_json))
+    );
+    let submitted = gatekeeper.submit(call).await?;
+    match submitted.response() {
+        GateResponse::Ask { interaction_id } => println!(
+            "{} asks {} {} {}",
+            style.bold("agent"),
+            style.cyan(&term::one_line(interaction_id)),
+            term::one_line(script.title),
+            style.dim(&format!("(the gate asks a person: {what})"))
+        ),
+        GateResponse::Allow { .. } | GateResponse::Deny { .. } => {}
+    }
+    let outcome = gatekeeper.settle(call, submitted).await?;
+    let text = match outcome {
+        GateOutcome::Run(approved) => {
+            let verified = approved.verified();
+            let how = if approved.answer().is_some() {
+                format!("approved by {}", verified.approver)
+            } else if verified.approved_for_session {
+                format!(
+                    "allowed by a grant from {} (no question asked)",
+                    verified.approver
+                )
+            } else if verified.reason.is_empty() {
+                "allowed by the policy".to_owned()
+            } else {
+                format!("allowed by the policy: {}", verified.reason)
+            };
+            println!(
+                "{} {} {what}: {}",
+                style.bold("agent"),
+                style.green("runs"),
+                term::one_line(&how)
+            );
+            let output = match &script.kind {
+                Kind::Tool { output, .. } => *output,
+                _ => "",
+            };
+            approved.tool_result_text(&format!(
+                "{output}\n(simulated: the demo agent ran nothing; args {})",
+                approved.args_json()
+            ))
+        }
+        GateOutcome::Refused(refusal) => {
+            let why = match refusal.kind {
+                RefusalKind::Policy => "denied by the policy",
+                RefusalKind::Denied => "denied by a person",
+                RefusalKind::Expired | RefusalKind::TimedOut => "nobody decided in time",
+                RefusalKind::Cancelled => "cancelled",
+            };
+            println!(
+                "{} {} {what}: {why}",
+                style.bold("agent"),
+                style.red("does not run"),
+            );
+            refusal.text
+        }
+    };
+    println!("  {} the model reads:", style.dim("│"));
+    for line in term::multi_line(&text).lines() {
+        println!("  {} {line}", style.dim("│"));
+    }
+    println!();
+    Ok(())
+}
+
+/// A call's args in one line: the command line of an `argv`, else the JSON.
+fn call_line(args_json: &str) -> String {
+    let argv = serde_json::from_str::<serde_json::Value>(args_json)
+        .ok()
+        .and_then(|v| v.get("argv").and_then(|a| a.as_array()).cloned());
+    match argv {
+        Some(words) if words.iter().all(serde_json::Value::is_string) => words
+            .iter()
+            .filter_map(serde_json::Value::as_str)
+            .map(|w| {
+                if !w.is_empty()
+                    && w.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@=".contains(c))
+                {
+                    w.to_owned()
+                } else {
+                    format!("'{}'", w.replace('\'', "'\\''"))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => term::clip(args_json, 100),
+    }
+}
+
 /// One question the demo agent asks.
 struct Question {
     title: &'static str,
@@ -254,6 +424,27 @@ enum Kind {
 }
 
 impl Question {
+    /// The gate call of a tool question; `None` for the other kinds.
+    fn tool_call(&self, n: usize) -> Option<ToolCall> {
+        let Kind::Tool {
+            tool,
+            args,
+            missing,
+            sandbox,
+            ..
+        } = &self.kind
+        else {
+            return None;
+        };
+        let mut call = ToolCall::new("demo", format!("call-{}", n + 1), *tool, *args);
+        call.conversation_id = "demo-conversation".into();
+        call.turn_id = format!("turn-{}", n + 1);
+        call.caller = "demo-user".into();
+        call.sandbox_mode = (*sandbox).into();
+        call.required_capabilities = missing.iter().map(|m| (*m).to_owned()).collect();
+        Some(call)
+    }
+
     fn request(&self, n: usize) -> InteractionRequest {
         let kind = match &self.kind {
             Kind::Text(prompt) => InteractionKind::FreeText {
@@ -312,6 +503,16 @@ const SCRIPT: &[Question] = &[
             missing: &["net"],
             sandbox: "workspace-write",
             output: "To github.com:acme/shop.git\n + 3f2a9c1...8d41e07 fix/login-redirect -> fix/login-redirect (forced update)",
+        },
+    },
+    Question {
+        title: "Check the working tree",
+        kind: Kind::Tool {
+            tool: "shell",
+            args: r#"{"argv":["git","status","--short"],"cwd":"/home/dev/shop"}"#,
+            missing: &[],
+            sandbox: "workspace-write",
+            output: " M src/login.rs\n?? notes/",
         },
     },
     Question {

@@ -35,10 +35,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "text", conflicts_with_all = ["choice", "approve", "deny"])]
     attach: Vec<PathBuf>,
 
-    /// Pick option N (as numbered by `lev show`, from 0) of a multiple choice,
-    /// or of a tool approval's options beside --approve/--deny.
-    #[arg(long, value_name = "N")]
-    choice: Option<usize>,
+    /// Pick option N (as numbered by `lev show` and the dashboard, from 1) of
+    /// a multiple choice, or of a tool approval's options beside --approve/--deny.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    choice: Option<u32>,
 
     /// Approve a tool call.
     #[arg(long, conflicts_with = "deny")]
@@ -49,7 +49,7 @@ pub struct Args {
         long,
         value_enum,
         requires = "approve",
-        conflicts_with = "deny",
+        conflicts_with_all = ["deny", "text"],
         value_name = "SCOPE"
     )]
     scope: Option<Scope>,
@@ -58,16 +58,17 @@ pub struct Args {
         long,
         value_name = "JSON|@FILE",
         requires = "approve",
-        conflicts_with = "deny"
+        conflicts_with_all = ["deny", "text"]
     )]
     edit_args: Option<String>,
     /// Narrow a session or always grant to calls whose args match: POINTER=REGEX
-    /// (repeatable), such as /argv/0=^git$.
+    /// (repeatable), such as /argv/0=^git$. With --edit-args and no
+    /// --grant-arg, the grant covers only calls exactly like the edited one.
     #[arg(
         long,
         value_name = "POINTER=REGEX",
         requires = "approve",
-        conflicts_with = "deny"
+        conflicts_with_all = ["deny", "text"]
     )]
     grant_arg: Vec<String>,
 
@@ -79,7 +80,7 @@ pub struct Args {
         long,
         value_name = "TEXT",
         requires = "deny",
-        conflicts_with = "approve"
+        conflicts_with_all = ["approve", "text"]
     )]
     feedback: Option<String>,
 
@@ -126,6 +127,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.client.client()?;
     let shown_id = term::one_line(&args.id);
     let rt = runtime()?;
+    // Refuse an answer that does not fit the question before sending it,
+    // saying what to type instead.
+    if let Ok(view) = rt.block_on(client.get_interaction(&args.id))
+        && let Some(problem) = misfit(&args, &view.request.request.kind)
+    {
+        clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{shown_id}: {problem}\n"),
+        )
+        .exit();
+    }
     let result = rt.block_on(client.respond(&args.id, &response));
     let result = match result {
         Ok(result) => result,
@@ -200,7 +212,7 @@ fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
         let choice = args
             .choice
             .context("expected --text, --choice, --approve or --deny")?;
-        return Ok(InteractionResponse::choice(id, choice));
+        return Ok(InteractionResponse::choice(id, wire_index(choice)));
     }
     let mut response = if args.approve {
         let mut r = InteractionResponse::approval(
@@ -211,6 +223,12 @@ fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
         r.modified_args_json = args.edit_args.as_deref().map(edited_args).transpose()?;
         if !args.grant_arg.is_empty() {
             r.grant_args = Some(grant_args(&args.grant_arg)?);
+        } else if let Some(edit) = &r.modified_args_json
+            && r.scope.is_some_and(ApprovalScope::is_grant_scope)
+        {
+            // After an edit, the grant covers calls like the edited one, not
+            // any call of the tool; --grant-arg says otherwise.
+            r.grant_args = Some(exact_patterns(edit)?).filter(|p| !p.is_empty());
         }
         r
     } else {
@@ -219,10 +237,88 @@ fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
             None => InteractionResponse::approval(id, false, ApprovalScope::Once),
         }
     };
-    response.choice_index = args.choice;
+    response.choice_index = args.choice.map(wire_index);
     response.injected_context = args.inject.clone();
     response.reason = args.reason.clone();
     Ok(response)
+}
+
+/// Why these flags cannot answer a question of this kind, and what to type
+/// instead; `None` when they fit.
+fn misfit(args: &Args, kind: &lev_protocol::InteractionKind) -> Option<String> {
+    use lev_protocol::InteractionKind as K;
+    let decision = args.approve || args.deny;
+    match kind {
+        K::FreeText { .. } | K::InteractionPoints { .. } => (args.choice.is_some() || decision)
+            .then(|| {
+                format!(
+                    "a {} question is answered with --text TEXT (and --attach FILE), not {}",
+                    kind.type_name(),
+                    given(args)
+                )
+            }),
+        K::MultipleChoice { options, .. } => {
+            if args.text.is_some() || decision {
+                return Some(format!(
+                    "a multiple choice is answered with --choice N (1 to {}, as `lev show` numbers them), not {}",
+                    options.len(),
+                    given(args)
+                ));
+            }
+            out_of_range(args.choice, options.len())
+        }
+        K::ToolApproval { options, .. } => {
+            if args.text.is_some() {
+                return Some(
+                    "a tool approval is answered with --approve or --deny \
+                     (--deny --feedback TEXT tells the agent what to do instead), not --text"
+                        .to_owned(),
+                );
+            }
+            if args.choice.is_some() && options.is_empty() {
+                return Some(
+                    "this tool approval has no options: answer with --approve or --deny, without --choice"
+                        .to_owned(),
+                );
+            }
+            if !decision {
+                return Some(
+                    "a tool approval is answered with --approve or --deny; --choice N picks one of its options beside them"
+                        .to_owned(),
+                );
+            }
+            out_of_range(args.choice, options.len())
+        }
+    }
+}
+
+fn out_of_range(choice: Option<u32>, len: usize) -> Option<String> {
+    let n = choice?;
+    (usize::try_from(n).unwrap_or(usize::MAX) > len)
+        .then(|| format!("--choice {n}: there are {len} options, numbered 1 to {len}"))
+}
+
+/// The answer flags given, as typed.
+fn given(args: &Args) -> String {
+    let mut flags = Vec::new();
+    if args.text.is_some() {
+        flags.push("--text");
+    }
+    if args.choice.is_some() {
+        flags.push("--choice");
+    }
+    if args.approve {
+        flags.push("--approve");
+    }
+    if args.deny {
+        flags.push("--deny");
+    }
+    flags.join(" ")
+}
+
+/// `--choice N` counts from 1, as `lev show` prints; the wire counts from 0.
+fn wire_index(n: u32) -> usize {
+    usize::try_from(n.saturating_sub(1)).unwrap_or(usize::MAX)
 }
 
 /// `--edit-args`: JSON text, or `@FILE`; checked to be JSON here so a typo
@@ -241,6 +337,47 @@ fn edited_args(value: &str) -> anyhow::Result<String> {
         );
     }
     Ok(text.trim().to_owned())
+}
+
+/// Every leaf of `args` (JSON text) as a pointer and an anchored regex
+/// matching exactly its value, as the dashboard's "Only calls like this one".
+fn exact_patterns(args: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    fn walk(value: &serde_json::Value, pointer: String, out: &mut BTreeMap<String, String>) {
+        match value {
+            serde_json::Value::Array(items) if !items.is_empty() => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, format!("{pointer}/{i}"), out);
+                }
+            }
+            serde_json::Value::Object(map) if !map.is_empty() => {
+                for (key, item) in map {
+                    let key = key.replace('~', "~0").replace('/', "~1");
+                    walk(item, format!("{pointer}/{key}"), out);
+                }
+            }
+            serde_json::Value::String(text) => {
+                out.insert(pointer, format!("^{}$", regex_escape(text)));
+            }
+            other => {
+                out.insert(pointer, format!("^{}$", regex_escape(&other.to_string())));
+            }
+        }
+    }
+    let value: serde_json::Value = serde_json::from_str(args).context("--edit-args")?;
+    let mut out = BTreeMap::new();
+    walk(&value, String::new(), &mut out);
+    Ok(out)
+}
+
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn grant_args(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {

@@ -14,8 +14,13 @@ pub struct Args {
     /// The interaction's id (ir_...).
     id: String,
     /// Print JSON: {"request", "response", "approval"}.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "approval")]
     json: bool,
+    /// Print the signed decision alone (the DSSE envelope, as `lev verify`
+    /// reads it): `lev show ID --approval > approval.json`. Exit 1 when
+    /// there is none yet.
+    #[arg(long)]
+    approval: bool,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -26,7 +31,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let view = runtime()?
         .block_on(client.get_interaction(&args.id))
         .with_context(|| format!("show {}", term::one_line(&args.id)))?;
-    if args.json {
+    if args.approval {
+        let Some(envelope) = &view.approval else {
+            anyhow::bail!(
+                "show {}: expected a signed decision, found none ({}){}only a decided tool approval has one",
+                term::one_line(&args.id),
+                view.request.status.as_str(),
+                crate::report::HINT
+            );
+        };
+        println!("{}", serde_json::to_string_pretty(envelope)?);
+    } else if args.json {
         println!("{}", serde_json::to_string_pretty(&view)?);
     } else {
         print!(

@@ -57,7 +57,7 @@ fn ls_and_show_list_and_detail_pending_questions() {
         assert!(run.stdout.contains(want), "{want} missing:\n{}", run.stdout);
     }
     let run = server.lev(&["show", c.id()]);
-    assert!(run.stdout.contains("[0] SQLite") && run.stdout.contains("[1] PostgreSQL"));
+    assert!(run.stdout.contains("[1] SQLite") && run.stdout.contains("[2] PostgreSQL"));
     let json = server.lev(&["show", a.id(), "--json"]).json();
     assert_eq!(json["request"]["kind"]["prompt"], "Which branch?");
     assert_eq!(json["response"], serde_json::Value::Null);
@@ -132,16 +132,31 @@ fn respond_in_every_form() {
     );
     assert_eq!(get(q.id()).request.status, InteractionStatus::Pending);
 
-    // --choice.
+    // --choice: one numbering, from 1, in `lev show`, `--choice` and the
+    // summary; the wire's index stays 0-based.
     let q = server.create("r", choice("db?", &["SQLite", "PostgreSQL"]));
-    let run = server.lev(&["respond", q.id(), "--choice", "1"]);
+    let shown = server.lev(&["show", q.id()]);
+    assert!(
+        shown.stdout.contains("[1] SQLite") && shown.stdout.contains("[2] PostgreSQL"),
+        "{}",
+        shown.stdout
+    );
+    let run = server.lev(&["respond", q.id(), "--choice", "0"]);
+    assert_code(&run, 2);
+    let run = server.lev(&["respond", q.id(), "--choice", "2"]);
     assert_code(&run, 0);
     assert!(
-        run.stdout.contains("choice 1: PostgreSQL"),
+        run.stdout.contains("choice 2: PostgreSQL"),
         "{}",
         run.stdout
     );
     assert_eq!(get(q.id()).response.unwrap().choice_index, Some(1));
+    let shown = server.lev(&["show", q.id()]);
+    assert!(
+        shown.stdout.contains("choice [2] PostgreSQL"),
+        "{}",
+        shown.stdout
+    );
 
     // --approve with scope, edited args (inline and @FILE), injected context, reason.
     let q = server.create("r", shell(r#"["ls"]"#));
@@ -247,11 +262,12 @@ fn respond_in_every_form() {
         .json();
     assert_eq!(json["response"]["value"], "yes");
 
-    // The server's refusal of an answer that does not fit the question.
+    // An answer that does not fit the question is refused before it is
+    // sent, saying what fits (more in newcomer.rs).
     let q = server.create("r", text("a question"));
     let run = server.lev(&["respond", q.id(), "--approve"]);
-    assert_code(&run, 1);
-    assert!(run.stderr.contains("422"), "{}", run.stderr);
+    assert_code(&run, 2);
+    assert!(run.stderr.contains("--text TEXT"), "{}", run.stderr);
 }
 
 #[test]

@@ -623,6 +623,7 @@ fn gate_request_cases() -> Vec<(&'static str, GateRequest)> {
         required_capabilities: vec![],
         timeout_s: None,
         route: None,
+        reason: None,
     };
     vec![
         ("minimal", minimal.clone()),

@@ -195,6 +195,7 @@ fn request() -> impl Strategy<Value = InteractionRequest> {
             conversation_id,
             turn_id,
             caller,
+            reason: title.clone(),
             title,
             kind,
             timeout_s,

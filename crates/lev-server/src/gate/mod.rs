@@ -29,7 +29,9 @@ use lev_approval::{
     ApprovalPayload, ArgsMatcher, GrantRule, PAYLOAD_VERSION, new_nonce, sign_payload,
 };
 use lev_protocol::api::{GateRequest, GateResponse, Grant};
-use lev_protocol::validate::{check_args_json, check_capabilities, check_id, check_tool_name};
+use lev_protocol::validate::{
+    check_args_json, check_capabilities, check_id, check_reason, check_tool_name,
+};
 use lev_protocol::{Envelope, InteractionKind, InteractionRequest};
 use lev_store::{AuditRecord, GateCallRecord, GateRecordOutcome, NewGateDecision, NewInteraction};
 use serde_json::{Map, Value, json};
@@ -179,6 +181,7 @@ fn validate(
     check_tool_name("tool_name", &req.tool_name)?;
     check_args_json("args_json", &req.args_json, &state.settings().limits)?;
     check_capabilities("required_capabilities", &req.required_capabilities)?;
+    check_reason("reason", req.reason.as_deref())?;
     if req.timeout_s == Some(0) {
         return Err(ApiError::Invalid(
             "timeout_s: expected at least 1 second, found 0".into(),
@@ -471,5 +474,6 @@ fn ask_interaction(
     request.caller = some(caller);
     request.timeout_s = req.timeout_s;
     request.route = req.route.clone();
+    request.reason = req.reason.clone();
     crate::interactions::prepare(state, request, actor, now)
 }

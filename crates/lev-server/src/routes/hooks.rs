@@ -90,6 +90,7 @@ pub async fn claude_code(
         required_capabilities: Vec::new(),
         timeout_s: Some(timeout_s),
         route,
+        reason: None,
     };
     let decision = decide(&state, &principal, gate, Duration::from_secs(timeout_s)).await?;
     let input = Value::Object(event.tool_input.clone());

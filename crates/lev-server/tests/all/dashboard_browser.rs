@@ -341,6 +341,16 @@ async fn every_kind_is_answered_from_the_browser_and_the_worker_gets_exactly_tha
     );
     b.click(&format!("{d} .seg .seg-item:nth-child(2) > input"))
         .await;
+    // After an edit, "Only calls like this one" is already chosen, its
+    // patterns those of the edited call (a grant from the proposal would
+    // later run the unedited call).
+    assert_eq!(
+        b.js(&format!(
+            "return document.querySelector(\"{d} input[value=like]\").checked"
+        ))
+        .await,
+        json!(true)
+    );
     b.click(&format!("{d} input[value=like]")).await;
     let rows = b
         .js("return [...document.querySelectorAll('#detail .grant-row')].map(r => r.querySelector('.ptr').textContent + ' ' + r.querySelector('input[type=text]').value)")
@@ -349,8 +359,8 @@ async fn every_kind_is_answered_from_the_browser_and_the_worker_gets_exactly_tha
         rows,
         json!([
             "/argv/0 ^rm$",
-            "/argv/1 ^\\-rf$",
-            "/argv/2 ^build/$",
+            "/argv/1 ^\\-r$",
+            "/argv/2 ^build/tmp$",
             "/cwd ^/tmp/x$"
         ])
     );
@@ -1235,5 +1245,387 @@ async fn a_tag_hidden_instruction_is_spelled_out_and_flagged() {
         script.contains(&table),
         "the page's table is not the server's"
     );
+    b.close().await;
+}
+
+/// What a newcomer saw: the empty inbox said twice, an attachment icon that
+/// needs an emoji font, a theme toggle whose first click changed nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_inbox_attachment_icon_and_theme_toggle() {
+    let Env { s, worker, b } = setup().await;
+
+    // Nothing pending: said once.
+    b.wait_css("#inbox-empty:not([hidden])").await;
+    let body = b.text("body").await;
+    assert_eq!(body.matches("Nothing is waiting.").count(), 1, "{body}");
+    assert!(!body.contains("All caught up"), "{body}");
+    b.screenshot("newcomer-empty-inbox").await;
+
+    // The first click of the theme toggle changes what is on screen
+    // (headless Chromium's system theme is light).
+    let system_dark = b
+        .js("return window.matchMedia('(prefers-color-scheme: dark)').matches")
+        .await;
+    b.click("#theme-btn").await;
+    let theme = b
+        .js("return document.documentElement.dataset.theme || 'auto'")
+        .await;
+    let expected = if system_dark == json!(true) {
+        "light"
+    } else {
+        "dark"
+    };
+    assert_eq!(theme, json!(expected));
+    b.click("#theme-btn").await;
+    b.click("#theme-btn").await;
+    let theme = b
+        .js("return document.documentElement.dataset.theme || 'auto'")
+        .await;
+    assert_eq!(theme, json!("auto"));
+
+    // An answer's attachment has a drawn icon, not an emoji.
+    let bob = s.token("bob", "approver", None).await;
+    let id = s.create(&worker, &free_text("s-a", "The logs?")).await;
+    open(&b, &id).await;
+    let (status, _) = s
+        .respond(
+            &bob,
+            &id,
+            &json!({"request_id": id, "value": "here", "parts": [
+                {"name": "build.log", "media_type": "text/plain", "data": "aGVsbG8K"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    b.wait_css("#detail .outcome .file-icon svg").await;
+    assert!(!b.text("#detail .outcome").await.contains('\u{1F4CE}'));
+    b.screenshot("newcomer-attachment-icon").await;
+    b.close().await;
+}
+
+/// A tool call reads as what it will do: a shell call as its command line
+/// (quoted as a shell needs it) with its cwd, a file write as the file's
+/// text with line numbers, an HTTP call as method, URL, headers and body,
+/// anything else as formatted JSON; the exact text is one click away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_reads_as_what_it_will_do() {
+    let Env { s, worker, b } = setup().await;
+    let shell = r#"{"argv":["git","commit","-m","fix the login redirect","--author=Ann <a@x.io>"],"cwd":"/home/dev/shop"}"#;
+    let id = s.create(&worker, &tool("s-v", "shell", shell)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    assert_eq!(
+        b.text(&format!("{d} .cmdline .cmd")).await,
+        "git commit -m 'fix the login redirect' '--author=Ann <a@x.io>'"
+    );
+    assert_eq!(b.text(&format!("{d} .cwd")).await, "/home/dev/shop");
+    // The list says it the same way; no stray "null" under the arguments.
+    assert!(
+        b.text(&item(&id))
+            .await
+            .contains("git commit -m 'fix the login redirect'")
+    );
+    assert!(!b.text(&format!("{d} .args")).await.contains("null"));
+    assert!(
+        b.text(&format!("{d} .tool-sandbox"))
+            .await
+            .contains("workspace-write")
+    );
+    b.screenshot("call-view-shell").await;
+    b.click(&format!("{d} .view-tabs button[data-view='exact']"))
+        .await;
+    assert_eq!(b.text(&format!("{d} .args-raw")).await, shell);
+    assert_eq!(b.count(&format!("{d} .call-view[hidden]")).await, 1);
+
+    let file = r#"{"path":"src/config.rs","content":"pub fn load() -> Config {\n    Config::from_env().unwrap_or_default()\n}\n"}"#;
+    let id = s.create(&worker, &tool("s-v", "fs.write", file)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    assert_eq!(b.text(&format!("{d} .file-path")).await, "src/config.rs");
+    assert_eq!(b.count(&format!("{d} .file-lines li")).await, 3);
+    b.screenshot("call-view-file").await;
+
+    let http = r#"{"method":"post","url":"https://api.example.com/v1/refunds","headers":{"Idempotency-Key":"k-1"},"body":{"charge":"ch_1","amount":1299}}"#;
+    let id = s.create(&worker, &tool("s-v", "http.request", http)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    assert_eq!(
+        b.text(&format!("{d} .http-line")).await,
+        "POST https://api.example.com/v1/refunds"
+    );
+    assert!(
+        b.text(&format!("{d} .http-headers"))
+            .await
+            .contains("Idempotency-Key")
+    );
+    assert!(b.text(&format!("{d} .http-body")).await.contains("1299"));
+    b.screenshot("call-view-http").await;
+
+    let other = r#"{"query":"select 1","limit":10}"#;
+    let id = s.create(&worker, &tool("s-v", "db.query", other)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    assert_eq!(b.count(&format!("{d} .call-view")).await, 0);
+    assert_eq!(b.count(&format!("{d} .args-pretty:not([hidden])")).await, 1);
+    b.close().await;
+}
+
+/// A risky call is marked in the list and the detail, and the detail says
+/// why the gate stopped it here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn risky_calls_are_marked_and_say_why_they_stopped() {
+    let Env { s, worker, b } = setup().await;
+    let id = s
+        .create(
+            &worker,
+            &tool("s-k", "shell", r#"{"argv":["curl","https://x.io"]}"#),
+        )
+        .await;
+    open(&b, &id).await;
+    assert_eq!(
+        b.count(&format!("{}.risky .risk-badge", item(&id))).await,
+        1
+    );
+    let why = b.text(&format!("{} .why-stopped.risky", detail(&id))).await;
+    assert!(
+        why.contains("runs programs (proc-exec)") && why.contains("reaches the network (net)"),
+        "{why}"
+    );
+    assert!(
+        why.contains("workspace-write does not grant proc-exec, net"),
+        "{why}"
+    );
+    b.screenshot("risky-call").await;
+
+    let mut calm = tool("s-k", "fs.read", r#"{"path":"README.md"}"#);
+    calm["kind"]["missing_capabilities"] = json!([]);
+    let id = s.create(&worker, &calm).await;
+    open(&b, &id).await;
+    assert_eq!(b.count(&format!("{}.risky", item(&id))).await, 0);
+    let why = b.text(&format!("{} .why-stopped", detail(&id))).await;
+    assert!(
+        !why.contains("Risky") && why.contains("a policy rule"),
+        "{why}"
+    );
+    b.close().await;
+}
+
+/// Removing one argument is one removal, not a cascade of changes; a
+/// multi-line string is diffed by line; editing shows one "Cancel edit" and
+/// keeps the original arguments in view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_argument_diff_aligns_and_the_original_stays_in_view() {
+    let Env { s, worker, b } = setup().await;
+    let args = r#"{"argv":["git","push","--force-with-lease","origin","fix/login"],"cwd":"/srv"}"#;
+    let id = s.create(&worker, &tool("s-d", "shell", args)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    b.click(&format!("{d} .edit-btn")).await;
+    let editor = format!("{d} textarea.args-edit");
+    b.wait_css(&editor).await.clear().await.unwrap();
+    b.type_into(
+        &editor,
+        r#"{"argv":["git","push","origin","fix/login"],"cwd":"/srv"}"#,
+    )
+    .await;
+    b.wait_css(&format!("{d} .edit-status.good")).await;
+    let diff = b
+        .js("return [...document.querySelectorAll('#detail .diff-list li')].map(li => li.textContent)")
+        .await;
+    assert_eq!(diff, json!(["−/argv/2 \"--force-with-lease\""]));
+    let cancels = b
+        .js("return [...document.querySelectorAll('#detail button')].filter(x => x.offsetParent && x.textContent === 'Cancel edit').length")
+        .await;
+    assert_eq!(cancels, json!(1));
+    let original = b.text(&format!("{d} .args .cmdline")).await;
+    assert!(original.contains("--force-with-lease"), "{original}");
+    b.screenshot("edit-diff").await;
+
+    let file = r#"{"path":"a.txt","content":"one\ntwo\nthree\n"}"#;
+    let id = s.create(&worker, &tool("s-d", "fs.write", file)).await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    b.click(&format!("{d} .edit-btn")).await;
+    let editor = format!("{d} textarea.args-edit");
+    b.wait_css(&editor).await.clear().await.unwrap();
+    b.type_into(&editor, r#"{"path":"a.txt","content":"one\nTWO\nthree\n"}"#)
+        .await;
+    b.wait_css(&format!("{d} .edit-status.good")).await;
+    let diff = b
+        .js("return [...document.querySelectorAll('#detail .diff-list li')].map(li => li.textContent)")
+        .await;
+    assert_eq!(
+        diff,
+        json!(["−/content line 2 \"two\"", "+/content line 2 \"TWO\""])
+    );
+    b.close().await;
+}
+
+/// Review points are answered point by point (accept, or comment), sent as
+/// one line per point the agent can read, then any general text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_points_are_answered_point_by_point() {
+    let Env { s, worker, b } = setup().await;
+    let id = s
+        .create(
+            &worker,
+            &json!({"session_id": "s-p", "kind": {"type": "interaction_points",
+                "prompt": "Which should I fix before merging?",
+                "points": [{"id": "p1", "text": "The cookie lacks SameSite=Strict"},
+                           {"id": "p2", "text": "Session ids are not from a CSPRNG"},
+                           {"id": "p3", "text": "No logout test"}]}}),
+        )
+        .await;
+    open(&b, &id).await;
+    let d = detail(&id);
+    b.click(&format!("{d} .point-answer[data-point='p1'] .point-accept"))
+        .await;
+    b.click(&format!("{d} .point-answer[data-point='p2'] .point-accept"))
+        .await;
+    b.type_into(
+        &format!("{d} .point-answer[data-point='p2'] .point-comment"),
+        "use OsRng",
+    )
+    .await;
+    b.type_into(&format!("{d} textarea.reply"), "Thanks, good review.")
+        .await;
+    b.screenshot("review-points").await;
+    b.click(&format!("{d} .answer button.primary")).await;
+    let got = settled(&s, &worker, &id).await;
+    assert_eq!(
+        got["response"]["value"],
+        "p1: accept\np2: accept; comment: use OsRng\np3: no answer\n\nThanks, good review."
+    );
+    b.close().await;
+}
+
+/// The agent may say why it wants a call (`reason`, at most 4 KiB, on the
+/// gate body and on interactions): shown beside the call as agent text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_reason_is_shown_beside_the_call() {
+    let Env { s, worker, b } = setup().await;
+    let gate = json!({"session_id": "s-w", "conversation_id": "c-1", "request_id": "call-1",
+        "caller": "carol", "tool_name": "shell", "args_json": r#"{"argv":["make","deploy"]}"#,
+        "sandbox_mode": "read-only", "required_capabilities": ["proc-exec"],
+        "reason": "The tests passed; deploying the fix for issue 12.\u{202E}"});
+    let (status, got) = s.post("/v1/gate", &worker, &gate).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    let id = got["interaction_id"]
+        .as_str()
+        .expect("the gate asks")
+        .to_owned();
+    open(&b, &id).await;
+    let reason = b.text(&format!("{} .agent-reason", detail(&id))).await;
+    assert!(
+        reason.to_lowercase().contains("the agent says why")
+            && reason.contains("deploying the fix for issue 12."),
+        "{reason}"
+    );
+    // Agent text: its hidden characters are spelled out.
+    assert_eq!(
+        b.count(&format!("{} .agent-reason .uc", detail(&id))).await,
+        1
+    );
+    b.screenshot("agent-reason").await;
+
+    // At most 4 KiB, on the gate and on interactions.
+    let mut big = gate.clone();
+    big["request_id"] = json!("call-2");
+    big["reason"] = json!("x".repeat(4097));
+    let (status, got) = s.post("/v1/gate", &worker, &big).await;
+    assert!(status.is_client_error(), "{status} {got}");
+    assert!(got.to_string().contains("reason"), "{got}");
+    let (status, got) = s
+        .post(
+            "/v1/interactions",
+            &worker,
+            &json!({"session_id": "s-w", "reason": "x".repeat(4097),
+                "kind": {"type": "free_text", "prompt": "?"}}),
+        )
+        .await;
+    assert!(status.is_client_error(), "{status} {got}");
+    b.close().await;
+}
+
+/// The inbox filters by words and by session:, caller:, tool:, kind:; a
+/// filter that hides everything says so (not "Nothing is waiting").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_filters_by_text_and_field() {
+    let Env { s, worker, b } = setup().await;
+    let push = s
+        .create(
+            &worker,
+            &tool("s-f1", "shell", r#"{"argv":["git","push"]}"#),
+        )
+        .await;
+    let fetch = s
+        .create(
+            &worker,
+            &tool("s-f2", "http.fetch", r#"{"url":"https://x.io"}"#),
+        )
+        .await;
+    let q = s
+        .create(&worker, &free_text("s-f2", "Which branch to deploy?"))
+        .await;
+    for id in [&push, &fetch, &q] {
+        b.wait_css(&item(id)).await;
+    }
+    b.type_into("#inbox-search", "git push").await;
+    assert_eq!(shown(&b).await, json!([push]));
+    b.wait_css("#inbox-search").await.clear().await.unwrap();
+    b.type_into("#inbox-search", "session:s-f2 kind:tool").await;
+    assert_eq!(shown(&b).await, json!([fetch]));
+    b.wait_css("#inbox-search").await.clear().await.unwrap();
+    b.type_into("#inbox-search", "caller:carol").await;
+    assert_eq!(shown(&b).await.as_array().unwrap().len(), 2);
+    b.wait_css("#inbox-search").await.clear().await.unwrap();
+    b.type_into("#inbox-search", "deploy").await;
+    assert_eq!(shown(&b).await, json!([q]));
+    b.screenshot("inbox-filter").await;
+    b.type_into("#inbox-search", " nothing-like-this").await;
+    assert_eq!(shown(&b).await, json!([]));
+    b.wait_css("#inbox-nomatch:not([hidden])").await;
+    assert_eq!(b.count("#inbox-empty:not([hidden])").await, 0);
+    b.close().await;
+}
+
+/// The ids the inbox list shows, in order.
+async fn shown(b: &Browser) -> Value {
+    b.js("return [...document.querySelectorAll('#inbox-list li.item')].map(li => li.dataset.id)")
+        .await
+}
+
+/// The audit page is a table (time, actor, action, subject, details) with
+/// the chain's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_page_is_a_table_with_the_chain_status() {
+    let s = TestServer::start().await;
+    let worker = s.token("agent-1", "worker", None).await;
+    let id = s.create(&worker, &free_text("s-au", "Ship it?")).await;
+    let (status, _) = s
+        .respond(&s.admin, &id, &json!({"request_id": id, "value": "yes"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let b = Browser::start().await;
+    b.goto(&format!("{}/#token={}", s.url, s.admin)).await;
+    b.wait_css("#userbox:not([hidden])").await;
+    b.goto(&format!("{}/#audit", s.url)).await;
+    b.wait_css("#audit-body table.audit").await;
+    let heads = b
+        .js("return [...document.querySelectorAll('#audit-body thead th')].map(t => t.textContent)")
+        .await;
+    assert_eq!(
+        heads,
+        json!(["#", "When", "Who", "What", "Subject", "Details"])
+    );
+    let status = b.text("#audit-body .chain-status.good").await;
+    assert!(status.contains("ending at the signed head"), "{status}");
+    let subjects = b
+        .js("return [...document.querySelectorAll('#audit-body tbody td[data-label=Subject]')].map(t => t.textContent)")
+        .await;
+    assert!(
+        subjects.as_array().unwrap().iter().any(|v| v == &json!(id)),
+        "{subjects}"
+    );
+    b.screenshot("audit-table").await;
     b.close().await;
 }

@@ -139,6 +139,45 @@ fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| corrupt(&g.id, e))?;
+    // One grant per key: the same approval again renews the grant in force
+    // (its approver, interaction and time) rather than adding a twin.
+    let twin: Option<String> = tx
+        .conn
+        .query_row(
+            "SELECT id FROM grants WHERE revoked_at IS NULL AND scope = ?1 AND caller = ?2
+               AND conversation_id IS ?3 AND sandbox_mode = ?4 AND tool_name = ?5
+               AND covered_json = ?6 AND grant_args_json IS ?7
+             ORDER BY seq LIMIT 1",
+            params![
+                g.scope.as_str(),
+                g.caller,
+                g.conversation_id,
+                g.sandbox_mode,
+                g.tool_name,
+                covered,
+                grant_args
+            ],
+            |row| row.get(0),
+        )
+        .map(Some)
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(e),
+        })?;
+    if let Some(twin) = twin {
+        tx.conn.execute(
+            "UPDATE grants SET approver = ?2, interaction_id = ?3, created_at = ?4 WHERE id = ?1",
+            params![twin, g.approver, g.interaction_id, rfc3339(g.created_at)],
+        )?;
+        let mut renewed = g.clone();
+        renewed.id = twin;
+        tx.audit(AuditRecord {
+            action: "grant.renewed".into(),
+            actor: new.actor.clone(),
+            data: serde_json::to_value(&renewed).unwrap_or(Value::Null),
+        })?;
+        return Ok(());
+    }
     tx.conn.execute(
         &format!("INSERT INTO grants ({GRANT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
         params![
