@@ -304,12 +304,21 @@ impl Browser {
         self.wait_css(css).await.text().await.expect("text")
     }
 
+    /// Click the element `css`. The page re-renders its lists as events
+    /// arrive, so an element found a moment ago may be replaced before the
+    /// click lands ("stale element"): find it again and retry.
     pub async fn click(&self, css: &str) {
-        self.wait_css(css)
-            .await
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("cannot click {css:?}: {e}"));
+        let mut tries = 0;
+        loop {
+            match self.wait_css(css).await.click().await {
+                Ok(()) => return,
+                Err(e) if tries < 10 && e.to_string().contains("stale element") => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("cannot click {css:?}: {e}"),
+            }
+        }
     }
 
     pub async fn type_into(&self, css: &str, text: &str) {
