@@ -18,22 +18,7 @@ if have; then
     exit 0
 fi
 
-if [ "$(id -u)" -eq 0 ]; then
-    run() { "$@"; }
-elif command -v sudo >/dev/null 2>&1; then
-    run() { sudo -n "$@"; }
-else
-    echo "browser-env: chromium and chromium-driver are missing, and this user cannot install packages (not root, no sudo)." >&2
-    echo "browser-env: install them with: apt-get install -y chromium chromium-driver" >&2
-    exit 1
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-# Try with the package lists as they are; refresh them only when that fails.
-if ! run apt-get install -y --no-install-recommends chromium chromium-driver; then
-    run apt-get update
-    run apt-get install -y --no-install-recommends chromium chromium-driver
-fi
+bash "$(dirname "$0")/apt-install.sh" browser-env chromium chromium-driver
 
 if ! have; then
     echo "browser-env: chromium or chromedriver still not on PATH after installing" >&2

@@ -10,21 +10,7 @@ if command -v tmux >/dev/null 2>&1; then
     exit 0
 fi
 
-if [ "$(id -u)" -eq 0 ]; then
-    run() { "$@"; }
-elif command -v sudo >/dev/null 2>&1; then
-    run() { sudo -n "$@"; }
-else
-    echo "tty-env: tmux is missing, and this user cannot install packages (not root, no sudo)." >&2
-    echo "tty-env: install it with: apt-get install -y tmux" >&2
-    exit 1
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-if ! run apt-get install -y --no-install-recommends tmux; then
-    run apt-get update
-    run apt-get install -y --no-install-recommends tmux
-fi
+bash "$(dirname "$0")/apt-install.sh" tty-env tmux
 
 if ! command -v tmux >/dev/null 2>&1; then
     echo "tty-env: tmux still not on PATH after installing" >&2
