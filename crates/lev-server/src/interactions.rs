@@ -135,9 +135,18 @@ pub async fn load(state: &AppState, principal: &Principal, id: &str) -> ApiResul
         .get_interaction(id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no interaction {id:?}")))?;
-    principal.check_owns(view.request.request.caller.as_deref())?;
-    principal.check_session(&view.request.request.session_id)?;
+    check_access(principal, &view)?;
     Ok(view)
+}
+
+/// Whether `principal` may see `view`: a worker bound to a caller only that
+/// caller's, a token limited to sessions only theirs.
+///
+/// # Errors
+/// 403 `caller_mismatch` or `session_scope`.
+pub fn check_access(principal: &Principal, view: &InteractionView) -> ApiResult<()> {
+    principal.check_owns(view.request.request.caller.as_deref())?;
+    principal.check_session(&view.request.request.session_id)
 }
 
 /// Wait until interaction `id` is final or `deadline` passes: its view then

@@ -203,8 +203,7 @@ async fn wait(
     deadline: tokio::time::Instant,
 ) -> ApiResult<InteractionView> {
     crate::interactions::wait_final(state, id, deadline, |view| {
-        principal.check_owns(view.request.request.caller.as_deref())?;
-        principal.check_session(&view.request.request.session_id)
+        crate::interactions::check_access(principal, view)
     })
     .await
 }

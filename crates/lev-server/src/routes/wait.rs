@@ -53,8 +53,7 @@ pub async fn wait(
     principal.require(&[Role::Worker])?;
     let deadline = tokio::time::Instant::now() + wait_length(query.timeout_s);
     let view = interactions::wait_final(&state, &id, deadline, |view| {
-        principal.check_owns(view.request.request.caller.as_deref())?;
-        principal.check_session(&view.request.request.session_id)
+        interactions::check_access(&principal, view)
     })
     .await?;
     Ok(Json(if view.request.status.is_final() {
