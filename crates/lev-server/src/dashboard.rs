@@ -199,9 +199,9 @@ async fn login(
     }
     // A login replaces the session the browser had, if any.
     if let Some(old) = session_cookie(&headers) {
-        sessions.remove(&old);
+        sessions.remove(&old).await?;
     }
-    let session = sessions.create(&record.hash)?;
+    let session = sessions.create(&record.hash).await?;
     let cookie = HeaderValue::from_str(&sessions.cookie(&session.id))
         .map_err(|e| ApiError::Internal(format!("session cookie: {e}")))?;
     let me = Me {
@@ -226,9 +226,9 @@ async fn logout(
     if let Some(id) = session_cookie(&headers) {
         // Only the page itself may log its person out; an already ended
         // session has nothing to protect, and its cookie is just cleared.
-        if sessions.is_live(&id) {
-            sessions.check_csrf(&id, &headers)?;
-            sessions.remove(&id);
+        if sessions.is_live(&id).await? {
+            sessions.check_csrf(&id, &headers).await?;
+            sessions.remove(&id).await?;
         }
     }
     let mut response = Json(serde_json::json!({"status": "logged_out"})).into_response();

@@ -68,6 +68,10 @@ pub enum ApiError {
     /// 503: the server is shutting down; retry elsewhere or later.
     #[error("the server is shutting down, retry shortly")]
     ShuttingDown,
+    /// 503 `store_unavailable`: the database cannot be reached; nothing was
+    /// committed, retry shortly.
+    #[error("the database is unavailable, retry shortly")]
+    StoreUnavailable,
     /// 500: a fault of the server. The details are logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -96,7 +100,7 @@ impl ApiError {
             Self::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Self::ShuttingDown | Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -117,6 +121,7 @@ impl ApiError {
             Self::TooMany(_) => "too_many",
             Self::Timeout(_) => "timeout",
             Self::ShuttingDown => "shutting_down",
+            Self::StoreUnavailable => "store_unavailable",
             Self::Internal(_) => "internal",
         }
     }
@@ -135,6 +140,10 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Closed => Self::ShuttingDown,
+            StoreError::Unavailable(cause) => {
+                crate::log::error(&format!("store unavailable: {cause}"));
+                Self::StoreUnavailable
+            }
             other => Self::Internal(other.to_string()),
         }
     }

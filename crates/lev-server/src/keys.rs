@@ -1,45 +1,120 @@
-//! The server's signing keys in the data dir.
-//!
-//! `keys/<kid>.json` holds a private JWK (mode 0600), `keys/active` the kid
-//! that signs. Both are made on first start. Every key in the directory is
-//! listed in the JWKS, so older keys keep verifying after a rotation, until
-//! `lev keys remove KID` deletes the file. The active key is never removed.
+//! The server's signing keys, kept in the store ([`lev_store::KeyStore`]):
+//! every server sharing a database signs with the same active key and
+//! publishes the same JWKS. The first start makes the first key; a rotation
+//! adds a key and makes it active, older keys keep verifying until removed.
+//! The active key is never removed.
 
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use lev_approval::SigningKeyPair;
 use lev_protocol::api::Jwks;
+use lev_store::{KeyRemoveOutcome, Store, StoreError, StoredSigningKey};
 
-/// The signing key and the public keys to publish; rotated in place, so
-/// every clone sees the change at once.
-#[derive(Debug, Clone)]
+/// The signing key and the public keys to publish; reloaded from the store
+/// after every change, so every clone sees it at once.
+#[derive(Clone)]
 pub struct KeyRing(Arc<RingInner>);
 
-#[derive(Debug)]
-struct RingInner {
-    dir: PathBuf,
-    loaded: RwLock<Arc<Loaded>>,
-    /// Serialises rotations and removals (file changes and reload).
-    changing: Mutex<()>,
+impl std::fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyRing")
+            .field("active", &self.active().kid())
+            .finish_non_exhaustive()
+    }
 }
 
-#[derive(Debug)]
+struct RingInner {
+    store: Arc<dyn Store>,
+    loaded: RwLock<Arc<Loaded>>,
+}
+
 struct Loaded {
     active: Arc<SigningKeyPair>,
     jwks: Jwks,
 }
 
-/// Outcome of [`KeyRing::remove`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RemoveOutcome {
-    /// The key no longer verifies.
-    Removed,
-    /// The key signs: rotate first.
-    Active,
-    /// No such key.
-    NotFound,
+/// Why the keys could not be loaded or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyStoreError {
+    /// The store refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A stored key is not a key.
+    #[error("signing key {kid}: {message}")]
+    Bad {
+        /// The key id.
+        kid: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn generate() -> Result<SigningKeyPair, KeyStoreError> {
+    SigningKeyPair::generate().map_err(|e| KeyStoreError::Bad {
+        kid: "(new)".into(),
+        message: e.to_string(),
+    })
+}
+
+fn stored(key: &SigningKeyPair) -> StoredSigningKey {
+    StoredSigningKey {
+        kid: key.kid().to_owned(),
+        material: key.to_private_jwk(),
+        active: false,
+    }
+}
+
+/// Read the stored keys, making the first one when there is none.
+///
+/// # Errors
+/// When the store refuses or a stored key is bad.
+pub async fn load_or_create(store: Arc<dyn Store>) -> Result<KeyRing, KeyStoreError> {
+    let mut keys = store.signing_keys().await?;
+    if !keys.iter().any(|k| k.active) {
+        store.init_signing_key(stored(&generate()?)).await?;
+        keys = store.signing_keys().await?;
+    }
+    let loaded = parse(keys)?;
+    Ok(KeyRing(Arc::new(RingInner {
+        store,
+        loaded: RwLock::new(Arc::new(loaded)),
+    })))
+}
+
+fn parse(keys: Vec<StoredSigningKey>) -> Result<Loaded, KeyStoreError> {
+    let mut active = None;
+    let mut others = Vec::new();
+    for key in keys {
+        let pair =
+            SigningKeyPair::from_private_jwk(&key.material).map_err(|e| KeyStoreError::Bad {
+                kid: key.kid.clone(),
+                message: e.to_string(),
+            })?;
+        if pair.kid() != key.kid {
+            return Err(KeyStoreError::Bad {
+                kid: key.kid,
+                message: format!("is stored under another key's id ({})", pair.kid()),
+            });
+        }
+        if key.active && active.is_none() {
+            active = Some(pair);
+        } else {
+            others.push(pair.public_jwk());
+        }
+    }
+    let active = active.ok_or_else(|| KeyStoreError::Bad {
+        kid: "(active)".into(),
+        message: "no key is marked active".into(),
+    })?;
+    others.sort_by(|a, b| a.kid.cmp(&b.kid));
+    let mut jwks = Jwks {
+        keys: vec![active.public_jwk()],
+    };
+    jwks.keys.extend(others);
+    Ok(Loaded {
+        active: Arc::new(active),
+        jwks,
+    })
 }
 
 impl KeyRing {
@@ -58,59 +133,33 @@ impl KeyRing {
     }
 
     /// Make a new signing key and make it the active one; older keys stay
-    /// trusted. Returns the new and the previous key ids. Blocking file IO.
+    /// trusted. Returns the new and the previous key ids.
     ///
     /// # Errors
-    /// When a file cannot be written or the directory read back.
-    pub fn rotate(&self) -> Result<(String, String), KeyStoreError> {
-        let _changing = self
-            .0
-            .changing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let previous = self.active().kid().to_owned();
-        let dir = &self.0.dir;
-        let key = SigningKeyPair::generate().map_err(|e| KeyStoreError::Bad {
-            path: dir.clone(),
-            message: e.to_string(),
-        })?;
-        let path = dir.join(format!("{}.json", key.kid()));
-        write_secret_file(&path, &key.to_private_jwk()).map_err(io(&path))?;
-        let active_path = dir.join("active");
-        write_secret_file(&active_path, &format!("{}\n", key.kid())).map_err(io(&active_path))?;
-        self.reload()?;
+    /// When the store refuses.
+    pub async fn rotate(&self) -> Result<(String, Option<String>), KeyStoreError> {
+        let key = generate()?;
+        let previous = self.0.store.rotate_signing_key(stored(&key)).await?;
+        self.reload().await?;
         Ok((key.kid().to_owned(), previous))
     }
 
-    /// Stop trusting key `kid`: its file is deleted. The active key is
-    /// refused. Blocking file IO.
+    /// Stop trusting key `kid`. The active key is refused.
     ///
     /// # Errors
-    /// When the file cannot be removed or the directory read back.
-    pub fn remove(&self, kid: &str) -> Result<RemoveOutcome, KeyStoreError> {
-        let _changing = self
-            .0
-            .changing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let is_kid = kid.len() == 16 && kid.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        if !is_kid || !self.jwks().keys.iter().any(|k| k.kid == kid) {
-            return Ok(RemoveOutcome::NotFound);
-        }
-        if self.active().kid() == kid {
-            return Ok(RemoveOutcome::Active);
-        }
-        let path = self.0.dir.join(format!("{kid}.json"));
-        std::fs::remove_file(&path).map_err(io(&path))?;
-        std::fs::File::open(&self.0.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&self.0.dir))?;
-        self.reload()?;
-        Ok(RemoveOutcome::Removed)
+    /// When the store refuses.
+    pub async fn remove(&self, kid: &str) -> Result<KeyRemoveOutcome, KeyStoreError> {
+        let outcome = self.0.store.remove_signing_key(kid).await?;
+        self.reload().await?;
+        Ok(outcome)
     }
 
-    fn reload(&self) -> Result<(), KeyStoreError> {
-        let loaded = load_dir(&self.0.dir)?;
+    /// Read the keys again (another server may have rotated them).
+    ///
+    /// # Errors
+    /// When the store refuses or a stored key is bad.
+    pub async fn reload(&self) -> Result<(), KeyStoreError> {
+        let loaded = parse(self.0.store.signing_keys().await?)?;
         *self
             .0
             .loaded
@@ -118,133 +167,4 @@ impl KeyRing {
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
         Ok(())
     }
-}
-
-/// Why the keys could not be loaded or made.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyStoreError {
-    /// A file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A key file does not hold a key.
-    #[error("{path}: {message}")]
-    Bad {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KeyStoreError + '_ {
-    move |source| KeyStoreError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
-/// Write `text` to `path` durably, created with mode 0600 (never readable by
-/// others, not even for an instant), replacing any file there.
-///
-/// # Errors
-/// When the file cannot be written.
-pub fn write_secret_file(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut f = options.open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
-}
-
-/// Load the keys of `data_dir/keys`, making a first key when there is none.
-///
-/// # Errors
-/// When the directory cannot be read or written, or a key file is bad.
-pub fn load_or_create(data_dir: &Path) -> Result<KeyRing, KeyStoreError> {
-    let dir = data_dir.join("keys");
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io(&dir))?;
-    }
-    let loaded = load_dir(&dir)?;
-    Ok(KeyRing(Arc::new(RingInner {
-        dir,
-        loaded: RwLock::new(Arc::new(loaded)),
-        changing: Mutex::new(()),
-    })))
-}
-
-/// Read the key directory, making the first key when there is no `active`.
-fn load_dir(dir: &Path) -> Result<Loaded, KeyStoreError> {
-    let active_path = dir.join("active");
-    let active_kid = match std::fs::read_to_string(&active_path) {
-        Ok(text) => Some(text.trim().to_owned()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io(&active_path)(e)),
-    };
-    let active = match active_kid {
-        Some(kid) => {
-            let path = dir.join(format!("{kid}.json"));
-            let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-            SigningKeyPair::from_private_jwk(&text).map_err(|e| KeyStoreError::Bad {
-                path: path.clone(),
-                message: e.to_string(),
-            })?
-        }
-        None => {
-            let key = SigningKeyPair::generate().map_err(|e| KeyStoreError::Bad {
-                path: dir.to_path_buf(),
-                message: e.to_string(),
-            })?;
-            let path = dir.join(format!("{}.json", key.kid()));
-            write_secret_file(&path, &key.to_private_jwk()).map_err(io(&path))?;
-            write_secret_file(&active_path, &format!("{}\n", key.kid()))
-                .map_err(io(&active_path))?;
-            key
-        }
-    };
-    let mut jwks = Jwks {
-        keys: vec![active.public_jwk()],
-    };
-    let mut others = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
-        let path = entry.map_err(io(dir))?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-        let key = SigningKeyPair::from_private_jwk(&text).map_err(|e| KeyStoreError::Bad {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        if key.kid() != active.kid() {
-            others.push(key.public_jwk());
-        }
-    }
-    others.sort_by(|a, b| a.kid.cmp(&b.kid));
-    jwks.keys.extend(others);
-    Ok(Loaded {
-        active: Arc::new(active),
-        jwks,
-    })
 }

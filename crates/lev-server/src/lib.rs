@@ -34,6 +34,7 @@ mod routes;
 mod session_auth;
 mod shutdown;
 mod state;
+mod store;
 mod tls;
 
 use std::future::Future;
@@ -43,7 +44,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use lev_store::SqliteStore;
 use tokio::net::TcpListener;
 
 pub use auth::{ADMIN_TOKEN_FILE, Principal};
@@ -57,7 +57,10 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// The router of the whole API over `state`.
 pub fn app(state: AppState) -> Router {
-    let sessions = session_auth::Sessions::new(state.settings().secure_cookies);
+    let sessions = session_auth::Sessions::new(
+        Arc::clone(state.store_arc()),
+        state.settings().secure_cookies,
+    );
     let layer = session_auth::SessionLayer {
         state: state.clone(),
         sessions: Arc::clone(&sessions),
@@ -218,18 +221,7 @@ impl Server {
         // Everything that can be checked is checked before any state is made.
         check_config(&config).map_err(ServeError::Config)?;
         if let Some(url) = &config.database {
-            return Err(ServeError::Config(
-                if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-                    "--database: PostgreSQL is not supported yet; leave --database unset to use \
-                     SQLite in the data dir"
-                        .to_owned()
-                } else {
-                    format!(
-                        "--database: expected a postgres:// URL, found {url:?}\nhint: leave it \
-                         unset to use SQLite in the data dir"
-                    )
-                },
-            ));
+            store::check_url(url).map_err(ServeError::Config)?;
         }
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(config.listen.as_str())
             .await
@@ -270,9 +262,12 @@ impl Server {
             Some((cert, key)) => Some(tls::acceptor(cert, key).map_err(ServeError::Config)?),
             None => None,
         };
-        let store: Arc<dyn lev_store::Store> =
-            Arc::new(SqliteStore::open(&config.data_dir).map_err(|e| data_err(e.to_string()))?);
-        let keys = keys::load_or_create(&config.data_dir).map_err(|e| data_err(e.to_string()))?;
+        let store = store::open(config.database.as_deref(), &config.data_dir)
+            .await
+            .map_err(data_err)?;
+        let keys = keys::load_or_create(Arc::clone(&store))
+            .await
+            .map_err(|e| data_err(e.to_string()))?;
         let admin_token = auth::ensure_admin_token(store.as_ref(), &config.data_dir)
             .await
             .map_err(|e| data_err(e.to_string()))?;

@@ -4,9 +4,9 @@
 //! `POST /v1/login {token}` checks an approver or admin token and opens a
 //! session: a random 256-bit id in an `HttpOnly; SameSite=Strict; Path=/`
 //! cookie (`Secure` when served over TLS) and a random CSRF token returned in
-//! the body. Sessions are held **in memory** (a restart logs everyone out; the
-//! login URL logs back in), keyed by the SHA-256 of their id, and map to the
-//! token's hash, never to its secret.
+//! the body. Sessions are kept in the store (so every server sharing it knows
+//! them, and they survive a restart), keyed by the SHA-256 of their id, and
+//! map to the token's hash, never to its secret.
 //!
 //! [`middleware`] runs in front of every route: a request without an
 //! `Authorization` header but with a live session cookie is authenticated as
@@ -17,9 +17,8 @@
 //! and is never subject to the CSRF check (a browser does not send it on its
 //! own).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN, UPGRADE};
@@ -27,7 +26,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use lev_store::{DashboardSession, Store};
 use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -42,28 +43,25 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(12 * 3600);
 /// A session ends this long after login, used or not (also the cookie's Max-Age).
 pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Most live sessions; past it, the least recently used is dropped.
-const MAX_SESSIONS: usize = 10_000;
+const MAX_SESSIONS: u32 = 10_000;
+/// A session's last use is written at most this often (a read per request,
+/// not a write).
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Clone)]
-struct Session {
-    token_hash: String,
-    csrf: String,
-    created: Instant,
-    last_seen: Instant,
-}
-
-impl Session {
-    fn live(&self, now: Instant) -> bool {
-        now.duration_since(self.last_seen) < IDLE_TIMEOUT
-            && now.duration_since(self.created) < MAX_AGE
-    }
-}
-
-/// The live sessions, in memory.
-#[derive(Debug)]
+/// The dashboard sessions, kept in the store so that every server sharing
+/// it knows them.
 pub struct Sessions {
-    by_id_hash: Mutex<HashMap<[u8; 32], Session>>,
+    store: Arc<dyn Store>,
     secure: bool,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("store", &self.store.kind())
+            .field("secure", &self.secure)
+            .finish()
+    }
 }
 
 /// What a request knows of its dashboard session (a request extension).
@@ -88,8 +86,9 @@ fn random_token() -> Result<String, ApiError> {
     Ok(lev_approval::encode_base64url(&bytes))
 }
 
-fn id_hash(id: &str) -> [u8; 32] {
-    Sha256::digest(id.as_bytes()).into()
+fn id_hash(id: &str) -> String {
+    let digest: [u8; 32] = Sha256::digest(id.as_bytes()).into();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Equal in time independent of where the first difference is.
@@ -100,80 +99,77 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+fn live(session: &DashboardSession, now: OffsetDateTime) -> bool {
+    now - session.last_seen < IDLE_TIMEOUT && now - session.created_at < MAX_AGE
+}
+
 impl Sessions {
-    /// An empty store; `secure` marks cookies `Secure` (served over TLS).
-    pub fn new(secure: bool) -> Arc<Self> {
-        Arc::new(Self {
-            by_id_hash: Mutex::new(HashMap::new()),
-            secure,
-        })
+    /// The sessions kept in `store`; `secure` marks cookies `Secure`
+    /// (served over TLS).
+    pub fn new(store: Arc<dyn Store>, secure: bool) -> Arc<Self> {
+        Arc::new(Self { store, secure })
     }
 
     /// Open a session for the token whose hash is `token_hash`.
     ///
     /// # Errors
-    /// When the system has no randomness to give.
-    pub fn create(&self, token_hash: &str) -> Result<NewSession, ApiError> {
+    /// When the system has no randomness to give, or the store refuses.
+    pub async fn create(&self, token_hash: &str) -> Result<NewSession, ApiError> {
         let id = random_token()?;
         let csrf = random_token()?;
-        let now = Instant::now();
-        let mut map = self
-            .by_id_hash
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if map.len() >= MAX_SESSIONS {
-            map.retain(|_, s| s.live(now));
-        }
-        let oldest = (map.len() >= MAX_SESSIONS)
-            .then(|| map.iter().min_by_key(|(_, s)| s.last_seen).map(|(k, _)| *k))
-            .flatten();
-        if let Some(oldest) = oldest {
-            map.remove(&oldest);
-        }
-        map.insert(
-            id_hash(&id),
-            Session {
-                token_hash: token_hash.to_owned(),
-                csrf: csrf.clone(),
-                created: now,
-                last_seen: now,
-            },
-        );
+        let now = OffsetDateTime::now_utc();
+        self.store
+            .delete_stale_dashboard_sessions(now - IDLE_TIMEOUT, now - MAX_AGE)
+            .await?;
+        self.store
+            .create_dashboard_session(
+                DashboardSession {
+                    id_hash: id_hash(&id),
+                    token_hash: token_hash.to_owned(),
+                    csrf: csrf.clone(),
+                    created_at: now,
+                    last_seen: now,
+                },
+                MAX_SESSIONS,
+            )
+            .await?;
         Ok(NewSession { id, csrf })
     }
 
     /// The live session of cookie value `id`, touched; an ended one is removed.
-    fn get(&self, id: &str) -> Option<Session> {
+    ///
+    /// # Errors
+    /// When the store refuses.
+    async fn get(&self, id: &str) -> Result<Option<DashboardSession>, ApiError> {
         let key = id_hash(id);
-        let now = Instant::now();
-        let mut map = self
-            .by_id_hash
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match map.get_mut(&key) {
-            Some(s) if s.live(now) => {
-                s.last_seen = now;
-                Some(s.clone())
-            }
-            Some(_) => {
-                map.remove(&key);
-                None
-            }
-            None => None,
+        let Some(session) = self.store.dashboard_session(&key).await? else {
+            return Ok(None);
+        };
+        let now = OffsetDateTime::now_utc();
+        if !live(&session, now) {
+            self.store.delete_dashboard_session(&key).await?;
+            return Ok(None);
         }
+        if now - session.last_seen >= TOUCH_EVERY {
+            self.store.touch_dashboard_session(&key, now).await?;
+        }
+        Ok(Some(session))
     }
 
     /// Whether cookie value `id` names a live session.
-    pub fn is_live(&self, id: &str) -> bool {
-        self.get(id).is_some()
+    ///
+    /// # Errors
+    /// When the store refuses.
+    pub async fn is_live(&self, id: &str) -> Result<bool, ApiError> {
+        Ok(self.get(id).await?.is_some())
     }
 
     /// End the session of cookie value `id`.
-    pub fn remove(&self, id: &str) {
-        self.by_id_hash
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id_hash(id));
+    ///
+    /// # Errors
+    /// When the store refuses.
+    pub async fn remove(&self, id: &str) -> Result<(), ApiError> {
+        Ok(self.store.delete_dashboard_session(&id_hash(id)).await?)
     }
 
     /// The `Set-Cookie` value that stores session `id`.
@@ -197,8 +193,8 @@ impl Sessions {
     ///
     /// # Errors
     /// 403 `csrf` when the session is unknown or the header is missing or wrong.
-    pub fn check_csrf(&self, id: &str, headers: &HeaderMap) -> Result<(), ApiError> {
-        let session = self.get(id).ok_or_else(csrf_error)?;
+    pub async fn check_csrf(&self, id: &str, headers: &HeaderMap) -> Result<(), ApiError> {
+        let session = self.get(id).await?.ok_or_else(csrf_error)?;
         check_csrf_header(&session.csrf, headers)
     }
 }
@@ -271,8 +267,10 @@ pub async fn middleware(
     };
     // An unknown or ended session: as if there were no cookie (401 where a
     // token is needed, public routes unaffected).
-    let Some(session) = layer.sessions.get(&id) else {
-        return next.run(req).await;
+    let session = match layer.sessions.get(&id).await {
+        Ok(Some(session)) => session,
+        Ok(None) => return next.run(req).await,
+        Err(e) => return e.into_response(),
     };
     // SameSite does not tell ports apart: a page on another localhost port
     // is same-site, and its requests carry the cookie. Only the server's own
@@ -289,7 +287,9 @@ pub async fn middleware(
         Ok(Some(record)) => record,
         Ok(None) => {
             // The token was revoked: its sessions end with it.
-            layer.sessions.remove(&id);
+            if let Err(e) = layer.sessions.remove(&id).await {
+                return e.into_response();
+            }
             return next.run(req).await;
         }
         Err(e) => return ApiError::from(e).into_response(),
@@ -434,34 +434,45 @@ mod tests {
         assert_eq!(session_cookie(&h), None);
     }
 
-    #[test]
-    fn sessions_open_check_and_end() -> Result<(), ApiError> {
-        let sessions = Sessions::new(false);
-        let s = sessions.create("hash")?;
+    fn store() -> (tempfile::TempDir, Arc<dyn Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(lev_store_sqlite::SqliteStore::open(dir.path()).unwrap());
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn sessions_open_check_and_end() -> Result<(), ApiError> {
+        let (_dir, store) = store();
+        let sessions = Sessions::new(Arc::clone(&store), false);
+        let s = sessions.create("hash").await?;
         assert_ne!(s.id, s.csrf);
         let mut h = HeaderMap::new();
-        assert!(sessions.check_csrf(&s.id, &h).is_err());
+        assert!(sessions.check_csrf(&s.id, &h).await.is_err());
         h.insert(
             CSRF_HEADER,
             HeaderValue::from_str(&s.csrf).map_err(|e| ApiError::Internal(e.to_string()))?,
         );
-        assert!(sessions.check_csrf(&s.id, &h).is_ok());
-        assert!(sessions.check_csrf("other", &h).is_err());
+        assert!(sessions.check_csrf(&s.id, &h).await.is_ok());
+        // Another server sharing the store knows the session too.
+        let other = Sessions::new(Arc::clone(&store), false);
+        assert!(other.check_csrf(&s.id, &h).await.is_ok());
+        assert!(sessions.check_csrf("other", &h).await.is_err());
         h.insert(CSRF_HEADER, HeaderValue::from_static("wrong"));
-        assert!(sessions.check_csrf(&s.id, &h).is_err());
-        sessions.remove(&s.id);
-        assert!(sessions.get(&s.id).is_none());
-        assert!(!sessions.is_live(&s.id));
+        assert!(sessions.check_csrf(&s.id, &h).await.is_err());
+        other.remove(&s.id).await?;
+        assert!(sessions.get(&s.id).await?.is_none());
+        assert!(!sessions.is_live(&s.id).await?);
         Ok(())
     }
 
     #[test]
     fn cookies_carry_the_flags() {
-        let plain = Sessions::new(false);
+        let (_dir, store) = store();
+        let plain = Sessions::new(Arc::clone(&store), false);
         let c = plain.cookie("x");
         assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict") && c.contains("Path=/"));
         assert!(!c.contains("Secure"));
-        assert!(Sessions::new(true).cookie("x").ends_with("; Secure"));
+        assert!(Sessions::new(store, true).cookie("x").ends_with("; Secure"));
         assert!(plain.clear_cookie().contains("Max-Age=0"));
     }
 

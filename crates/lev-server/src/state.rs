@@ -112,6 +112,11 @@ impl AppState {
         self.0.store.as_ref()
     }
 
+    /// The store, shared (for parts that keep a handle of their own).
+    pub fn store_arc(&self) -> &Arc<dyn Store> {
+        &self.0.store
+    }
+
     /// The signing keys.
     pub fn keys(&self) -> &KeyRing {
         &self.0.keys

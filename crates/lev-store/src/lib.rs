@@ -1,16 +1,51 @@
-//! lev's storage: the [`Store`] trait, and its SQLite backend.
+//! lev's store contract: the [`Store`] traits, the types they take and
+//! give, and (feature `conformance`) the suite every backend must pass.
+//! Backends live in their own crates (`lev-store-sqlite`, ...); the server
+//! sees only `Arc<dyn Store>`.
 //!
-//! # Invariants
-//! - A write that returns `Ok` is committed (WAL, `synchronous=FULL`): it
+//! # The contract
+//!
+//! Every backend keeps these rules, also when several processes write to one
+//! database at once (the conformance suite checks each of them):
+//!
+//! - **Committed means durable.** A write that returns `Ok` is committed: it
 //!   survives the process being killed at any instant.
-//! - Every state change commits its event (for `GET /v1/events`) and its audit
-//!   entry in the same transaction as the change itself, so the log never
-//!   misses or invents a change.
-//! - Answers are compare-and-set from `pending`: exactly one wins.
-//! - Committed events are announced on [`Store::subscribe`] only after the
-//!   commit, so nobody is woken by something that could still roll back.
-//! - The store knows nothing of HTTP, auth or policy: it keeps what the server
-//!   decided. Migrations are per backend and never edited once released.
+//! - **A change commits with its trace.** Every state change commits its
+//!   event (for `GET /v1/events`) and its audit entry in the same
+//!   transaction as the change itself, so the log never misses or invents a
+//!   change.
+//! - **Compare-and-set.** Answers, cancels and expiry move an interaction out
+//!   of `pending` only if it is still pending: exactly one wins, the others
+//!   get the winner ([`TransitionOutcome::AlreadyAnswered`] / `Gone`). The
+//!   same holds for finishing a task and spending a nonce.
+//! - **Limits are atomic.** "At most N pending per session" and gate
+//!   idempotency (one decision per session and request id) are decided in
+//!   the transaction that inserts, serialised per session, so two writers
+//!   can never both pass a check that only one of them may pass. Idempotency
+//!   compares the requests as JSON values, not as text.
+//! - **Events in one order.** Event `seq` increases in commit order: once a
+//!   reader has seen event N, no event with a seq below N becomes visible
+//!   later. So `events_after(last_seen)` (SSE `Last-Event-ID`) never skips an
+//!   event that a concurrent transaction committed late, and never repeats
+//!   one.
+//! - **One audit chain.** Audit entries are appended one at a time, each
+//!   hashing the previous entry's hash, under a lock that every writer takes
+//!   (the head is read inside the appending transaction, never cached
+//!   outside it), so the chain verifies after any number of concurrent
+//!   writers.
+//! - **Announced after commit.** Committed events are announced on
+//!   [`Store::subscribe`] only after the commit, on every process sharing
+//!   the database, so nobody is woken by something that could still roll
+//!   back, and a waiter on one server is woken by an answer given on another.
+//! - **Shared state is stored.** Everything two servers must agree on is a
+//!   store part: interactions, answers, events, audit, grants, nonces,
+//!   tokens, tasks, attachments, signing keys ([`KeyStore`]) and dashboard
+//!   sessions ([`DashboardSessionStore`]).
+//! - **Knows no policy.** The store knows nothing of HTTP, auth or policy: it
+//!   keeps what the server decided. Migrations are per backend and never
+//!   edited once released.
+//! - **Errors say whose fault.** [`StoreError::Unavailable`] means "the
+//!   database cannot be reached now, retry" (503); the others are faults.
 
 use std::collections::BTreeMap;
 
@@ -20,14 +55,18 @@ use lev_protocol::{Envelope, Interaction, InteractionStatus, StoredResponse};
 use serde_json::Value;
 use time::OffsetDateTime;
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod gate;
-pub mod sqlite;
+pub mod keys;
+pub mod sessions;
 pub mod tasks;
 
 pub use gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
 };
-pub use sqlite::SqliteStore;
+pub use keys::{KeyRemoveOutcome, KeyStore, StoredSigningKey};
+pub use sessions::{DashboardSession, DashboardSessionStore};
 pub use tasks::TaskStore;
 
 /// Why a store call failed. None of these is the client's fault: the server
@@ -56,8 +95,13 @@ pub enum StoreError {
     /// The store is shutting down.
     #[error("the store is closed")]
     Closed,
+    /// The database cannot be reached right now (down, restarting, no
+    /// connection in time): nothing was committed, and a retry may succeed.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
 }
 
+#[cfg(feature = "rusqlite")]
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         Self::Database(e.to_string())
@@ -189,7 +233,9 @@ pub enum TokenCreateOutcome {
 /// Every write is committed before it returns `Ok` and before its events are
 /// announced on [`Store::subscribe`].
 #[async_trait]
-pub trait Store: TaskStore + GateStore + Send + Sync + 'static {
+pub trait Store:
+    TaskStore + GateStore + KeyStore + DashboardSessionStore + Send + Sync + 'static
+{
     /// `sqlite` or `postgres`, as `/v1/health` reports it.
     fn kind(&self) -> &'static str;
 

@@ -11,7 +11,7 @@
 use axum::Json;
 use axum::extract::State;
 use lev_protocol::api::{GateRequest, GateResponse, Grant, Jwks, NonceConsume, Role};
-use lev_store::{AuditRecord, NonceOutcome};
+use lev_store::{AuditRecord, KeyRemoveOutcome, NonceOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -19,7 +19,6 @@ use super::PathParam;
 use crate::auth::Principal;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
-use crate::keys::RemoveOutcome;
 use crate::state::AppState;
 
 /// Longest nonce accepted (lev's own are 22 characters).
@@ -100,11 +99,7 @@ pub async fn rotate_key(
     principal: Principal,
 ) -> ApiResult<Json<Jwks>> {
     principal.require(&[Role::Admin])?;
-    let keys = state.keys().clone();
-    let (new, previous) = tokio::task::spawn_blocking(move || keys.rotate())
-        .await
-        .map_err(|e| ApiError::Internal(format!("key rotation task: {e}")))?
-        .map_err(|e| ApiError::Internal(format!("key rotation: {e}")))?;
+    let (new, previous) = state.keys().rotate().await.map_err(key_error)?;
     state
         .store()
         .append_audit(AuditRecord {
@@ -124,14 +119,9 @@ pub async fn remove_key(
     PathParam(kid): PathParam,
 ) -> ApiResult<Json<Jwks>> {
     principal.require(&[Role::Admin])?;
-    let keys = state.keys().clone();
-    let wanted = kid.clone();
-    let outcome = tokio::task::spawn_blocking(move || keys.remove(&wanted))
-        .await
-        .map_err(|e| ApiError::Internal(format!("key removal task: {e}")))?
-        .map_err(|e| ApiError::Internal(format!("key removal: {e}")))?;
+    let outcome = state.keys().remove(&kid).await.map_err(key_error)?;
     match outcome {
-        RemoveOutcome::Removed => {
+        KeyRemoveOutcome::Removed => {
             state
                 .store()
                 .append_audit(AuditRecord {
@@ -142,12 +132,19 @@ pub async fn remove_key(
                 .await?;
             Ok(Json(state.keys().jwks()))
         }
-        RemoveOutcome::Active => Err(ApiError::Conflict {
+        KeyRemoveOutcome::Active => Err(ApiError::Conflict {
             code: "active_key",
             message: format!(
                 "key {kid} is the one that signs; rotate first (lev keys rotate), then remove it"
             ),
         }),
-        RemoveOutcome::NotFound => Err(ApiError::NotFound(format!("no trusted key {kid:?}"))),
+        KeyRemoveOutcome::NotFound => Err(ApiError::NotFound(format!("no trusted key {kid:?}"))),
+    }
+}
+
+fn key_error(e: crate::keys::KeyStoreError) -> ApiError {
+    match e {
+        crate::keys::KeyStoreError::Store(e) => e.into(),
+        other => ApiError::Internal(format!("signing keys: {other}")),
     }
 }

@@ -1,60 +1,23 @@
-//! TaskStore on a real SQLite file: tasks survive a reopen, results stop at
-//! the finish, the finish is a compare-and-set, events and audit commit with
-//! each change, and an escalation note keeps creates idempotent.
+//! Sub-agent tasks: they survive a restart, results stop at the finish,
+//! the finish is a compare-and-set, events and audit commit with each
+//! change, and an escalation note keeps creates idempotent.
 
 use std::sync::Arc;
 
-use lev_protocol::api::{Task, TaskStatus};
+use lev_protocol::api::TaskStatus;
 use lev_protocol::{Interaction, InteractionKind, InteractionRequest, InteractionStatus};
-use lev_store::tasks::{NewTask, TaskChange, TaskFilter, TaskFinish, TaskResult};
-use lev_store::{CreateOutcome, NewInteraction, SqliteStore, Store, TaskStore};
 use serde_json::json;
 use time::OffsetDateTime;
 
-fn task(id: &str, session: &str) -> NewTask {
-    let now = OffsetDateTime::now_utc();
-    NewTask {
-        task: Task {
-            id: id.into(),
-            session_id: session.into(),
-            status: TaskStatus::Pending,
-            spawn: json!({"agent": id}),
-            last_result: None,
-            output_tail: None,
-            error: None,
-            caller: None,
-            created_at: now,
-            updated_at: now,
-        },
-        token_hash: format!("hash-{id}"),
-        actor: "worker-1".into(),
-    }
-}
+use super::Backend;
+use super::fixtures::{finish, result, task};
+use super::interactions::handles;
+use crate::tasks::{TaskChange, TaskFilter};
+use crate::{CreateOutcome, NewInteraction};
 
-fn result(id: &str, value: serde_json::Value) -> TaskResult {
-    TaskResult {
-        task_id: id.into(),
-        last_result: json!({"value": value, "ok": true, "error": null}),
-        output_tail: Some("tail".into()),
-        actor: format!("task:{id}"),
-    }
-}
-
-fn finish(id: &str, status: TaskStatus) -> TaskFinish {
-    TaskFinish {
-        task_id: id.into(),
-        status,
-        result: Some(json!("final")),
-        error: None,
-        actor: "main-ai".into(),
-    }
-}
-
-#[tokio::test]
-async fn a_task_lives_from_create_to_finish_and_survives_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+pub async fn a_task_lives_from_create_to_finish_and_survives_a_reopen(b: &dyn Backend) {
     {
-        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let store = b.open().await;
         let created = store.create_task(task("tk_1", "s-1")).await.unwrap();
         assert_eq!(created.status, TaskStatus::Pending);
         store.create_task(task("tk_2", "s-2")).await.unwrap();
@@ -108,7 +71,7 @@ async fn a_task_lives_from_create_to_finish_and_survives_a_reopen() {
             TaskChange::NotFound
         ));
     }
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = b.open().await;
     let t = store.get_task("tk_1").await.unwrap().unwrap();
     assert_eq!(t.status, TaskStatus::Succeeded);
     assert_eq!(
@@ -158,10 +121,8 @@ async fn a_task_lives_from_create_to_finish_and_survives_a_reopen() {
     }
 }
 
-#[tokio::test]
-async fn an_escalation_note_keeps_the_create_idempotent() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
+pub async fn an_escalation_note_keeps_the_create_idempotent(b: &dyn Backend) {
+    let store = b.open().await;
     let mut request = InteractionRequest::new(
         "s-1",
         InteractionKind::FreeText {
@@ -218,10 +179,8 @@ async fn an_escalation_note_keeps_the_create_idempotent() {
     );
 }
 
-#[tokio::test]
-async fn bare_events_commit_with_their_audit_entry() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
+pub async fn bare_events_commit_with_their_audit_entry(b: &dyn Backend) {
+    let store = b.open().await;
     let mut live = store.subscribe();
     let seq = store
         .append_event(
@@ -237,4 +196,32 @@ async fn bare_events_commit_with_their_audit_entry() {
     let audit = store.audit_after(0, 10).await.unwrap();
     assert_eq!(audit.last().unwrap().action, "operator.connected");
     assert_eq!(audit.last().unwrap().actor, "main-ai");
+}
+
+pub async fn a_task_finishes_once(b: &dyn Backend) {
+    let stores = handles(b).await;
+    stores[0].create_task(task("tk_r", "s-1")).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = Arc::clone(&stores[i % stores.len()]);
+        tasks.push(tokio::spawn(async move {
+            let status = if i % 2 == 0 {
+                TaskStatus::Succeeded
+            } else {
+                TaskStatus::Failed
+            };
+            store.finish_task(finish("tk_r", status)).await.unwrap()
+        }));
+    }
+    let mut done = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            TaskChange::Done(task) => done.push(task.status),
+            TaskChange::Finished(_) => {}
+            TaskChange::NotFound => panic!("the task vanished"),
+        }
+    }
+    assert_eq!(done.len(), 1, "one finish wins");
+    let stored = stores[0].get_task("tk_r").await.unwrap().unwrap();
+    assert_eq!(stored.status, done[0]);
 }

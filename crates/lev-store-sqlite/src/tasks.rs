@@ -7,10 +7,12 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use super::writer::{Tx, rfc3339};
-use super::{SqliteStore, audit_summary, corrupt, load_view, parse_time, view_json};
-use crate::tasks::{NewTask, TaskChange, TaskFilter, TaskFinish, TaskPage, TaskResult, TaskStore};
-use crate::{AuditRecord, Result};
+use crate::writer::{Tx, rfc3339};
+use crate::{SqliteStore, audit_summary, corrupt, load_view, parse_time, view_json};
+use lev_store::tasks::{
+    NewTask, TaskChange, TaskFilter, TaskFinish, TaskPage, TaskResult, TaskStore,
+};
+use lev_store::{AuditRecord, Result};
 
 const TASK_COLUMNS: &str = "seq, id, session_id, status, spawn_json, last_result_json, output_tail, error, created_at, updated_at, caller";
 

@@ -7,12 +7,12 @@ use rusqlite::{Connection, Row, params};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::writer::{Tx, rfc3339};
-use super::{SqliteStore, audit_summary, corrupt, load_view, millis, parse_time, view_json};
-use crate::gate::{
+use crate::writer::{Tx, rfc3339};
+use crate::{SqliteStore, audit_summary, corrupt, load_view, millis, parse_time, view_json};
+use lev_store::gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
 };
-use crate::{AuditRecord, NewAnswer, NewInteraction, Result, TransitionOutcome};
+use lev_store::{AuditRecord, NewAnswer, NewInteraction, Result, TransitionOutcome};
 
 const GATE_COLUMNS: &str = "session_id, request_id, call_json, decision_json, created_at";
 
@@ -302,7 +302,7 @@ impl GateStore for SqliteStore {
     ) -> Result<TransitionOutcome> {
         self.writer
             .write(move |tx| {
-                let outcome = super::answer_in(tx, answer)?;
+                let outcome = crate::answer_in(tx, answer)?;
                 if let (TransitionOutcome::Done(_), Some(grant)) = (&outcome, &grant) {
                     insert_grant(tx, grant)?;
                 }

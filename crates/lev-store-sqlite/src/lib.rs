@@ -1,10 +1,22 @@
-//! The SQLite backend: one file in the data dir, WAL, `synchronous=FULL`, one
-//! writer thread with group commit, a small pool of read connections.
+//! lev's SQLite backend of the [`lev_store::Store`] contract: one file in the
+//! data dir, WAL, `synchronous=FULL`, one writer thread with group commit, a
+//! small pool of read connections.
+//!
+//! How it keeps the contract's multi-writer rules: there is one writer (a
+//! thread that owns the only read-write connection), so event `seq` (the
+//! rowid) is assigned in commit order, the audit chain's head is appended
+//! under that one writer, and "count, then insert" limits run inside one
+//! write transaction that nobody else can interleave with. Several processes
+//! never share one SQLite file: the data dir is locked by the server.
 
 mod gate;
+mod keys;
 mod migrations;
+mod sessions;
 mod tasks;
 mod writer;
+
+pub use keys::write_secret_file;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -22,14 +34,16 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio::sync::broadcast;
 
-use self::writer::{Tx, Writer, rfc3339};
-use crate::{
+use crate::writer::{Tx, Writer, rfc3339};
+use lev_store::{
     AuditRecord, CreateOutcome, ListFilter, ListPage, NewAnswer, NewInteraction, Result, Store,
     StoreError, StoredEvent, TokenCreateOutcome, TokenRecord, TransitionOutcome,
 };
 
 /// The database file's name inside the data dir.
 pub const DB_FILE: &str = "lev.db";
+/// The lock file that keeps a second process off the same data dir.
+pub const LOCK_FILE: &str = "lev.lock";
 
 /// lev's state in a SQLite file.
 #[derive(Debug, Clone)]
@@ -38,6 +52,11 @@ pub struct SqliteStore {
     readers: Arc<Readers>,
     events: broadcast::Sender<StoredEvent>,
     blob_dir: PathBuf,
+    keys: keys::SharedKeyDir,
+    /// The data dir's lock (`lev.lock`), held while any clone lives: one
+    /// process per SQLite file, since only that process would announce its
+    /// commits to its waiters.
+    _lock: Arc<std::fs::File>,
 }
 
 #[derive(Debug)]
@@ -81,6 +100,27 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
+/// Take the data dir's lock, or say which other process holds it.
+fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File> {
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Database(format!(
+            "{} is in use by another lev process (it holds {}); several servers share \
+             state only on PostgreSQL (--database postgres://...)",
+            data_dir.display(),
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
+    }
+}
+
 impl SqliteStore {
     /// Open (creating if needed) the database in `data_dir`, migrate it, and
     /// start the writer.
@@ -89,6 +129,7 @@ impl SqliteStore {
     /// When the directory or database cannot be opened or migrated.
     pub fn open(data_dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(data_dir).map_err(io_err(data_dir))?;
+        let lock = lock_data_dir(data_dir)?;
         let path = data_dir.join(DB_FILE);
         let mut conn = Connection::open(&path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -108,6 +149,8 @@ impl SqliteStore {
             }),
             events,
             blob_dir,
+            keys: Arc::new(keys::KeyDir::open(data_dir)?),
+            _lock: Arc::new(lock),
         })
     }
 
@@ -284,7 +327,7 @@ fn set_final(
 
 /// Compare-and-set `pending` -> `answered` inside the open transaction, with
 /// its event and audit entry: the one answer path every kind of answer takes.
-pub(super) fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<TransitionOutcome> {
+pub(crate) fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<TransitionOutcome> {
     if let Err(outcome) = precheck(load_view(tx.conn, &answer.id)?) {
         return Ok(outcome);
     }
@@ -412,7 +455,8 @@ impl Store for SqliteStore {
             .write(move |tx| {
                 let i = &new.interaction;
                 let id = i.id().to_owned();
-                let request_json = serde_json::to_string(&i.request).map_err(|e| corrupt(&id, e))?;
+                let request = serde_json::to_value(&i.request).map_err(|e| corrupt(&id, e))?;
+                let request_json = request.to_string();
                 let existing: Option<String> = query_one(
                     tx.conn,
                     "SELECT COALESCE(original_request_json, request_json) FROM interactions WHERE id = ?1",
@@ -422,7 +466,11 @@ impl Store for SqliteStore {
                 .optional()?;
                 if let Some(stored) = existing {
                     let view = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished"))?;
-                    return Ok(if stored == request_json {
+                    // Compared as JSON values: the same request stays the
+                    // same whatever order or spelling its text was kept in.
+                    let stored: Value =
+                        serde_json::from_str(&stored).map_err(|e| corrupt(&id, e))?;
+                    return Ok(if stored == request {
                         CreateOutcome::Existing(Box::new(view))
                     } else {
                         CreateOutcome::Conflict(Box::new(view))

@@ -11,7 +11,7 @@ use rusqlite::{Connection, params};
 use time::OffsetDateTime;
 use tokio::sync::{broadcast, oneshot};
 
-use crate::{AuditRecord, Result, StoreError, StoredEvent};
+use lev_store::{AuditRecord, Result, StoreError, StoredEvent};
 
 /// Most jobs in one transaction.
 const MAX_BATCH: usize = 256;
@@ -26,7 +26,10 @@ pub(crate) struct Tx<'a> {
     state: &'a mut ChainState,
 }
 
-/// The audit chain's head and the events staged in the open transaction.
+/// The audit chain's head and the events staged in the open transaction. The
+/// head is read again inside every write transaction (the contract: never
+/// cached outside the appending transaction), so even a second process
+/// writing the same file could not fork the chain.
 struct ChainState {
     audit_seq: u64,
     audit_hash: String,
@@ -36,11 +39,8 @@ struct ChainState {
 impl ChainState {
     fn load(conn: &Connection) -> Result<Self> {
         let head = conn
-            .query_row(
-                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
-            )
+            .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+            .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
             .map(Some)
             .or_else(|e| match e {
                 rusqlite::Error::QueryReturnedNoRows => Ok(None),
@@ -191,9 +191,6 @@ fn run(
             Err(_) => {
                 let _ = conn.execute_batch("ROLLBACK");
                 state.staged.clear();
-                if let Ok(fresh) = ChainState::load(&conn) {
-                    state = fresh;
-                }
             }
         }
         for reply in replies {
@@ -216,6 +213,9 @@ fn run_batch(
             .map_err(|e| e.to_string())
     };
     exec("BEGIN IMMEDIATE")?;
+    let head = ChainState::load(conn).map_err(|e| e.to_string())?;
+    state.audit_seq = head.audit_seq;
+    state.audit_hash = head.audit_hash;
     for job in batch.drain(..) {
         let (seq, hash, staged) = (
             state.audit_seq,

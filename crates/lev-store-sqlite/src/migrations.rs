@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-use crate::Result;
+use lev_store::Result;
 
 /// `(version, SQL)`, applied in order, each in its own transaction.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -143,6 +143,23 @@ ALTER TABLE tokens ADD COLUMN sessions_json TEXT;
 ALTER TABLE tasks ADD COLUMN caller TEXT;
 ",
     ),
+    (
+        5,
+        // Dashboard sessions as a store part (they were in memory): only the
+        // cookie's hash is kept.
+        r"
+CREATE TABLE dashboard_sessions (
+    id_hash     TEXT PRIMARY KEY,
+    token_hash  TEXT NOT NULL,
+    csrf        TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    last_seen   TEXT NOT NULL,
+    last_seen_ms INTEGER NOT NULL
+);
+CREATE INDEX dashboard_sessions_by_last_seen ON dashboard_sessions (last_seen_ms);
+",
+    ),
 ];
 
 /// Bring the database up to the newest schema.
@@ -157,6 +174,17 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
         let rows = stmt.query_map([], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
+    if let Some(newer) = applied
+        .iter()
+        .filter(|v| !MIGRATIONS.iter().any(|(known, _)| known == *v))
+        .max()
+    {
+        return Err(lev_store::StoreError::Database(format!(
+            "the database has schema version {newer}, newer than this lev knows \
+             (up to {}): run the lev that wrote it, or a newer one",
+            MIGRATIONS.iter().map(|(v, _)| *v).max().unwrap_or_default()
+        )));
+    }
     let mut todo: Vec<&(i64, &str)> = MIGRATIONS
         .iter()
         .filter(|(v, _)| !applied.contains(v))

@@ -1,0 +1,314 @@
+//! The gate's records: idempotent decisions, asks under the pending limit,
+//! grants that commit only with a winning answer, nonces spent once.
+
+use std::sync::Arc;
+
+use lev_protocol::api::{GateResponse, Grant};
+use lev_protocol::{ApprovalScope, InteractionStatus};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use super::Backend;
+use super::fixtures::{answer, tool_approval};
+use super::interactions::handles;
+use crate::{
+    AuditRecord, GateCallRecord, GateRecordOutcome, NewGateDecision, NewGrant, NonceOutcome,
+    TransitionOutcome,
+};
+
+fn decision(request_id: &str, call: serde_json::Value, ask: Option<&str>) -> NewGateDecision {
+    let (decision, interaction) = match ask {
+        Some(id) => (
+            GateResponse::Ask {
+                interaction_id: id.into(),
+            },
+            Some(tool_approval(id, "s-g")),
+        ),
+        None => (
+            GateResponse::Deny {
+                reason: "no".into(),
+                approval: None,
+            },
+            None,
+        ),
+    };
+    NewGateDecision {
+        record: GateCallRecord {
+            session_id: "s-g".into(),
+            request_id: request_id.into(),
+            call,
+            decision,
+            created_at: OffsetDateTime::now_utc(),
+        },
+        interaction,
+        audit: AuditRecord {
+            action: "gate.decided".into(),
+            actor: "worker".into(),
+            data: json!({"request_id": request_id}),
+        },
+    }
+}
+
+pub async fn gate_decisions_are_idempotent_by_request(b: &dyn Backend) {
+    let stores = handles(b).await;
+    let call = json!({"tool_name": "shell", "args": {"argv": ["ls"]}});
+    // Concurrent retries of one ask: one interaction, one record.
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let store = Arc::clone(&stores[i % stores.len()]);
+        let call = call.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .record_gate_decision(decision("rq-1", call, Some("ir_g1")))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut recorded = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            GateRecordOutcome::Recorded { interaction, .. } => {
+                assert!(interaction.is_some(), "an ask opens its interaction");
+                recorded += 1;
+            }
+            GateRecordOutcome::Existing(existing) => assert_eq!(existing.call, call),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(recorded, 1);
+    // The same request id with another call: a conflict, nothing written.
+    let other = json!({"tool_name": "shell", "args": {"argv": ["rm", "-rf", "/"]}});
+    assert!(matches!(
+        stores[0]
+            .record_gate_decision(decision("rq-1", other, None))
+            .await
+            .unwrap(),
+        GateRecordOutcome::Conflict(_)
+    ));
+    // Keys compared as JSON values, not text.
+    let reordered = json!({"args": {"argv": ["ls"]}, "tool_name": "shell"});
+    assert!(matches!(
+        stores[0]
+            .record_gate_decision(decision("rq-1", reordered, Some("ir_g1")))
+            .await
+            .unwrap(),
+        GateRecordOutcome::Existing(_)
+    ));
+    let found = stores[0]
+        .gate_call_by_interaction("ir_g1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.request_id, "rq-1");
+    assert!(
+        stores[0]
+            .gate_call_by_interaction("ir_none")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A decision without an interaction, and its replay.
+    let deny = || decision("rq-2", json!({"tool_name": "x"}), None);
+    assert!(matches!(
+        stores[0].record_gate_decision(deny()).await.unwrap(),
+        GateRecordOutcome::Recorded {
+            interaction: None,
+            ..
+        }
+    ));
+    assert!(matches!(
+        stores[0].record_gate_decision(deny()).await.unwrap(),
+        GateRecordOutcome::Existing(_)
+    ));
+    let created = stores[0]
+        .events_after(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "interaction.created")
+        .count();
+    assert_eq!(created, 1, "retries open no second interaction");
+    let gate_audits = stores[0]
+        .audit_after(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "gate.decided")
+        .count();
+    assert_eq!(gate_audits, 2, "one audit entry per recorded decision");
+}
+
+pub async fn gate_asks_respect_the_pending_limit(b: &dyn Backend) {
+    let stores = handles(b).await;
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let store = Arc::clone(&stores[i % stores.len()]);
+        tasks.push(tokio::spawn(async move {
+            let mut new = decision(
+                &format!("rq-{i}"),
+                json!({"i": i}),
+                Some(&format!("ir_p{i}")),
+            );
+            if let Some(interaction) = &mut new.interaction {
+                interaction.max_pending_per_session = 5;
+            }
+            store.record_gate_decision(new).await.unwrap()
+        }));
+    }
+    let (mut recorded, mut refused) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            GateRecordOutcome::Recorded { .. } => recorded += 1,
+            GateRecordOutcome::TooManyPending => refused += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((recorded, refused), (5, 15));
+    assert_eq!(stores[0].count_pending().await.unwrap(), 5);
+}
+
+fn grant(
+    id: &str,
+    interaction_id: &str,
+    scope: ApprovalScope,
+    conversation: Option<&str>,
+) -> Grant {
+    Grant {
+        id: id.into(),
+        scope,
+        caller: "alice".into(),
+        conversation_id: conversation.map(str::to_owned),
+        sandbox_mode: "read-only".into(),
+        tool_name: "shell".into(),
+        covered_capabilities: vec!["exec".into()],
+        grant_args: None,
+        approver: "bob".into(),
+        interaction_id: Some(interaction_id.into()),
+        created_at: OffsetDateTime::now_utc(),
+    }
+}
+
+pub async fn grants_commit_only_with_the_winning_answer(b: &dyn Backend) {
+    let store = b.open().await;
+    store
+        .create_interaction(tool_approval("ir_t1", "s-g"))
+        .await
+        .unwrap();
+    let first = NewGrant {
+        grant: grant("gr_1", "ir_t1", ApprovalScope::Session, Some("conv-1")),
+        actor: "bob".into(),
+    };
+    let late = NewGrant {
+        grant: grant("gr_2", "ir_t1", ApprovalScope::Always, None),
+        actor: "carol".into(),
+    };
+    assert!(matches!(
+        store
+            .answer_tool_approval(answer("ir_t1", "yes", "bob"), Some(first))
+            .await
+            .unwrap(),
+        TransitionOutcome::Done(_)
+    ));
+    assert!(matches!(
+        store
+            .answer_tool_approval(answer("ir_t1", "yes too", "carol"), Some(late))
+            .await
+            .unwrap(),
+        TransitionOutcome::AlreadyAnswered(_)
+    ));
+    let grants = store.list_grants().await.unwrap();
+    assert_eq!(
+        grants.iter().map(|g| g.id.as_str()).collect::<Vec<_>>(),
+        ["gr_1"],
+        "the loser's grant is not kept"
+    );
+    // Session grants hold in their conversation only; always grants everywhere.
+    let found = |conv: &str| {
+        let store = Arc::clone(&store);
+        let conv = conv.to_owned();
+        async move {
+            store
+                .grants_for("alice", &conv, "read-only", "shell")
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|g| g.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found("conv-1").await, ["gr_1"]);
+    assert!(found("conv-2").await.is_empty());
+    assert!(
+        store
+            .grants_for("mallory", "conv-1", "read-only", "shell")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .grants_for("alice", "conv-1", "danger", "shell")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .create_interaction(tool_approval("ir_t2", "s-g"))
+        .await
+        .unwrap();
+    let always = NewGrant {
+        grant: grant("gr_3", "ir_t2", ApprovalScope::Always, None),
+        actor: "bob".into(),
+    };
+    store
+        .answer_tool_approval(answer("ir_t2", "ok", "bob"), Some(always))
+        .await
+        .unwrap();
+    assert_eq!(found("conv-2").await, ["gr_3"]);
+    let revoked = store.revoke_grant("gr_3", "admin").await.unwrap().unwrap();
+    assert_eq!(revoked.id, "gr_3");
+    assert!(store.revoke_grant("gr_3", "admin").await.unwrap().is_none());
+    assert!(found("conv-2").await.is_empty());
+    let view = store.get_interaction("ir_t1").await.unwrap().unwrap();
+    assert_eq!(view.request.status, InteractionStatus::Answered);
+    let actions: Vec<_> = store
+        .audit_after(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    assert!(actions.contains(&"grant.revoked".to_owned()), "{actions:?}");
+}
+
+pub async fn nonces_are_spent_once(b: &dyn Backend) {
+    let stores = handles(b).await;
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let store = Arc::clone(&stores[i % stores.len()]);
+        tasks.push(tokio::spawn(async move {
+            store
+                .consume_nonce("nonce-1", &format!("w{i}"))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut spent = 0;
+    for t in tasks {
+        if t.await.unwrap() == NonceOutcome::Spent {
+            spent += 1;
+        }
+    }
+    assert_eq!(spent, 1);
+    drop(stores);
+    let store = b.open().await;
+    assert_eq!(
+        store.consume_nonce("nonce-1", "w").await.unwrap(),
+        NonceOutcome::AlreadySpent,
+        "spent for ever, across a restart"
+    );
+    assert_eq!(
+        store.consume_nonce("nonce-2", "w").await.unwrap(),
+        NonceOutcome::Spent
+    );
+}

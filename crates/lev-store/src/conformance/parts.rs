@@ -1,0 +1,170 @@
+//! The parts servers share beside interactions: signing keys, dashboard
+//! sessions; and a second handle (another server) seeing every write.
+
+use std::sync::Arc;
+
+use time::{Duration, OffsetDateTime};
+
+use super::Backend;
+use super::fixtures::{answer, free_text};
+use crate::{DashboardSession, KeyRemoveOutcome, StoredSigningKey, TransitionOutcome};
+
+fn key(kid: &str) -> StoredSigningKey {
+    StoredSigningKey {
+        kid: kid.into(),
+        material: format!("{{\"secret\":\"{kid}\"}}"),
+        active: false,
+    }
+}
+
+pub async fn signing_keys_init_rotate_remove(b: &dyn Backend) {
+    let store = b.open().await;
+    assert!(store.signing_keys().await.unwrap().is_empty());
+    let (k1, k2, k3) = ("1111111111111111", "2222222222222222", "3333333333333333");
+    let active = store.init_signing_key(key(k1)).await.unwrap();
+    assert_eq!((active.kid.as_str(), active.active), (k1, true));
+    // A second first start (another server) keeps the first key.
+    let active = store.init_signing_key(key(k2)).await.unwrap();
+    assert_eq!(active.kid, k1);
+    assert_eq!(active.material, key(k1).material);
+    assert_eq!(store.signing_keys().await.unwrap().len(), 1);
+    assert_eq!(
+        store.rotate_signing_key(key(k3)).await.unwrap().as_deref(),
+        Some(k1)
+    );
+    let keys = store.signing_keys().await.unwrap();
+    let listed: Vec<_> = keys.iter().map(|k| (k.kid.as_str(), k.active)).collect();
+    assert_eq!(listed, [(k3, true), (k1, false)], "the active key first");
+    assert_eq!(
+        store.remove_signing_key(k3).await.unwrap(),
+        KeyRemoveOutcome::Active
+    );
+    assert_eq!(
+        store.remove_signing_key(k1).await.unwrap(),
+        KeyRemoveOutcome::Removed
+    );
+    assert_eq!(
+        store.remove_signing_key(k1).await.unwrap(),
+        KeyRemoveOutcome::NotFound
+    );
+    assert_eq!(
+        store.remove_signing_key("../../etc/passwd").await.unwrap(),
+        KeyRemoveOutcome::NotFound
+    );
+    drop(store);
+    let store = b.open().await;
+    let keys = store.signing_keys().await.unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!((keys[0].kid.as_str(), keys[0].active), (k3, true));
+    assert_eq!(keys[0].material, key(k3).material);
+}
+
+fn session(id: &str, seen: OffsetDateTime) -> DashboardSession {
+    DashboardSession {
+        id_hash: id.into(),
+        token_hash: format!("token-{id}"),
+        csrf: format!("csrf-{id}"),
+        created_at: seen,
+        last_seen: seen,
+    }
+}
+
+pub async fn dashboard_sessions_live_in_the_store(b: &dyn Backend) {
+    let store = b.open().await;
+    let now = OffsetDateTime::now_utc();
+    store
+        .create_dashboard_session(session("a", now - Duration::minutes(3)), 2)
+        .await
+        .unwrap();
+    store
+        .create_dashboard_session(session("b", now - Duration::minutes(2)), 2)
+        .await
+        .unwrap();
+    let got = store.dashboard_session("a").await.unwrap().unwrap();
+    assert_eq!(got.csrf, "csrf-a");
+    assert_eq!(got.token_hash, "token-a");
+    assert_eq!(
+        got.created_at.unix_timestamp(),
+        (now - Duration::minutes(3)).unix_timestamp()
+    );
+    store.touch_dashboard_session("a", now).await.unwrap();
+    assert_eq!(
+        store
+            .dashboard_session("a")
+            .await
+            .unwrap()
+            .unwrap()
+            .last_seen
+            .unix_timestamp(),
+        now.unix_timestamp()
+    );
+    // Past the most: the least recently seen ("b" now) goes.
+    store
+        .create_dashboard_session(session("c", now), 2)
+        .await
+        .unwrap();
+    assert!(store.dashboard_session("b").await.unwrap().is_none());
+    assert!(store.dashboard_session("a").await.unwrap().is_some());
+    store.delete_dashboard_session("a").await.unwrap();
+    store.delete_dashboard_session("a").await.unwrap();
+    assert!(store.dashboard_session("a").await.unwrap().is_none());
+    store
+        .create_dashboard_session(session("old", now - Duration::hours(20)), 10)
+        .await
+        .unwrap();
+    let removed = store
+        .delete_stale_dashboard_sessions(now - Duration::hours(12), now - Duration::days(7))
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert!(store.dashboard_session("old").await.unwrap().is_none());
+    assert!(store.dashboard_session("c").await.unwrap().is_some());
+}
+
+/// Two servers on one database: what one writes, the other reads, and an
+/// answer given on one wakes a subscriber of the other.
+pub async fn a_second_handle_sees_every_write(b: &dyn Backend) {
+    if !b.many_handles() {
+        return;
+    }
+    let one = b.open().await;
+    let two = b.open().await;
+    let mut live = two.subscribe();
+    one.create_interaction(free_text("ir_two")).await.unwrap();
+    assert!(two.get_interaction("ir_two").await.unwrap().is_some());
+    assert!(matches!(
+        two.answer_interaction(answer("ir_two", "from two", "bob"))
+            .await
+            .unwrap(),
+        TransitionOutcome::Done(_)
+    ));
+    assert!(matches!(
+        one.answer_interaction(answer("ir_two", "from one", "alice"))
+            .await
+            .unwrap(),
+        TransitionOutcome::AlreadyAnswered(_)
+    ));
+    let mut kinds = Vec::new();
+    while kinds.len() < 2 {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(10), live.recv())
+            .await
+            .expect("an event of the other handle within 10 s")
+            .unwrap();
+        kinds.push(event.kind);
+    }
+    assert_eq!(kinds, ["interaction.created", "interaction.answered"]);
+    let mut one_live = one.subscribe();
+    two.append_event(
+        "operator.connected",
+        serde_json::json!({"session_id": "s"}),
+        None,
+    )
+    .await
+    .unwrap();
+    let event = tokio::time::timeout(std::time::Duration::from_secs(10), one_live.recv())
+        .await
+        .expect("woken by the other server's commit")
+        .unwrap();
+    assert_eq!(event.kind, "operator.connected");
+    let _ = Arc::clone(&one);
+}
