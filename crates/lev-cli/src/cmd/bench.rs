@@ -13,9 +13,7 @@
 //! Run it by hand on a release build; CI may smoke-run it with small numbers.
 //! It is never a pass/fail test of speed.
 
-use std::io::{BufRead as _, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -25,6 +23,7 @@ use clap::Subcommand;
 use lev_client::Client;
 use lev_protocol::api::{Role, TokenCreate};
 use lev_protocol::{InteractionKind, InteractionRequest, InteractionResponse, InteractionStatus};
+use lev_test_support::Spawned;
 use tokio::time::Instant;
 
 /// Load generator: cycles per second, or many waiting workers.
@@ -392,7 +391,7 @@ fn raise_open_files() -> u64 {
 
 /// `lev serve` on a temporary data dir and port 0, killed when dropped.
 struct ServerChild {
-    child: Child,
+    child: Spawned,
     url: String,
     admin_token: String,
     _data: tempfile::TempDir,
@@ -409,32 +408,9 @@ impl ServerChild {
                 .context("writing the bench policy")?;
         }
         let exe = std::env::current_exe().context("finding the lev binary")?;
-        let mut child = Command::new(exe)
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting lev serve")?;
-        let stderr = child.stderr.take().context("lev serve's stderr")?;
-        let mut lines = BufReader::new(stderr).lines();
-        let mut url = None;
-        for line in lines.by_ref() {
-            let line = line.context("reading lev serve's stderr")?;
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                url = Some(rest.trim().to_owned());
-                break;
-            }
-        }
-        let Some(url) = url else {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("lev serve exited before it said where it listens");
-        };
-        // Keep draining its stderr so it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        let admin_token = read_token(&data.path().join("admin.token"))?;
+        let child = Spawned::builder(exe, data.path()).start()?;
+        let url = child.url().to_owned();
+        let admin_token = child.admin_token()?;
         Ok(Self {
             child,
             url,
@@ -444,7 +420,7 @@ impl ServerChild {
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
     }
 
     fn status_field(&self, field: &str) -> Option<u64> {
@@ -462,27 +438,5 @@ impl ServerChild {
 
     fn peak_rss_kib(&self) -> Option<u64> {
         self.status_field("VmHWM:")
-    }
-}
-
-impl Drop for ServerChild {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn read_token(path: &Path) -> anyhow::Result<String> {
-    let t = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && !text.trim().is_empty()
-        {
-            return Ok(text.trim().to_owned());
-        }
-        if t.elapsed() > Duration::from_secs(10) {
-            bail!("expected the admin token at {}, found none", path.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -1,27 +1,25 @@
 //! A real `lev serve` on port 0 for the client-command tests, and `lev`
 //! runs pointed at it.
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use lev_client::Client;
 use lev_protocol::{Interaction, InteractionKind, InteractionRequest};
+use lev_test_support::Spawned;
 
 use crate::support::{Run, Scratch};
 
 /// `lev serve --listen 127.0.0.1:0 --data-dir <scratch>`, killed when dropped.
 pub struct LevServer {
-    child: Child,
+    server: Spawned,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     /// The admin token from `admin.token`.
     pub admin: String,
     /// The data dir (and room for other files).
     pub dir: Scratch,
-    stderr: Arc<Mutex<String>>,
 }
 
 impl LevServer {
@@ -30,60 +28,32 @@ impl LevServer {
     }
 
     fn start_in(dir: Scratch) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path("data"))
-            .env_remove("LEV_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start lev serve");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel::<String>();
-        let log = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                keep.lock().unwrap().push_str(&format!("{line}\n"));
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let url = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no listening line; stderr:\n{}", log.lock().unwrap()));
-            if let Some(url) = line.strip_prefix("lev: listening on ") {
-                break url.trim().to_owned();
-            }
-        };
+        let server = Spawned::builder(env!("CARGO_BIN_EXE_lev"), dir.path("data"))
+            .start()
+            .unwrap();
+        let url = server.url().to_owned();
         let admin = std::fs::read_to_string(dir.path("data").join("admin.token"))
             .expect("admin.token")
             .trim()
             .to_owned();
         Self {
-            child,
+            server,
             url,
             admin,
             dir,
-            stderr: log,
         }
     }
 
     /// Stop the server (SIGKILL), then start it again on the same data dir.
     pub fn restart(mut self) -> Self {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.kill();
         let dir = std::mem::replace(&mut self.dir, Scratch::new("unused"));
         Self::start_in(dir)
     }
 
     /// Stop the server and keep its data dir.
     pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.kill();
     }
 
     pub fn data_dir(&self) -> PathBuf {
@@ -97,7 +67,7 @@ impl LevServer {
 
     #[allow(dead_code)]
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.server.log()
     }
 
     /// An SDK client with the admin token.
@@ -124,13 +94,6 @@ impl LevServer {
     pub fn create(&self, session: &str, kind: InteractionKind) -> Interaction {
         let request = InteractionRequest::new(session, kind);
         block_on(self.client().create_interaction(&request)).expect("create")
-    }
-}
-
-impl Drop for LevServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -21,79 +21,38 @@ use lev_client::operator::{
 };
 use lev_protocol::WorkerResult;
 use lev_protocol::api::{Role, TokenCreate};
+use lev_test_support::Spawned;
 use serde_json::{Value, json};
 
 use super::support::{Run, Scratch, lev, repo_root};
 
 /// `lev serve` on port 0 with short operator timings, killed when dropped.
 struct Served {
-    child: Child,
+    server: Spawned,
     url: String,
     admin: String,
-    /// Every line the server wrote on stderr after it started listening.
-    stderr: Arc<std::sync::Mutex<Vec<String>>>,
     _dir: Scratch,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Served {
     fn start(name: &str, grace_s: u32, reply_s: u32) -> Self {
         let dir = Scratch::new(name);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path("data"))
+        let server = Spawned::builder(env!("CARGO_BIN_EXE_lev"), dir.path("data"))
             .args(["--operator-grace", &grace_s.to_string()])
             .args(["--operator-reply-timeout", &reply_s.to_string()])
-            .env_remove("LEV_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start lev serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let url = loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(60))
-                .expect("lev serve prints where it listens");
-            if let Some(url) = line.strip_prefix("lev: listening on ") {
-                break url.trim().to_owned();
-            }
-        };
-        let admin = std::fs::read_to_string(dir.path("data").join("admin.token"))
-            .unwrap()
-            .trim()
-            .to_owned();
-        let stderr = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let lines = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            while let Ok(line) = rx.recv() {
-                lines.lock().unwrap().push(line);
-            }
-        });
+            .start()
+            .unwrap();
         Self {
-            child,
-            url,
-            admin,
-            stderr,
+            url: server.url().to_owned(),
+            admin: server.admin_token().unwrap(),
+            server,
             _dir: dir,
         }
     }
 
     /// What the server wrote on stderr so far.
     fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
+        self.server.log()
     }
 
     async fn token(&self, name: &str, role: Role) -> String {

@@ -7,11 +7,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use lev_test_support::Spawned;
+
 use crate::support::{Run, Scratch, lev};
 
 /// `lev serve` on port 0 with its own data dir (and policy), killed when dropped.
 struct Server {
-    child: Child,
+    _server: Spawned,
     url: String,
     admin: String,
     dir: Scratch,
@@ -29,31 +31,17 @@ impl Server {
         if let Some(policy) = policy {
             std::fs::write(dir.path("data").join("policy.toml"), policy).unwrap();
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path("data"))
+        let server = Spawned::builder(env!("CARGO_BIN_EXE_lev"), dir.path("data"))
             .args(extra)
-            .env_remove("LEV_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
+            .start()
             .unwrap();
-        let lines = lines_of(child.stderr.take().unwrap());
-        let url = loop {
-            let line = lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("lev serve prints where it listens");
-            if let Some(url) = line.strip_prefix("lev: listening on ") {
-                break url.trim().to_owned();
-            }
-        };
+        let url = server.url().to_owned();
         let admin = std::fs::read_to_string(dir.path("data").join("admin.token"))
             .unwrap()
             .trim()
             .to_owned();
         Self {
-            child,
+            _server: server,
             url,
             admin,
             dir,
@@ -116,13 +104,6 @@ impl Server {
         let r = self.lev(&["ls", "--all", "--json"]);
         assert_eq!(r.code, 0, "{}", r.stderr);
         r.json()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

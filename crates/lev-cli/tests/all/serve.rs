@@ -2,73 +2,38 @@
 //! dashboard URL, keeps every acknowledged write through a SIGKILL, and stops
 //! cleanly (exit 0) on SIGTERM.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use lev_test_support::Spawned;
+
 use crate::support::Scratch;
 
-/// A running `lev serve`.
+/// A running `lev serve` (lev-test-support's), and its address.
 struct Served {
-    child: Child,
+    server: Spawned,
     addr: String,
-    stderr: Arc<Mutex<String>>,
 }
 
 impl Served {
     /// Start `lev serve` on port 0 in `data_dir` and wait for its address.
     fn start(data_dir: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .env_remove("LEV_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start lev serve");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel::<String>();
-        let log = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                keep.lock().unwrap().push_str(&format!("{line}\n"));
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no listening line; stderr:\n{}", log.lock().unwrap()));
-            if let Some(url) = line.strip_prefix("lev: listening on http://") {
-                break url.trim().to_owned();
-            }
-        };
-        Self {
-            child,
-            addr,
-            stderr: log,
-        }
+        let server = Spawned::builder(env!("CARGO_BIN_EXE_lev"), data_dir)
+            .start()
+            .unwrap();
+        let addr = server.addr().to_owned();
+        Self { server, addr }
     }
 
     fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.log()
     }
 }
 
@@ -155,10 +120,7 @@ fn serve_prints_its_address_and_stops_cleanly_on_sigterm() {
     let dashboard = format!("http://{}/#token={admin}", served.addr);
     assert!(served.stderr().contains(&dashboard), "{}", served.stderr());
 
-    let pid = served.child.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(killed.success());
-    let status = served.child.wait().unwrap();
+    let status = served.server.terminate(Duration::from_secs(30)).unwrap();
     assert_eq!(
         status.code(),
         Some(0),
@@ -257,8 +219,7 @@ fn every_acknowledged_write_survives_sigkill() {
     while acked.lock().unwrap().answered.len() < 200 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    served.child.kill().unwrap();
-    served.child.wait().unwrap();
+    served.server.kill();
     stop.store(true, Ordering::Relaxed);
     for s in streams {
         s.join().unwrap();

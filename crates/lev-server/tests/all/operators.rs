@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use lev_server::{AppState, Config, OperatorSettings, Server, Settings};
+use lev_server::{AppState, OperatorSettings, Settings};
+use lev_test_support::InProcess;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -26,16 +26,7 @@ struct OpServer {
     admin: String,
     http: reqwest::Client,
     state: AppState,
-    _dir: Arc<tempfile::TempDir>,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Drop for OpServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+    _server: InProcess,
 }
 
 fn timings(grace_ms: u64, reply_ms: u64) -> OperatorSettings {
@@ -50,29 +41,22 @@ fn timings(grace_ms: u64, reply_ms: u64) -> OperatorSettings {
 impl OpServer {
     async fn start(ops: OperatorSettings) -> Self {
         let dir = Arc::new(tempfile::tempdir().unwrap());
-        let mut config = Config::new(dir.path().to_path_buf());
-        config.listen = "127.0.0.1:0".into();
-        config.operator_grace = ops.grace;
-        config.operator_reply_timeout = ops.reply_timeout;
-        config.settings = Settings {
-            operators: ops,
-            ..Settings::default()
-        };
-        let server = Server::bind(config).await.unwrap();
-        let url = server.base_url();
-        let admin = server.admin_token().unwrap().to_owned();
-        let state = server.state().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(server.serve(async move {
-            let _ = stopped.await;
-        }));
+        let server = InProcess::start_in(dir, |config| {
+            config.operator_grace = ops.grace;
+            config.operator_reply_timeout = ops.reply_timeout;
+            config.settings = Settings {
+                operators: ops,
+                ..Settings::default()
+            };
+        })
+        .await
+        .unwrap();
         Self {
-            url,
-            admin,
+            url: server.url.clone(),
+            admin: server.admin.clone(),
             http: plain_http_client(),
-            state,
-            _dir: dir,
-            stop: Some(stop),
+            state: server.state.clone(),
+            _server: server,
         }
     }
 

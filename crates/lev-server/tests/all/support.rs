@@ -5,21 +5,21 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use lev_server::{AppState, Config, ServeError, Server, Settings};
+use lev_server::{AppState, ServeError, Settings};
+use lev_test_support::InProcess;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// A server under test.
+/// A server under test: lev-test-support's in-process server, and an
+/// HTTP client for it.
 pub struct TestServer {
     pub url: String,
     pub admin: String,
     pub dir: Arc<tempfile::TempDir>,
     pub http: reqwest::Client,
     pub state: AppState,
-    stop: Option<oneshot::Sender<()>>,
-    handle: Option<JoinHandle<Result<(), ServeError>>>,
+    server: InProcess,
 }
 
 impl TestServer {
@@ -36,49 +36,32 @@ impl TestServer {
 
     /// A server on an existing data dir (a restart).
     pub async fn start_in(dir: Arc<tempfile::TempDir>, settings: Settings) -> Self {
-        let mut config = Config::new(dir.path().to_path_buf());
-        config.listen = "127.0.0.1:0".into();
-        config.settings = settings;
-        let server = Server::bind(config).await.unwrap();
-        let url = server.base_url();
-        let admin = std::fs::read_to_string(dir.path().join("admin.token"))
+        let server = InProcess::start_in(dir, |config| config.settings = settings)
+            .await
+            .unwrap();
+        let admin = std::fs::read_to_string(server.data_dir().join("admin.token"))
             .unwrap()
             .trim()
             .to_owned();
-        assert_eq!(server.admin_token(), Some(admin.as_str()));
-        let state = server.state().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let handle = tokio::spawn(server.serve(async move {
-            let _ = stopped.await;
-        }));
+        assert_eq!(server.admin, admin);
         Self {
-            url,
+            url: server.url.clone(),
             admin,
-            dir,
+            dir: Arc::clone(&server.dir),
             http: plain_http_client(),
-            state,
-            stop: Some(stop),
-            handle: Some(handle),
+            state: server.state.clone(),
+            server,
         }
     }
 
     /// Shut down gracefully and wait until the server stopped.
-    pub async fn stop(mut self) -> Arc<tempfile::TempDir> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(handle) = self.handle.take() {
-            handle.await.unwrap().unwrap();
-        }
-        Arc::clone(&self.dir)
+    pub async fn stop(self) -> Arc<tempfile::TempDir> {
+        self.server.stop().await.unwrap()
     }
 
     /// Begin shutdown without waiting for it.
     pub fn begin_stop(&mut self) -> JoinHandle<Result<(), ServeError>> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.handle.take().unwrap()
+        self.server.begin_stop().unwrap()
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -171,14 +154,6 @@ impl TestServer {
             .await
             .unwrap();
         lev_approval::TrustedKeys::parse(&text).unwrap()
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
     }
 }
 

@@ -1,28 +1,25 @@
 //! A real `lev serve` on 127.0.0.1:0, its tokens, and a person answering
 //! through lev's API with the Rust SDK.
 
-use std::io::{BufRead as _, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use lev_client::{Client, ListQuery, StatusFilter};
 use lev_protocol::api::{Role, TokenCreate};
 use lev_protocol::{Interaction, InteractionResponse, InteractionStatus};
 
+use lev_test_support::Spawned;
+
 use crate::support::Scratch;
 
 /// A running `lev serve` and the tokens of its parties.
 pub struct Served {
-    child: Child,
+    server: Spawned,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     /// A worker token (bound to no caller).
     pub worker: String,
     /// The approver's client ("pat").
     pub approver: Client,
-    stderr: Arc<Mutex<String>>,
     _scratch: Scratch,
 }
 
@@ -39,43 +36,15 @@ impl Served {
     pub fn start(name: &str, policy: Option<&str>) -> Self {
         let scratch = Scratch::new(name);
         let data = scratch.path("data");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_lev"));
-        command
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(&data)
-            .env_remove("LEV_DATABASE_URL")
-            .env_remove("LEV_URL")
-            .env_remove("LEV_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let mut builder = Spawned::builder(env!("CARGO_BIN_EXE_lev"), &data);
         if let Some(policy) = policy {
-            command
+            builder = builder
                 .arg("--policy")
                 .arg(scratch.write("policy.toml", policy));
         }
-        let mut child = command.spawn().expect("start lev serve");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel::<String>();
-        let log = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                keep.lock().unwrap().push_str(&format!("{line}\n"));
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let url = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no listening line; stderr:\n{}", log.lock().unwrap()));
-            if let Some(addr) = line.strip_prefix("lev: listening on ") {
-                break addr.trim().to_owned();
-            }
-        };
-        let admin_token = read_admin_token(&data);
+        let server = builder.start().unwrap();
+        let url = server.url().to_owned();
+        let admin_token = server.admin_token().unwrap();
         let admin = Client::new(&url, Some(admin_token)).unwrap();
         let token = |name: &str, role: Role| {
             block_on(admin.create_token(&TokenCreate {
@@ -90,18 +59,17 @@ impl Served {
         let worker = token("agent", Role::Worker);
         let approver = Client::new(&url, Some(token("pat", Role::Approver))).unwrap();
         Self {
-            child,
+            server,
             url,
             worker,
             approver,
-            stderr: log,
             _scratch: scratch,
         }
     }
 
     /// The server's log so far.
     pub fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.server.log()
     }
 
     /// The pending interaction of `session`, once there is exactly one
@@ -160,30 +128,6 @@ impl Served {
     /// Answer as the approver.
     pub fn respond(&self, interaction: &Interaction, response: &InteractionResponse) {
         block_on(self.approver.respond(interaction.id(), response)).unwrap();
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn read_admin_token(data: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(data.join("admin.token"))
-            && !text.trim().is_empty()
-        {
-            return text.trim().to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no admin.token in {}",
-            data.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -1,0 +1,19 @@
+//! Starting lev servers for tests and load generators, in one place:
+//!
+//! - [`Spawned`]: a real `lev serve` process on port 0, whose address is
+//!   read from its "listening on" line; its log is kept, it is killed when
+//!   dropped, and it can be killed with SIGKILL mid-flight (crash tests).
+//! - [`InProcess`] (feature `in-process`): a `lev_server::Server` in this
+//!   process, on port 0 in a temporary data dir.
+//!
+//! Errors are returned, not panicked on, so the load generators of the
+//! shipped binary (`lev bench`) use it too.
+
+mod spawned;
+
+#[cfg(feature = "in-process")]
+mod in_process;
+
+#[cfg(feature = "in-process")]
+pub use in_process::InProcess;
+pub use spawned::{SpawnError, Spawned, SpawnedBuilder, read_token};
