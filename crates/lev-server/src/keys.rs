@@ -10,6 +10,8 @@ use lev_approval::SigningKeyPair;
 use lev_protocol::api::Jwks;
 use lev_store::{KeyRemoveOutcome, Store, StoreError, StoredSigningKey};
 
+use crate::kek::Kek;
+
 /// The signing key and the public keys to publish; reloaded from the store
 /// after every change, so every clone sees it at once.
 #[derive(Clone)]
@@ -25,6 +27,7 @@ impl std::fmt::Debug for KeyRing {
 
 struct RingInner {
     store: Arc<dyn Store>,
+    kek: Option<Kek>,
     loaded: RwLock<Arc<Loaded>>,
 }
 
@@ -56,40 +59,78 @@ fn generate() -> Result<SigningKeyPair, KeyStoreError> {
     })
 }
 
-fn stored(key: &SigningKeyPair) -> StoredSigningKey {
-    StoredSigningKey {
+/// The key as the store keeps it: sealed with the key-encryption key when
+/// there is one.
+fn stored(key: &SigningKeyPair, kek: Option<&Kek>) -> Result<StoredSigningKey, KeyStoreError> {
+    let jwk = key.to_private_jwk();
+    let material = match kek {
+        Some(kek) => kek
+            .seal(key.kid(), &jwk)
+            .map_err(|message| KeyStoreError::Bad {
+                kid: key.kid().to_owned(),
+                message,
+            })?,
+        None => jwk,
+    };
+    Ok(StoredSigningKey {
         kid: key.kid().to_owned(),
-        material: key.to_private_jwk(),
+        material,
         active: false,
-    }
+    })
 }
 
-/// Read the stored keys, making the first one when there is none.
+/// Read the stored keys, making the first one when there is none. With a
+/// key-encryption key, new keys are stored sealed and sealed keys opened;
+/// without one, a sealed key is refused with a hint.
 ///
 /// # Errors
-/// When the store refuses or a stored key is bad.
-pub async fn load_or_create(store: Arc<dyn Store>) -> Result<KeyRing, KeyStoreError> {
+/// When the store refuses, a stored key is bad, or a sealed key does not
+/// open with `kek` (another server was given another key-encryption key).
+pub async fn load_or_create(
+    store: Arc<dyn Store>,
+    kek: Option<Kek>,
+) -> Result<KeyRing, KeyStoreError> {
     let mut keys = store.signing_keys().await?;
     if !keys.iter().any(|k| k.active) {
-        store.init_signing_key(stored(&generate()?)).await?;
+        store
+            .init_signing_key(stored(&generate()?, kek.as_ref())?)
+            .await?;
         keys = store.signing_keys().await?;
     }
-    let loaded = parse(keys)?;
+    let loaded = parse(keys, kek.as_ref())?;
     Ok(KeyRing(Arc::new(RingInner {
         store,
+        kek,
         loaded: RwLock::new(Arc::new(loaded)),
     })))
 }
 
-fn parse(keys: Vec<StoredSigningKey>) -> Result<Loaded, KeyStoreError> {
+fn parse(keys: Vec<StoredSigningKey>, kek: Option<&Kek>) -> Result<Loaded, KeyStoreError> {
     let mut active = None;
     let mut others = Vec::new();
     for key in keys {
-        let pair =
-            SigningKeyPair::from_private_jwk(&key.material).map_err(|e| KeyStoreError::Bad {
-                kid: key.kid.clone(),
-                message: e.to_string(),
-            })?;
+        let jwk = match (crate::kek::is_sealed(&key.material), kek) {
+            (false, _) => key.material.clone(),
+            (true, Some(kek)) => {
+                kek.open(&key.kid, &key.material)
+                    .map_err(|message| KeyStoreError::Bad {
+                        kid: key.kid.clone(),
+                        message,
+                    })?
+            }
+            (true, None) => {
+                return Err(KeyStoreError::Bad {
+                    kid: key.kid,
+                    message: "is sealed with a key-encryption key; give the servers' \
+                              --key-encryption-key-file"
+                        .into(),
+                });
+            }
+        };
+        let pair = SigningKeyPair::from_private_jwk(&jwk).map_err(|e| KeyStoreError::Bad {
+            kid: key.kid.clone(),
+            message: e.to_string(),
+        })?;
         if pair.kid() != key.kid {
             return Err(KeyStoreError::Bad {
                 kid: key.kid,
@@ -139,7 +180,11 @@ impl KeyRing {
     /// When the store refuses.
     pub async fn rotate(&self) -> Result<(String, Option<String>), KeyStoreError> {
         let key = generate()?;
-        let previous = self.0.store.rotate_signing_key(stored(&key)).await?;
+        let previous = self
+            .0
+            .store
+            .rotate_signing_key(stored(&key, self.0.kek.as_ref())?)
+            .await?;
         self.reload().await?;
         Ok((key.kid().to_owned(), previous))
     }
@@ -159,7 +204,7 @@ impl KeyRing {
     /// # Errors
     /// When the store refuses or a stored key is bad.
     pub async fn reload(&self) -> Result<(), KeyStoreError> {
-        let loaded = parse(self.0.store.signing_keys().await?)?;
+        let loaded = parse(self.0.store.signing_keys().await?, self.0.kek.as_ref())?;
         *self
             .0
             .loaded

@@ -26,6 +26,7 @@ mod gate;
 mod hub;
 mod ids;
 mod interactions;
+pub mod kek;
 mod keys;
 mod log;
 mod metrics;
@@ -48,6 +49,7 @@ use tokio::net::TcpListener;
 
 pub use auth::{ADMIN_TOKEN_FILE, Principal};
 pub use error::ApiError;
+pub use kek::Kek;
 pub use keys::KeyRing;
 pub use operators::OperatorSettings;
 pub use state::{AppState, Settings};
@@ -82,6 +84,9 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// A database URL; only the default SQLite file is supported yet.
     pub database: Option<String>,
+    /// The key-encryption key's file: signing keys are stored sealed with
+    /// it (required with PostgreSQL; optional with SQLite).
+    pub key_encryption_key: Option<PathBuf>,
     /// The gate's policy file; `None`: `policy.toml` in the data dir when
     /// there is one, else [`Settings::policy`] (the built-in ask-everything
     /// policy unless set).
@@ -105,6 +110,7 @@ impl Config {
             listen: "127.0.0.1:7420".into(),
             data_dir,
             database: None,
+            key_encryption_key: None,
             policy: None,
             operator_grace: Duration::from_secs(30),
             operator_reply_timeout: Duration::from_secs(120),
@@ -223,6 +229,12 @@ impl Server {
         if let Some(url) = &config.database {
             store::check_url(url).map_err(ServeError::Config)?;
         }
+        let kek = config
+            .key_encryption_key
+            .as_deref()
+            .map(kek::Kek::from_file)
+            .transpose()
+            .map_err(ServeError::Config)?;
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(config.listen.as_str())
             .await
             .map_err(|e| {
@@ -265,7 +277,7 @@ impl Server {
         let store = store::open(config.database.as_deref(), &config.data_dir)
             .await
             .map_err(data_err)?;
-        let keys = keys::load_or_create(Arc::clone(&store))
+        let keys = keys::load_or_create(Arc::clone(&store), kek)
             .await
             .map_err(|e| data_err(e.to_string()))?;
         let admin_token = auth::ensure_admin_token(store.as_ref(), &config.data_dir)

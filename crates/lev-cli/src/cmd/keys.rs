@@ -58,11 +58,15 @@ enum Command {
     /// Write a new Ed25519 signing key to FILE (mode 0600) and print its public
     /// key (base64url) and key id.
     Generate(GenerateArgs),
+    /// Write a new key-encryption key to FILE (32 random bytes, base64, mode
+    /// 0600), for `lev serve --key-encryption-key-file FILE`: the servers
+    /// store their signing keys sealed with it.
+    Kek(GenerateArgs),
 }
 
 #[derive(Debug, clap::Args)]
 struct GenerateArgs {
-    /// Where to write the private key (a JWK).
+    /// Where to write the key (mode 0600).
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
     /// Replace FILE if it exists.
@@ -105,6 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Generate(args)) => generate(&args),
+        Some(Command::Kek(args)) => kek(&args),
     }
 }
 
@@ -132,6 +137,19 @@ fn print_keys(jwks: &Jwks) {
             crate::term::one_line(&key.x)
         );
     }
+}
+
+fn kek(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
+    let text = lev_server::Kek::generate_base64().map_err(|e| anyhow!(e))?;
+    write_secret(&args.out, format!("{text}\n").as_bytes(), args.force)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    eprintln!(
+        "lev: wrote a key-encryption key to {}; give every server the same file \
+         (--key-encryption-key-file) and keep a copy: without it the stored signing keys \
+         cannot be opened",
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn generate(args: &GenerateArgs) -> anyhow::Result<ExitCode> {

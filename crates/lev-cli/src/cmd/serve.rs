@@ -27,6 +27,11 @@ pub struct Args {
     /// unset, SQLite in the data dir.
     #[arg(long, env = "LEV_DATABASE_URL", value_name = "URL")]
     pub database: Option<String>,
+    /// The key-encryption key (32 random bytes, base64; `lev keys kek --out
+    /// FILE` makes one): signing keys are stored sealed with it. Every server
+    /// sharing a database is given the same file.
+    #[arg(long, env = "LEV_KEY_ENCRYPTION_KEY_FILE", value_name = "FILE")]
+    pub key_encryption_key_file: Option<PathBuf>,
     /// The policy file for the tool-call gate [default: policy.toml in the data dir].
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
@@ -86,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = lev_server::Config::new(data_dir);
     config.listen = args.listen;
     config.database = args.database.filter(|d| !d.is_empty());
+    config.key_encryption_key = args.key_encryption_key_file;
     config.policy = args.policy;
     config.operator_grace = Duration::from_secs(args.operator_grace);
     config.operator_reply_timeout = Duration::from_secs(args.operator_reply_timeout);

@@ -141,3 +141,53 @@ fn a_generated_key_signs_what_lev_verify_accepts() {
         assert_eq!(run.json()["signer_public_key"], x.as_str());
     }
 }
+
+/// `lev keys kek` makes a key-encryption key; `lev serve` given it stores
+/// its signing keys sealed; a server given another key, or none, refuses to
+/// start and says why, and the right key opens them again.
+#[test]
+fn signing_keys_are_sealed_with_the_key_encryption_key() {
+    let dir = Scratch::new("kek");
+    let (kek, other) = (dir.path("kek"), dir.path("other-kek"));
+    for file in [&kek, &other] {
+        let run = lev(["keys", "kek", "--out", file.to_str().unwrap()]);
+        assert_eq!(run.code, 0, "{run:?}");
+        assert_eq!(mode(file), 0o600);
+        let text = std::fs::read_to_string(file).unwrap();
+        assert_eq!(decode_base64(text.trim()).unwrap().len(), 32);
+    }
+    let again = lev(["keys", "kek", "--out", kek.to_str().unwrap()]);
+    assert_ne!(
+        again.code, 0,
+        "an existing key is not replaced without --force"
+    );
+
+    let data = dir.path("data");
+    let serve = |kek: Option<&std::path::Path>| {
+        let mut builder = lev_test_support::Spawned::builder(env!("CARGO_BIN_EXE_lev"), &data);
+        if let Some(kek) = kek {
+            builder = builder.arg("--key-encryption-key-file").arg(kek);
+        }
+        builder.start()
+    };
+    let first = serve(Some(&kek)).unwrap();
+    let jwks = lev(["keys", "--json", "--url", first.url()]).json();
+    let kid = jwks["keys"][0]["kid"].as_str().unwrap().to_owned();
+    drop(first);
+    let stored = std::fs::read_to_string(data.join("keys").join(format!("{kid}.json"))).unwrap();
+    assert!(stored.starts_with("sealed:v1:"), "{stored}");
+    assert!(!stored.contains("\"d\""), "no private key in the clear");
+
+    let refused = serve(Some(&other)).unwrap_err().to_string();
+    assert!(
+        refused.contains("does not open with this key-encryption key")
+            && refused.contains("same --key-encryption-key-file"),
+        "{refused}"
+    );
+    let refused = serve(None).unwrap_err().to_string();
+    assert!(refused.contains("--key-encryption-key-file"), "{refused}");
+
+    let back = serve(Some(&kek)).unwrap();
+    let jwks = lev(["keys", "--json", "--url", back.url()]).json();
+    assert_eq!(jwks["keys"][0]["kid"], kid.as_str(), "the same key signs");
+}
