@@ -125,7 +125,7 @@ async fn run(state: AppState, interaction: Interaction) {
             let lev_protocol::ClientMsg::Answer { value, .. } = reply.msg else {
                 return;
             };
-            match decide(&state, &id, value, &reply.by).await {
+            match apply_operator_answer(&state, &id, value, &reply.by).await {
                 Ok(()) => return,
                 Err(Refusal::Escalate(why)) => (why, reply.by),
                 Err(Refusal::Invalid(why)) => {
@@ -172,7 +172,12 @@ fn reply_by_default() -> String {
 /// Apply the operator's answer. `Ok` when it decided the interaction (or
 /// somebody else had); `Err(reason)` when it asked to escalate or its answer
 /// was refused.
-async fn decide(state: &AppState, id: &str, value: Value, by: &str) -> Result<(), Refusal> {
+async fn apply_operator_answer(
+    state: &AppState,
+    id: &str,
+    value: Value,
+    by: &str,
+) -> Result<(), Refusal> {
     if let Some(why) = value.get("escalate") {
         let why = why.as_str().map_or_else(|| why.to_string(), str::to_owned);
         return Err(Refusal::Escalate(why));

@@ -92,7 +92,7 @@ pub async fn claude_code(
         route,
         reason: None,
     };
-    let decision = decide(&state, &principal, gate, Duration::from_secs(timeout_s)).await?;
+    let decision = gate_and_wait(&state, &principal, gate, Duration::from_secs(timeout_s)).await?;
     let input = Value::Object(event.tool_input.clone());
     let verdict = decision.verdict(&event.tool_name, &input);
     Ok(Json(
@@ -103,7 +103,7 @@ pub async fn claude_code(
 }
 
 /// The gate, then the wait, then the checks of a verifier.
-async fn decide(
+async fn gate_and_wait(
     state: &AppState,
     principal: &Principal,
     gate: GateRequest,
