@@ -90,6 +90,12 @@ fn event_loop(
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
+        // Debug builds only: a panic on demand, so the tests can check that
+        // a panic leaves the terminal as it found it.
+        #[cfg(debug_assertions)]
+        if std::env::var_os("LEV_WATCH_TEST_PANIC").is_some() {
+            panic!("LEV_WATCH_TEST_PANIC is set: panicking to test the terminal's restore");
+        }
         if event::poll(Duration::from_millis(100)).context("reading the terminal")?
             && let Event::Key(key) = event::read().context("reading the terminal")?
             && let Some(action) = app.on_key(key)
@@ -360,6 +366,7 @@ impl Drop for Screen {
 }
 
 fn setup() -> std::io::Result<()> {
+    TERMINAL_TAKEN.store(true, Ordering::SeqCst);
     terminal::enable_raw_mode()?;
     execute!(
         std::io::stdout(),
@@ -368,8 +375,17 @@ fn setup() -> std::io::Result<()> {
     )
 }
 
-/// Leave raw mode and the alternate screen; safe to call twice.
+/// Whether the terminal is set up (raw mode, alternate screen) now.
+static TERMINAL_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// Leave raw mode and the alternate screen, once: a second call (the
+/// screen's drop after the panic hook restored) does nothing, since leaving
+/// the alternate screen again would move the cursor back over what the
+/// panic printed.
 fn restore() {
+    if !TERMINAL_TAKEN.swap(false, Ordering::SeqCst) {
+        return;
+    }
     let _ = terminal::disable_raw_mode();
     let _ = execute!(
         std::io::stdout(),

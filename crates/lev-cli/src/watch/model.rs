@@ -143,6 +143,11 @@ pub enum Field {
 }
 
 impl Field {
+    /// Whether it takes several lines (an answer does; the filter does not).
+    pub fn multi_line(self) -> bool {
+        self != Self::Filter
+    }
+
     /// Its label on screen.
     pub fn label(self) -> &'static str {
         match self {
@@ -677,6 +682,16 @@ impl App {
             KeyCode::Esc => {
                 self.mode = Mode::Inbox;
                 return None;
+            }
+            // Alt+Enter (ESC CR) and Ctrl+J (a line feed in raw mode) break
+            // the line of an answer; Enter sends it.
+            KeyCode::Enter if key.modifiers.contains(KeyModifiers::ALT) && field.multi_line() => {
+                buffer.push('\n');
+            }
+            KeyCode::Char('j')
+                if key.modifiers.contains(KeyModifiers::CONTROL) && field.multi_line() =>
+            {
+                buffer.push('\n');
             }
             KeyCode::Enter => {
                 self.mode = Mode::Inbox;

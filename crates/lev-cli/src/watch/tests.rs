@@ -459,3 +459,45 @@ fn watch_no_color_means_no_colour_and_every_size_draws() {
         }
     }
 }
+
+#[test]
+fn watch_replies_take_several_lines() {
+    let mut a = all();
+    select(&mut a, "ir_text");
+    let mut actions = press(&mut a, "rfirst");
+    // Alt+Enter (ESC CR) and Ctrl+J (a line feed in raw mode) break the line.
+    actions.extend(a.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT)));
+    actions.extend(press(&mut a, "second"));
+    actions.extend(a.on_key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::CONTROL)));
+    actions.extend(press(&mut a, "third"));
+    assert!(actions.is_empty(), "nothing sent before Enter: {actions:?}");
+    check("input_multi_line", &a, 80, 24);
+    let (screen, _) = render(&a, 80, 24, Theme { color: false });
+    for line in ["reply: first", "  second", "  third█"] {
+        assert!(screen.contains(line), "{line:?} in\n{screen}");
+    }
+    a.on_key(code(KeyCode::Backspace));
+    let sent = a.on_key(code(KeyCode::Enter));
+    match sent {
+        Some(Action::Respond { response, .. }) => {
+            assert_eq!(response.value.as_deref(), Some("first\nsecond\nthir"));
+        }
+        other => panic!("expected the answer, found {other:?}"),
+    }
+    // The filter stays one line: Ctrl+J does nothing there.
+    let mut a = all();
+    press(&mut a, "/x");
+    a.on_key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::CONTROL));
+    assert_eq!(a.filter, "x");
+    // A long answer shows its last lines and how many are above.
+    let mut a = all();
+    select(&mut a, "ir_text");
+    press(&mut a, "r");
+    for i in 0..9 {
+        press(&mut a, &format!("line{i}"));
+        a.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT));
+    }
+    let (screen, _) = render(&a, 80, 24, Theme { color: false });
+    assert!(screen.contains("(+4 lines above)"), "{screen}");
+    assert!(!screen.contains("line3"), "{screen}");
+}

@@ -71,10 +71,14 @@ impl Theme {
 /// Draw the whole screen.
 pub fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
     let area = frame.area();
+    let footer_text = footer_lines(app, area.width, theme);
+    let footer_height = u16::try_from(footer_text.len())
+        .unwrap_or(u16::MAX)
+        .clamp(2, area.height.saturating_sub(4).max(2));
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
-        Constraint::Length(2),
+        Constraint::Length(footer_height),
     ])
     .areas(area);
     frame.render_widget(Paragraph::new(header_line(app, theme)), header);
@@ -82,7 +86,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
         Mode::Grants | Mode::ConfirmRevoke(_) => draw_grants(frame, body, app, theme),
         _ => draw_inbox(frame, body, app, theme),
     }
-    frame.render_widget(Paragraph::new(footer_lines(app, area.width, theme)), footer);
+    frame.render_widget(Paragraph::new(footer_text), footer);
     if app.mode == Mode::Help {
         draw_help(frame, body, theme);
     }
@@ -702,6 +706,9 @@ pub fn line_diff<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(char, &'a str)> {
     out
 }
 
+/// Most lines of a typed answer shown at once.
+const INPUT_LINES: usize = 6;
+
 fn footer_lines(app: &App, width: u16, theme: Theme) -> Vec<Line<'static>> {
     let k = |key: &str, what: &str| -> Vec<Span<'static>> {
         vec![
@@ -712,22 +719,41 @@ fn footer_lines(app: &App, width: u16, theme: Theme) -> Vec<Line<'static>> {
     let mut keys: Vec<Span<'static>> = Vec::new();
     match &app.mode {
         Mode::Input { field, buffer } => {
-            let mut line = vec![Span::styled(format!("{}: ", field.label()), theme.bold())];
-            line.extend(vis_one(buffer, Style::new(), theme));
-            line.push(Span::styled(
-                "█",
-                Style::new().add_modifier(Modifier::SLOW_BLINK),
-            ));
+            // The answer's lines, the last few when it is long: the label
+            // before the first shown, the cursor after the last.
+            let all: Vec<&str> = buffer.split('\n').collect();
+            let first_shown = all.len().saturating_sub(INPUT_LINES);
+            let mut lines: Vec<Line<'static>> = Vec::new();
+            for (i, text) in all.iter().enumerate().skip(first_shown) {
+                let mut line = if i == first_shown {
+                    let label = if first_shown > 0 {
+                        format!("{} (+{first_shown} lines above): ", field.label())
+                    } else {
+                        format!("{}: ", field.label())
+                    };
+                    vec![Span::styled(label, theme.bold())]
+                } else {
+                    vec![Span::raw("  ")]
+                };
+                line.extend(vis_one(text, Style::new(), theme));
+                if i + 1 == all.len() {
+                    line.push(Span::styled(
+                        "█",
+                        Style::new().add_modifier(Modifier::SLOW_BLINK),
+                    ));
+                }
+                lines.push(Line::from(line));
+            }
             let hint = match field {
-                Field::Reply => "Enter sends (@path attaches a file) · Esc cancels",
-                Field::Feedback => "Enter denies with this feedback · Esc cancels",
-                Field::Inject => "Enter keeps it for the approval · Esc cancels",
+                Field::Reply => "Enter sends · Alt+Enter/Ctrl+J new line · @path attaches · Esc",
+                Field::Feedback => {
+                    "Enter denies with this feedback · Alt+Enter/Ctrl+J new line · Esc"
+                }
+                Field::Inject => "Enter keeps it · Alt+Enter/Ctrl+J new line · Esc cancels",
                 Field::Filter => "session:S kind:K words · Enter keeps · Esc",
             };
-            return vec![
-                Line::from(line),
-                Line::from(Span::styled(hint, theme.dim())),
-            ];
+            lines.push(Line::from(Span::styled(hint, theme.dim())));
+            return lines;
         }
         Mode::Grants => {
             keys.extend(k("j/k", "move"));
@@ -881,7 +907,7 @@ fn draw_help(frame: &mut Frame<'_>, area: Rect, theme: Theme) {
     let rows: &[(&str, &str)] = &[
         ("j k ↑ ↓", "move in the inbox"),
         ("PgUp PgDn", "scroll the detail"),
-        ("r", "reply to a text question (Enter sends)"),
+        ("r", "reply (Enter sends, Alt+Enter or Ctrl+J: new line)"),
         ("1-9", "choose an option (as numbered on screen)"),
         ("a", "approve a tool call with the scope shown"),
         ("s", "scope: once, session, always"),

@@ -22,8 +22,8 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn start(script: &Path) -> Self {
-        let socket = format!("lev-watch-test-{}", std::process::id());
+    fn start(name: &str, script: &Path) -> Self {
+        let socket = format!("lev-watch-test-{name}-{}", std::process::id());
         let tmux = Self { socket };
         let status = tmux
             .cmd()
@@ -220,7 +220,7 @@ fn watch_in_a_terminal_answers_exactly_what_was_typed() {
         },
     );
 
-    let tmux = Tmux::start(&script);
+    let tmux = Tmux::start("answers", &script);
     tmux.wait_for("3 pending");
     tmux.wait_for("$ echo hello");
     tmux.keep("inbox");
@@ -348,4 +348,72 @@ fn answer_now(server: &LevServer, id: &str) -> InteractionStatus {
         .unwrap()
         .request
         .status
+}
+
+/// SIGHUP (the SSH session gone) and a panic both leave the terminal as
+/// `lev watch` found it: the main screen back, the line discipline restored
+/// (the same `stty -g` before and after), the cursor shown, and a panic's
+/// message readable on the main screen.
+#[test]
+fn watch_restores_the_terminal_on_hangup_and_on_a_panic() {
+    let server = LevServer::start("watch-restore");
+    server.create("s-hup", text("Still there?"));
+    let scratch = Scratch::new("watch-restore-pty");
+    let script = scratch.write(
+        "watch.sh",
+        format!(
+            "export LEV_URL='{url}' LEV_TOKEN='{token}' HOME='{home}' TERM=xterm-256color\n\
+             unset NO_COLOR LEV_DATA_DIR VISUAL RUST_BACKTRACE RUST_LIB_BACKTRACE\n\
+             before=$(stty -g)\n\
+             '{lev}' watch\n\
+             echo \"hup exit $?\"\n\
+             [ \"$(stty -g)\" = \"$before\" ] && echo 'hup: tty restored'\n\
+             LEV_WATCH_TEST_PANIC=1 '{lev}' watch\n\
+             echo \"panic exit $?\"\n\
+             [ \"$(stty -g)\" = \"$before\" ] && echo 'panic: tty restored'\n\
+             sleep 600\n",
+            url = server.url,
+            token = server.admin,
+            home = scratch.path("").display(),
+            lev = env!("CARGO_BIN_EXE_lev"),
+        ),
+    );
+    let tmux = Tmux::start("restore", &script);
+    tmux.wait_for("1 pending");
+    let display = |format: &str| {
+        let out = tmux
+            .cmd()
+            .args(["display", "-p", "-t", "w", format])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(
+        display("#{alternate_on}"),
+        "1",
+        "watch draws on the alternate screen"
+    );
+    let shell = display("#{pane_pid}");
+    let out = Command::new("pgrep").args(["-P", &shell]).output().unwrap();
+    let watch = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(!watch.is_empty(), "lev watch runs under the pane's shell");
+    let sent = Command::new("kill")
+        .args(["-HUP", &watch])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let screen = tmux.wait_for("hup: tty restored");
+    assert!(screen.contains("hup exit 0"), "{screen}");
+    tmux.keep("after_hangup");
+
+    let screen = tmux.wait_for("panic: tty restored");
+    assert!(screen.contains("panic exit 101"), "{screen}");
+    assert_eq!(display("#{alternate_on}"), "0", "back on the main screen");
+    assert_eq!(display("#{cursor_flag}"), "1", "the cursor is shown");
+    // Printed after the restore, so it stays on the main screen to be read.
+    assert!(
+        screen.contains("LEV_WATCH_TEST_PANIC is set"),
+        "the panic's message is on the screen: {screen}"
+    );
+    tmux.keep("after_panic");
 }
