@@ -12,6 +12,7 @@
 mod gate;
 mod keys;
 mod migrations;
+mod operators;
 mod sessions;
 mod tasks;
 mod writer;
@@ -53,6 +54,7 @@ pub struct SqliteStore {
     events: broadcast::Sender<StoredEvent>,
     blob_dir: PathBuf,
     keys: keys::SharedKeyDir,
+    operators: Arc<lev_store::InProcessOperators>,
     /// The data dir's lock (`lev.lock`), held while any clone lives: one
     /// process per SQLite file, since only that process would announce its
     /// commits to its waiters.
@@ -150,6 +152,7 @@ impl SqliteStore {
             events,
             blob_dir,
             keys: Arc::new(keys::KeyDir::open(data_dir)?),
+            operators: Arc::new(lev_store::InProcessOperators::default()),
             _lock: Arc::new(lock),
         })
     }

@@ -39,8 +39,10 @@
 //!   back, and a waiter on one server is woken by an answer given on another.
 //! - **Shared state is stored.** Everything two servers must agree on is a
 //!   store part: interactions, answers, events, audit, grants, nonces,
-//!   tokens, tasks, attachments, signing keys ([`KeyStore`]) and dashboard
-//!   sessions ([`DashboardSessionStore`]).
+//!   tokens, tasks, attachments, signing keys ([`KeyStore`]), dashboard
+//!   sessions ([`DashboardSessionStore`]) and the messages waiting for
+//!   sessions' operators ([`OperatorStore`]), with where each operator is
+//!   connected.
 //! - **Knows no policy.** The store knows nothing of HTTP, auth or policy: it
 //!   keeps what the server decided. Migrations are per backend and never
 //!   edited once released.
@@ -59,6 +61,7 @@ use time::OffsetDateTime;
 pub mod conformance;
 pub mod gate;
 pub mod keys;
+pub mod operators;
 pub mod sessions;
 pub mod tasks;
 
@@ -66,6 +69,10 @@ pub use gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
 };
 pub use keys::{KeyRemoveOutcome, KeyStore, StoredSigningKey};
+pub use operators::{
+    InProcessOperators, OperatorPresence, OperatorReply, OperatorRequest, OperatorSignal,
+    OperatorStore, ResolveOutcome, WithdrawOutcome,
+};
 pub use sessions::{DashboardSession, DashboardSessionStore};
 pub use tasks::TaskStore;
 
@@ -234,7 +241,14 @@ pub enum TokenCreateOutcome {
 /// announced on [`Store::subscribe`].
 #[async_trait]
 pub trait Store:
-    TaskStore + GateStore + KeyStore + DashboardSessionStore + Send + Sync + 'static
+    TaskStore
+    + GateStore
+    + KeyStore
+    + DashboardSessionStore
+    + OperatorStore
+    + Send
+    + Sync
+    + 'static
 {
     /// `sqlite` or `postgres`, as `/v1/health` reports it.
     fn kind(&self) -> &'static str;

@@ -18,6 +18,7 @@
 mod fixtures;
 mod gate;
 mod interactions;
+mod operators;
 mod parts;
 mod tasks;
 
@@ -29,6 +30,7 @@ use crate::Store;
 
 pub use gate::*;
 pub use interactions::*;
+pub use operators::*;
 pub use parts::*;
 pub use tasks::*;
 
@@ -74,6 +76,10 @@ macro_rules! conformance_suite {
             signing_keys_init_rotate_remove,
             dashboard_sessions_live_in_the_store,
             a_second_handle_sees_every_write,
+            operator_messages_resolve_once,
+            an_operator_reply_races_a_withdrawal,
+            operator_presence_follows_connections,
+            operator_signals_reach_every_server,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

@@ -1,0 +1,396 @@
+//! The operators' relay as a store part: the messages waiting for a
+//! session's operator (an `ask`, a `hook_before`, a `spawn`), their replies,
+//! and which server the session's operator is connected to now.
+//!
+//! A worker's request may wait on one server while the session's operator
+//! is connected to another: the waiting server posts the message here, the
+//! operator's server is told ([`OperatorSignal::Posted`]) and sends it, the
+//! reply is resolved here exactly once (compare-and-set against a
+//! withdrawal by the waiter's deadline or escalation), and the waiting
+//! server is told ([`OperatorSignal::Resolved`]).
+//!
+//! Nothing here outlives the requests waiting on it: a message is only
+//! useful while its worker's HTTP request is held. A backend whose database
+//! only one process may open keeps it in memory ([`InProcessOperators`]);
+//! one that several servers share keeps it in the database and signals
+//! every server.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, PoisonError};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use time::OffsetDateTime;
+use tokio::sync::broadcast;
+
+use crate::Result;
+
+/// A message waiting for its operator's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperatorRequest {
+    /// Unique across servers.
+    pub req_id: String,
+    /// The session whose operator must reply.
+    pub session_id: String,
+    /// The reply type it expects (`answer`, `hook_ack`, `spawn_ack`).
+    pub reply_type: String,
+    /// The frame sent to the operator (a JSON message).
+    pub frame: String,
+    /// When it was posted.
+    pub posted_at: OffsetDateTime,
+}
+
+/// An operator's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperatorReply {
+    /// The reply message, as the operator sent it (parsed).
+    pub msg: Value,
+    /// The operator's token name.
+    pub by: String,
+}
+
+/// Outcome of [`OperatorStore::resolve_operator_request`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResolveOutcome {
+    /// This reply resolved it.
+    Resolved,
+    /// It was resolved before (replied to, or withdrawn by its waiter).
+    AlreadyResolved,
+    /// It expects another reply type (given here); nothing changed.
+    WrongKind(String),
+    /// No such message in this session.
+    Unknown,
+}
+
+/// Outcome of [`OperatorStore::withdraw_operator_request`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum WithdrawOutcome {
+    /// Withdrawn now: no reply will resolve it.
+    Withdrawn,
+    /// A reply won the race.
+    Replied(OperatorReply),
+    /// Withdrawn before, or unknown.
+    Gone,
+}
+
+/// Where a session's operator is connected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorPresence {
+    /// The session.
+    pub session_id: String,
+    /// The connection (unique across servers), `None` when disconnected.
+    pub conn: Option<String>,
+    /// The operator's token name (of the last connection).
+    pub operator: String,
+    /// Connected, or disconnected, since.
+    pub since: OffsetDateTime,
+}
+
+/// What every server sharing the store is told, after the change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperatorSignal {
+    /// A message was posted for the session's operator.
+    Posted {
+        /// The session.
+        session_id: String,
+        /// The message.
+        req_id: String,
+    },
+    /// A message was replied to or withdrawn.
+    Resolved {
+        /// The session.
+        session_id: String,
+        /// The message.
+        req_id: String,
+    },
+    /// The session's operator connected or disconnected.
+    Presence {
+        /// The session.
+        session_id: String,
+    },
+    /// A frame for the session's operator that needs no reply (an error
+    /// about its reply), for whichever server holds its connection.
+    Notice {
+        /// The session.
+        session_id: String,
+        /// The frame.
+        frame: String,
+    },
+}
+
+/// The relay between workers' requests and sessions' operators.
+#[async_trait]
+pub trait OperatorStore: Send + Sync + 'static {
+    /// Signals of every change, on every server sharing the store.
+    fn operator_signals(&self) -> broadcast::Receiver<OperatorSignal>;
+
+    /// Post a message for a session's operator.
+    async fn post_operator_request(&self, request: OperatorRequest) -> Result<()>;
+
+    /// One message, while it waits for its reply.
+    async fn operator_request(&self, req_id: &str) -> Result<Option<OperatorRequest>>;
+
+    /// The session's messages waiting for a reply, oldest first.
+    async fn pending_operator_requests(&self, session_id: &str) -> Result<Vec<OperatorRequest>>;
+
+    /// Resolve a message with its reply, exactly once; the reply's type
+    /// must be the one the message expects.
+    async fn resolve_operator_request(
+        &self,
+        session_id: &str,
+        req_id: &str,
+        reply_type: &str,
+        reply: OperatorReply,
+    ) -> Result<ResolveOutcome>;
+
+    /// The reply that resolved a message, once there is one.
+    async fn operator_reply(&self, req_id: &str) -> Result<Option<OperatorReply>>;
+
+    /// Stop waiting for a message's reply, unless a reply won the race.
+    async fn withdraw_operator_request(&self, req_id: &str) -> Result<WithdrawOutcome>;
+
+    /// Connection `conn` is now the session's operator; returns the
+    /// presence it replaced (its `conn` set when that one was connected).
+    async fn connect_operator(
+        &self,
+        session_id: &str,
+        conn: &str,
+        operator: &str,
+    ) -> Result<Option<OperatorPresence>>;
+
+    /// Connection `conn` ended; true when it was the session's operator.
+    async fn disconnect_operator(&self, session_id: &str, conn: &str) -> Result<bool>;
+
+    /// Where the session's operator is (`None`: never connected).
+    async fn operator_presence(&self, session_id: &str) -> Result<Option<OperatorPresence>>;
+
+    /// Send a frame that needs no reply to the session's operator, on
+    /// whichever server holds its connection.
+    async fn notify_operator(&self, session_id: &str, frame: String) -> Result<()>;
+}
+
+/// How many resolved req_ids are remembered, to tell a late reply
+/// (`already_resolved`) from a made-up one.
+const RESOLVED_MEMORY: usize = 65_536;
+
+/// The relay in this process's memory, for a backend only one process
+/// opens (SQLite): every waiter and every connection is in this process.
+#[derive(Debug)]
+pub struct InProcessOperators {
+    state: Mutex<State>,
+    signals: broadcast::Sender<OperatorSignal>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    pending: HashMap<String, OperatorRequest>,
+    by_session: HashMap<String, VecDeque<String>>,
+    replies: HashMap<String, OperatorReply>,
+    resolved: HashSet<String>,
+    resolved_order: VecDeque<String>,
+    presence: HashMap<String, OperatorPresence>,
+}
+
+impl State {
+    fn remember(&mut self, req_id: &str) {
+        if self.resolved.insert(req_id.to_owned()) {
+            self.resolved_order.push_back(req_id.to_owned());
+        }
+        while self.resolved_order.len() > RESOLVED_MEMORY {
+            if let Some(old) = self.resolved_order.pop_front() {
+                self.resolved.remove(&old);
+                self.replies.remove(&old);
+            }
+        }
+    }
+
+    fn unlink(&mut self, request: &OperatorRequest) {
+        if let Some(queue) = self.by_session.get_mut(&request.session_id) {
+            queue.retain(|r| r != &request.req_id);
+            if queue.is_empty() {
+                self.by_session.remove(&request.session_id);
+            }
+        }
+    }
+}
+
+impl Default for InProcessOperators {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            signals: broadcast::channel(4096).0,
+        }
+    }
+}
+
+impl InProcessOperators {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn signal(&self, signal: OperatorSignal) {
+        let _ = self.signals.send(signal);
+    }
+}
+
+#[async_trait]
+impl OperatorStore for InProcessOperators {
+    fn operator_signals(&self) -> broadcast::Receiver<OperatorSignal> {
+        self.signals.subscribe()
+    }
+
+    async fn post_operator_request(&self, request: OperatorRequest) -> Result<()> {
+        let signal = OperatorSignal::Posted {
+            session_id: request.session_id.clone(),
+            req_id: request.req_id.clone(),
+        };
+        {
+            let mut state = self.state();
+            state
+                .by_session
+                .entry(request.session_id.clone())
+                .or_default()
+                .push_back(request.req_id.clone());
+            state.pending.insert(request.req_id.clone(), request);
+        }
+        self.signal(signal);
+        Ok(())
+    }
+
+    async fn operator_request(&self, req_id: &str) -> Result<Option<OperatorRequest>> {
+        Ok(self.state().pending.get(req_id).cloned())
+    }
+
+    async fn pending_operator_requests(&self, session_id: &str) -> Result<Vec<OperatorRequest>> {
+        let state = self.state();
+        Ok(state
+            .by_session
+            .get(session_id)
+            .map(|queue| {
+                queue
+                    .iter()
+                    .filter_map(|id| state.pending.get(id).cloned())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn resolve_operator_request(
+        &self,
+        session_id: &str,
+        req_id: &str,
+        reply_type: &str,
+        reply: OperatorReply,
+    ) -> Result<ResolveOutcome> {
+        {
+            let mut state = self.state();
+            let Some(request) = state.pending.get(req_id) else {
+                return Ok(if state.resolved.contains(req_id) {
+                    ResolveOutcome::AlreadyResolved
+                } else {
+                    ResolveOutcome::Unknown
+                });
+            };
+            if request.session_id != session_id {
+                return Ok(ResolveOutcome::Unknown);
+            }
+            if request.reply_type != reply_type {
+                return Ok(ResolveOutcome::WrongKind(request.reply_type.clone()));
+            }
+            let Some(request) = state.pending.remove(req_id) else {
+                return Ok(ResolveOutcome::Unknown);
+            };
+            state.unlink(&request);
+            state.remember(req_id);
+            state.replies.insert(req_id.to_owned(), reply);
+        }
+        self.signal(OperatorSignal::Resolved {
+            session_id: session_id.to_owned(),
+            req_id: req_id.to_owned(),
+        });
+        Ok(ResolveOutcome::Resolved)
+    }
+
+    async fn operator_reply(&self, req_id: &str) -> Result<Option<OperatorReply>> {
+        Ok(self.state().replies.get(req_id).cloned())
+    }
+
+    async fn withdraw_operator_request(&self, req_id: &str) -> Result<WithdrawOutcome> {
+        let session_id = {
+            let mut state = self.state();
+            match state.pending.remove(req_id) {
+                Some(request) => {
+                    state.unlink(&request);
+                    state.remember(req_id);
+                    // A withdrawn message has no reply to keep.
+                    state.replies.remove(req_id);
+                    request.session_id
+                }
+                None => {
+                    return Ok(match state.replies.get(req_id) {
+                        Some(reply) => WithdrawOutcome::Replied(reply.clone()),
+                        None => WithdrawOutcome::Gone,
+                    });
+                }
+            }
+        };
+        self.signal(OperatorSignal::Resolved {
+            session_id,
+            req_id: req_id.to_owned(),
+        });
+        Ok(WithdrawOutcome::Withdrawn)
+    }
+
+    async fn connect_operator(
+        &self,
+        session_id: &str,
+        conn: &str,
+        operator: &str,
+    ) -> Result<Option<OperatorPresence>> {
+        let previous = self.state().presence.insert(
+            session_id.to_owned(),
+            OperatorPresence {
+                session_id: session_id.to_owned(),
+                conn: Some(conn.to_owned()),
+                operator: operator.to_owned(),
+                since: OffsetDateTime::now_utc(),
+            },
+        );
+        self.signal(OperatorSignal::Presence {
+            session_id: session_id.to_owned(),
+        });
+        Ok(previous)
+    }
+
+    async fn disconnect_operator(&self, session_id: &str, conn: &str) -> Result<bool> {
+        let was = {
+            let mut state = self.state();
+            match state.presence.get_mut(session_id) {
+                Some(p) if p.conn.as_deref() == Some(conn) => {
+                    p.conn = None;
+                    p.since = OffsetDateTime::now_utc();
+                    true
+                }
+                _ => false,
+            }
+        };
+        if was {
+            self.signal(OperatorSignal::Presence {
+                session_id: session_id.to_owned(),
+            });
+        }
+        Ok(was)
+    }
+
+    async fn operator_presence(&self, session_id: &str) -> Result<Option<OperatorPresence>> {
+        Ok(self.state().presence.get(session_id).cloned())
+    }
+
+    async fn notify_operator(&self, session_id: &str, frame: String) -> Result<()> {
+        self.signal(OperatorSignal::Notice {
+            session_id: session_id.to_owned(),
+            frame,
+        });
+        Ok(())
+    }
+}
