@@ -285,10 +285,11 @@ async fn operators(
         lev_protocol::validate::check_id("sessions", sid)?;
     }
     let hub = state.operators();
-    let list: Vec<serde_json::Value> = sessions
-        .iter()
-        .map(|sid| serde_json::json!({"session_id": sid, "connected": hub.is_connected(sid)}))
-        .collect();
+    let mut list: Vec<serde_json::Value> = Vec::with_capacity(sessions.len());
+    for sid in &sessions {
+        let connected = hub.is_connected(sid).await?;
+        list.push(serde_json::json!({"session_id": sid, "connected": connected}));
+    }
     Ok(Json(serde_json::json!({ "sessions": list })))
 }
 

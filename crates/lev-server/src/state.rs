@@ -90,7 +90,9 @@ impl AppState {
         let hub = Arc::new(Hub::default());
         let operators = Arc::new(crate::operators::OperatorHub::new(
             settings.operators.clone(),
+            Arc::clone(&store),
         ));
+        tokio::spawn(Arc::clone(&operators).follow(store.operator_signals(), shutdown.clone()));
         let expiry = Arc::new(Expiry::default());
         tokio::spawn(Arc::clone(&hub).run(store.subscribe(), shutdown.clone()));
         tokio::spawn(Arc::clone(&expiry).run(Arc::clone(&store), shutdown.clone()));

@@ -5,8 +5,8 @@
 
 use async_trait::async_trait;
 use lev_store::{
-    OperatorPresence, OperatorReply, OperatorRequest, OperatorSignal, OperatorStore, Result,
-    ResolveOutcome, WithdrawOutcome,
+    OperatorPresence, OperatorReply, OperatorRequest, OperatorSignal, OperatorStore,
+    ResolveOutcome, Result, WithdrawOutcome,
 };
 use tokio::sync::broadcast;
 

@@ -241,14 +241,7 @@ pub enum TokenCreateOutcome {
 /// announced on [`Store::subscribe`].
 #[async_trait]
 pub trait Store:
-    TaskStore
-    + GateStore
-    + KeyStore
-    + DashboardSessionStore
-    + OperatorStore
-    + Send
-    + Sync
-    + 'static
+    TaskStore + GateStore + KeyStore + DashboardSessionStore + OperatorStore + Send + Sync + 'static
 {
     /// `sqlite` or `postgres`, as `/v1/health` reports it.
     fn kind(&self) -> &'static str;

@@ -1,34 +1,38 @@
-//! The operators' hub: per session, the connected operator (at most one) and
-//! the messages waiting for its reply, by `req_id`.
+//! The operators' hub: this server's side of the store's operator relay
+//! ([`lev_store::OperatorStore`]).
 //!
-//! A request that needs the operator ([`OperatorHub::submit`]) registers a
-//! pending entry and gets a [`Ticket`]; the entry's frame goes to the
-//! operator now, or to the next one that connects. A reply resolves the entry
-//! exactly once: the entry leaves the map under the hub's lock and its
-//! oneshot carries the reply to the ticket. A ticket that stops waiting (an
-//! escalation, the caller's deadline, a dropped request) withdraws its entry
-//! under the same lock, so a reply and a withdrawal never both win.
+//! A request that needs a session's operator ([`OperatorHub::submit`])
+//! posts its message to the store and gets a [`Ticket`]. Whichever server
+//! holds the session's operator connection sends it (this one at once, when
+//! it is here; another when the store's `Posted` signal reaches it). A reply
+//! is resolved in the store exactly once, against a withdrawal by the
+//! ticket (an escalation, the caller's deadline, a dropped request), and the
+//! store's `Resolved` signal wakes the ticket, wherever it waits.
 //!
-//! Pending entries live in memory only: a restart forgets them, and the
-//! workers waiting on them lose their HTTP requests with it.
+//! What is kept here: this server's operator connections (what was sent on
+//! each), and the wake-ups of this server's tickets. The grace and reply
+//! times are read from the store's presence of the session's operator, so
+//! they hold whichever server the operator is on.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
 use lev_protocol::{ClientMsg, ServerMsg};
-use tokio::sync::{mpsc, oneshot, watch};
+use lev_store::{
+    OperatorPresence, OperatorReply, OperatorRequest, OperatorSignal, ResolveOutcome, Store,
+    WithdrawOutcome,
+};
+use time::OffsetDateTime;
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
 use super::OperatorSettings;
+use crate::error::ApiError;
 
-/// How many resolved req_ids a session remembers, to tell a late reply
-/// (`already_resolved`) from a made-up one (`unknown_req_id`).
-const RESOLVED_MEMORY: usize = 4096;
-
-/// What a pending entry waits for.
+/// What a pending message waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// An `ask`, replied to by `answer`.
@@ -49,11 +53,12 @@ impl Kind {
         }
     }
 
-    fn sent_type(self) -> &'static str {
-        match self {
-            Self::Ask => "ask",
-            Self::Hook => "hook_before",
-            Self::Spawn => "spawn",
+    fn sent_type_of(reply_type: &str) -> &'static str {
+        match reply_type {
+            "answer" => "ask",
+            "hook_ack" => "hook_before",
+            "spawn_ack" => "spawn",
+            _ => "message",
         }
     }
 }
@@ -85,74 +90,28 @@ pub struct Refusal {
     pub message: String,
 }
 
-struct Entry {
-    kind: Kind,
-    frame: Utf8Bytes,
-    sent_at: Option<Instant>,
-    reply: oneshot::Sender<Reply>,
-}
-
+/// One operator connection on this server.
 struct Conn {
-    id: u64,
+    id: String,
     out: mpsc::UnboundedSender<Outbound>,
-    /// The operator's token name.
-    operator: String,
+    /// The req_ids sent on it (so a message is sent once per connection).
+    sent: HashSet<String>,
+    /// Whether `hello` went out: nothing else is sent before it.
+    ready: bool,
 }
 
-struct Session {
-    conn: Option<Conn>,
-    /// Disconnected since (or, never connected, first needed since).
-    since: Instant,
-    ever_connected: bool,
-    pending: BTreeMap<u64, Entry>,
-    resolved: HashSet<u64>,
-    resolved_order: VecDeque<u64>,
-    /// Bumped whenever the connection changes or an entry is (re)sent.
-    changed: watch::Sender<u64>,
-}
-
-impl Session {
-    fn new() -> Self {
-        Self {
-            conn: None,
-            since: Instant::now(),
-            ever_connected: false,
-            pending: BTreeMap::new(),
-            resolved: HashSet::new(),
-            resolved_order: VecDeque::new(),
-            changed: watch::channel(0).0,
-        }
-    }
-
-    fn remember_resolved(&mut self, n: u64) {
-        if self.resolved.insert(n) {
-            self.resolved_order.push_back(n);
-        }
-        while self.resolved_order.len() > RESOLVED_MEMORY {
-            if let Some(old) = self.resolved_order.pop_front() {
-                self.resolved.remove(&old);
-            }
-        }
-    }
-
-    fn bump(&self) {
-        self.changed.send_modify(|g| *g = g.wrapping_add(1));
-    }
-
-    /// Nothing to remember: no operator ever, nothing pending.
-    fn is_idle(&self) -> bool {
-        self.conn.is_none() && !self.ever_connected && self.pending.is_empty()
-    }
-}
-
-/// Every session's operator and pending messages.
+/// Every session's operator on this server, and this server's waiters.
 pub struct OperatorHub {
     settings: OperatorSettings,
-    sessions: Mutex<HashMap<String, Session>>,
-    /// Makes req_ids of this process unlike those of an earlier one.
+    store: Arc<dyn Store>,
+    /// Makes req_ids and connection ids of this process unlike any other's.
     boot: String,
-    next_req: AtomicU64,
-    next_conn: AtomicU64,
+    next: AtomicU64,
+    conns: Mutex<HashMap<String, Conn>>,
+    /// Wakes this server's tickets, by req_id.
+    tickets: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Wakes this server's tickets of a session when its presence changes.
+    presence: Mutex<HashMap<String, watch::Sender<u64>>>,
 }
 
 impl std::fmt::Debug for OperatorHub {
@@ -168,27 +127,27 @@ impl std::fmt::Debug for OperatorHub {
 pub enum Waited {
     /// The operator replied.
     Replied(Reply),
-    /// The entry was handed to an operator for the first time (only when the
-    /// ticket asked to hear of it); wait again for the reply.
+    /// An operator is connected to take the message (only when the ticket
+    /// asked to hear of it); wait again for the reply.
     Sent,
-    /// No operator was connected for the grace time; the entry is withdrawn.
+    /// No operator was connected for the grace time; the message is withdrawn.
     NoOperator,
     /// The connected operator did not reply within the reply timeout; the
-    /// entry is withdrawn.
+    /// message is withdrawn.
     ReplyTimeout,
-    /// The caller's deadline passed; the entry is withdrawn.
+    /// The caller's deadline passed; the message is withdrawn.
     Deadline,
 }
 
-/// A registered pending entry. Dropping it withdraws the entry.
+/// A posted message this server waits on. Dropping it withdraws the message.
 pub struct Ticket {
     hub: Arc<OperatorHub>,
     session_id: String,
-    n: u64,
     req_id: String,
     kind: Kind,
-    rx: oneshot::Receiver<Reply>,
+    posted_at: OffsetDateTime,
     changed: watch::Receiver<u64>,
+    presence_changed: watch::Receiver<u64>,
     report_sent: bool,
     done: bool,
 }
@@ -206,21 +165,29 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn frame(msg: &ServerMsg) -> Utf8Bytes {
-    Utf8Bytes::from(serde_json::to_string(msg).unwrap_or_default())
+fn frame(msg: &ServerMsg) -> Result<String, ApiError> {
+    serde_json::to_string(msg)
+        .map_err(|e| ApiError::Internal(format!("an operator message does not serialise: {e}")))
+}
+
+fn bump(tx: &watch::Sender<u64>) {
+    tx.send_modify(|g| *g = g.wrapping_add(1));
 }
 
 impl OperatorHub {
-    /// An empty hub.
-    pub fn new(settings: OperatorSettings) -> Self {
-        let mut random = [0u8; 4];
+    /// The hub of this server over `store`; [`OperatorHub::follow`] must run
+    /// for messages and replies of other servers to arrive.
+    pub fn new(settings: OperatorSettings, store: Arc<dyn Store>) -> Self {
+        let mut random = [0u8; 6];
         let _ = getrandom::fill(&mut random);
         Self {
             settings,
-            sessions: Mutex::new(HashMap::new()),
+            store,
             boot: crate::ids::hex(&random),
-            next_req: AtomicU64::new(1),
-            next_conn: AtomicU64::new(1),
+            next: AtomicU64::new(1),
+            conns: Mutex::new(HashMap::new()),
+            tickets: Mutex::new(HashMap::new()),
+            presence: Mutex::new(HashMap::new()),
         }
     }
 
@@ -229,209 +196,328 @@ impl OperatorHub {
         &self.settings
     }
 
-    fn req_id(&self, n: u64) -> String {
-        format!("rq_{}_{n}", self.boot)
+    fn next_id(&self, prefix: &str) -> String {
+        format!(
+            "{prefix}_{}_{}",
+            self.boot,
+            self.next.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
-    fn parse_req_id(&self, req_id: &str) -> Option<u64> {
-        let rest = req_id
-            .strip_prefix("rq_")?
-            .strip_prefix(self.boot.as_str())?;
-        rest.strip_prefix('_')?.parse().ok()
+    /// Follow the store's signals until shutdown: send what is posted for an
+    /// operator connected here, wake the tickets waiting here.
+    pub async fn follow(
+        self: Arc<Self>,
+        mut signals: broadcast::Receiver<OperatorSignal>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            let signal = tokio::select! {
+                s = signals.recv() => s,
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+            };
+            match signal {
+                Ok(OperatorSignal::Posted { session_id, .. }) => {
+                    self.send_pending(&session_id).await;
+                }
+                Ok(OperatorSignal::Resolved { req_id, .. }) => {
+                    if let Some(tx) = lock(&self.tickets).get(&req_id) {
+                        bump(tx);
+                    }
+                }
+                Ok(OperatorSignal::Presence { session_id }) => {
+                    self.on_presence(&session_id).await;
+                }
+                Ok(OperatorSignal::Notice { session_id, frame }) => {
+                    if let Some(conn) = lock(&self.conns).get(&session_id) {
+                        let _ = conn.out.send(Outbound::Text(frame.into()));
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Some signals were lost: wake everything, resend what
+                    // each connection here has not had.
+                    for tx in lock(&self.tickets).values() {
+                        bump(tx);
+                    }
+                    for tx in lock(&self.presence).values() {
+                        bump(tx);
+                    }
+                    let sessions: Vec<String> = lock(&self.conns).keys().cloned().collect();
+                    for session_id in sessions {
+                        self.send_pending(&session_id).await;
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
     }
 
-    /// Whether `session_id` has an operator connected now.
-    pub fn is_connected(&self, session_id: &str) -> bool {
-        lock(&self.sessions)
-            .get(session_id)
-            .is_some_and(|s| s.conn.is_some())
+    /// The session's presence changed: wake its tickets here, and close a
+    /// connection here that another replaced (on any server).
+    async fn on_presence(&self, session_id: &str) {
+        if let Some(tx) = lock(&self.presence).get(session_id) {
+            bump(tx);
+        }
+        let Some(local) = lock(&self.conns).get(session_id).map(|c| c.id.clone()) else {
+            return;
+        };
+        let current = match self.store.operator_presence(session_id).await {
+            Ok(presence) => presence.and_then(|p| p.conn),
+            Err(e) => {
+                crate::log::error(&format!("operator presence of {session_id}: {e}"));
+                return;
+            }
+        };
+        if current.as_deref() != Some(local.as_str()) {
+            let mut conns = lock(&self.conns);
+            if conns.get(session_id).is_some_and(|c| c.id == local)
+                && let Some(old) = conns.remove(session_id)
+            {
+                let _ = old
+                    .out
+                    .send(Outbound::Close(4000, "replaced by a newer connection"));
+            }
+        }
     }
 
-    /// Register a message that expects a reply, and send it when an operator
-    /// is connected. `make` builds the message from its req_id.
-    pub fn submit(
+    /// Send the session's pending messages not yet sent to its connection
+    /// here, if there is one and it had its `hello`.
+    async fn send_pending(&self, session_id: &str) {
+        if !lock(&self.conns).get(session_id).is_some_and(|c| c.ready) {
+            return;
+        }
+        let pending = match self.store.pending_operator_requests(session_id).await {
+            Ok(pending) => pending,
+            Err(e) => {
+                crate::log::error(&format!("operator messages of {session_id}: {e}"));
+                return;
+            }
+        };
+        let mut conns = lock(&self.conns);
+        if let Some(conn) = conns.get_mut(session_id) {
+            for request in pending {
+                if conn.sent.insert(request.req_id.clone()) {
+                    let _ = conn.out.send(Outbound::Text(request.frame.into()));
+                }
+            }
+        }
+    }
+
+    /// Whether `session_id` has an operator connected now (on any server).
+    ///
+    /// # Errors
+    /// When the store cannot say.
+    pub async fn is_connected(&self, session_id: &str) -> Result<bool, ApiError> {
+        Ok(self
+            .store
+            .operator_presence(session_id)
+            .await?
+            .is_some_and(|p| p.conn.is_some()))
+    }
+
+    /// Post a message that expects a reply; it goes to the session's
+    /// operator now, or when one connects. `make` builds it from its req_id.
+    ///
+    /// # Errors
+    /// When the store refuses.
+    pub async fn submit(
         self: &Arc<Self>,
         session_id: &str,
         kind: Kind,
         make: impl FnOnce(String) -> ServerMsg,
-    ) -> Ticket {
-        let n = self.next_req.fetch_add(1, Ordering::Relaxed);
-        let req_id = self.req_id(n);
-        let text = frame(&make(req_id.clone()));
-        let (tx, rx) = oneshot::channel();
-        let mut sessions = lock(&self.sessions);
-        let session = sessions
+    ) -> Result<Ticket, ApiError> {
+        let req_id = self.next_id("rq");
+        let text = frame(&make(req_id.clone()))?;
+        let posted_at = OffsetDateTime::now_utc();
+        // Registered before the post: a reply can never come before the
+        // ticket can hear of it.
+        let changed = lock(&self.tickets)
+            .entry(req_id.clone())
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe();
+        let presence_changed = lock(&self.presence)
             .entry(session_id.to_owned())
-            .or_insert_with(Session::new);
-        let mut sent_at = None;
-        if let Some(conn) = &session.conn
-            && conn.out.send(Outbound::Text(text.clone())).is_ok()
-        {
-            sent_at = Some(Instant::now());
-        }
-        session.pending.insert(
-            n,
-            Entry {
-                kind,
-                frame: text,
-                sent_at,
-                reply: tx,
-            },
-        );
-        let changed = session.changed.subscribe();
-        drop(sessions);
-        Ticket {
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe();
+        let mut ticket = Ticket {
             hub: Arc::clone(self),
             session_id: session_id.to_owned(),
-            n,
-            req_id,
+            req_id: req_id.clone(),
             kind,
-            rx,
+            posted_at,
             changed,
+            presence_changed,
             report_sent: false,
             done: false,
+        };
+        let request = OperatorRequest {
+            req_id,
+            session_id: session_id.to_owned(),
+            reply_type: kind.reply_type().to_owned(),
+            frame: text,
+            posted_at,
+        };
+        if let Err(e) = self.store.post_operator_request(request).await {
+            ticket.done = true;
+            return Err(e.into());
         }
+        // The operator is here: send it now rather than on the signal.
+        self.send_pending(session_id).await;
+        Ok(ticket)
     }
 
-    /// A new operator connection for `session_id`: it replaces the one
-    /// before (closed with 4000), gets `hello` with the pending req_ids, then
-    /// every pending message again, in order.
+    /// A new operator connection for `session_id` on this server: it
+    /// replaces the one before (closed with 4000, on whichever server), gets
+    /// `hello` with the pending req_ids, then every pending message, in order.
     /// Returns the connection's id, its queue, and the token name of the
-    /// operator it replaced, if any.
-    pub fn connect(
+    /// operator it replaced, if one was connected.
+    ///
+    /// # Errors
+    /// When the store refuses.
+    pub async fn connect(
         &self,
         session_id: &str,
         operator: &str,
-    ) -> (u64, mpsc::UnboundedReceiver<Outbound>, Option<String>) {
-        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+    ) -> Result<(String, mpsc::UnboundedReceiver<Outbound>, Option<String>), ApiError> {
+        let id = self.next_id("op");
         let (out, rx) = mpsc::unbounded_channel();
-        let mut sessions = lock(&self.sessions);
-        let session = sessions
-            .entry(session_id.to_owned())
-            .or_insert_with(Session::new);
-        let replaced = session.conn.take().map(|old| {
+        if let Some(old) = lock(&self.conns).insert(
+            session_id.to_owned(),
+            Conn {
+                id: id.clone(),
+                out: out.clone(),
+                sent: HashSet::new(),
+                ready: false,
+            },
+        ) {
             let _ = old
                 .out
                 .send(Outbound::Close(4000, "replaced by a newer connection"));
-            old.operator
-        });
+        }
+        let replaced = self
+            .store
+            .connect_operator(session_id, &id, operator)
+            .await?
+            .and_then(|p: OperatorPresence| p.conn.map(|_| p.operator));
+        let pending = self.store.pending_operator_requests(session_id).await?;
         let hello = ServerMsg::Hello {
             session_id: session_id.to_owned(),
-            pending: session.pending.keys().map(|n| self.req_id(*n)).collect(),
+            pending: pending.iter().map(|r| r.req_id.clone()).collect(),
         };
-        let _ = out.send(Outbound::Text(frame(&hello)));
-        let now = Instant::now();
-        for entry in session.pending.values_mut() {
-            let _ = out.send(Outbound::Text(entry.frame.clone()));
-            entry.sent_at = Some(now);
+        let hello = frame(&hello)?;
+        {
+            let mut conns = lock(&self.conns);
+            if let Some(conn) = conns.get_mut(session_id).filter(|c| c.id == id) {
+                let _ = conn.out.send(Outbound::Text(hello.into()));
+                for request in pending {
+                    if conn.sent.insert(request.req_id.clone()) {
+                        let _ = conn.out.send(Outbound::Text(request.frame.into()));
+                    }
+                }
+                conn.ready = true;
+            }
         }
-        session.conn = Some(Conn {
-            id,
-            out,
-            operator: operator.to_owned(),
-        });
-        session.ever_connected = true;
-        session.bump();
-        (id, rx, replaced)
+        // What was posted while the list was read.
+        self.send_pending(session_id).await;
+        Ok((id, rx, replaced))
     }
 
     /// Connection `conn_id` of `session_id` ended. True when it was the
     /// session's operator (not one already replaced).
-    pub fn disconnect(&self, session_id: &str, conn_id: u64) -> bool {
-        let mut sessions = lock(&self.sessions);
-        let Some(session) = sessions.get_mut(session_id) else {
-            return false;
-        };
-        if session.conn.as_ref().is_none_or(|c| c.id != conn_id) {
-            return false;
-        }
-        session.conn = None;
-        session.since = Instant::now();
-        session.bump();
-        true
-    }
-
-    /// Resolve the entry a reply names, exactly once.
     ///
     /// # Errors
-    /// The [`Refusal`] to send back; the entry is then untouched.
-    pub fn resolve(&self, session_id: &str, msg: ClientMsg, by: &str) -> Result<(), Refusal> {
+    /// When the store refuses.
+    pub async fn disconnect(&self, session_id: &str, conn_id: &str) -> Result<bool, ApiError> {
+        {
+            let mut conns = lock(&self.conns);
+            if conns.get(session_id).is_some_and(|c| c.id == conn_id) {
+                conns.remove(session_id);
+            }
+        }
+        Ok(self.store.disconnect_operator(session_id, conn_id).await?)
+    }
+
+    /// Resolve the message a reply names, exactly once.
+    ///
+    /// # Errors
+    /// The [`Refusal`] to send back; the message is then untouched. A store
+    /// that cannot be reached is an `Err(Err(..))`.
+    pub async fn resolve(
+        &self,
+        session_id: &str,
+        msg: ClientMsg,
+        by: &str,
+    ) -> Result<Result<(), Refusal>, ApiError> {
         let req_id = msg.req_id().to_owned();
-        let unknown = || Refusal {
-            code: "unknown_req_id",
-            message: format!("no message of this session was sent with req_id {req_id:?}"),
-        };
-        let n = self.parse_req_id(&req_id).ok_or_else(unknown)?;
-        let mut sessions = lock(&self.sessions);
-        let session = sessions.get_mut(session_id).ok_or_else(unknown)?;
-        let Some(entry) = session.pending.get(&n) else {
-            return Err(if session.resolved.contains(&n) {
-                Refusal {
-                    code: "already_resolved",
-                    message: format!(
-                        "req_id {req_id:?} was already resolved (replied to, escalated to \
-                         people, or given up by its caller); this reply changes nothing"
-                    ),
-                }
-            } else {
-                unknown()
-            });
-        };
-        if entry.kind.reply_type() != msg.type_name() {
-            return Err(Refusal {
+        let reply_type = msg.type_name();
+        let value = serde_json::to_value(&msg)
+            .map_err(|e| ApiError::Internal(format!("a reply does not serialise: {e}")))?;
+        let outcome = self
+            .store
+            .resolve_operator_request(
+                session_id,
+                &req_id,
+                reply_type,
+                OperatorReply {
+                    msg: value,
+                    by: by.to_owned(),
+                },
+            )
+            .await?;
+        Ok(match outcome {
+            ResolveOutcome::Resolved => Ok(()),
+            ResolveOutcome::AlreadyResolved => Err(Refusal {
+                code: "already_resolved",
+                message: format!(
+                    "req_id {req_id:?} was already resolved (replied to, escalated to people, \
+                     or given up by its caller); this reply changes nothing"
+                ),
+            }),
+            ResolveOutcome::WrongKind(expected) => Err(Refusal {
                 code: "wrong_reply_kind",
                 message: format!(
-                    "req_id {req_id:?} is a {} and expects a {} reply, found {}",
-                    entry.kind.sent_type(),
-                    entry.kind.reply_type(),
-                    msg.type_name()
+                    "req_id {req_id:?} is a {} and expects a {expected} reply, found {reply_type}",
+                    Kind::sent_type_of(&expected),
                 ),
-            });
-        }
-        let Some(entry) = session.pending.remove(&n) else {
-            return Err(unknown());
-        };
-        session.remember_resolved(n);
-        drop(sessions);
-        // The waiter may be gone (its caller left): the reply still resolved it.
-        let _ = entry.reply.send(Reply {
-            msg,
-            by: by.to_owned(),
-        });
-        Ok(())
+            }),
+            ResolveOutcome::Unknown => Err(Refusal {
+                code: "unknown_req_id",
+                message: format!("no message of this session was sent with req_id {req_id:?}"),
+            }),
+        })
     }
 
-    /// Send a frame to the session's operator, if one is connected.
-    pub fn send(&self, session_id: &str, msg: &ServerMsg) {
-        let sessions = lock(&self.sessions);
-        if let Some(conn) = sessions.get(session_id).and_then(|s| s.conn.as_ref()) {
-            let _ = conn.out.send(Outbound::Text(frame(msg)));
+    /// Send a frame that needs no reply to the session's operator, on
+    /// whichever server it is connected to.
+    ///
+    /// # Errors
+    /// When the store refuses.
+    pub async fn send(&self, session_id: &str, msg: &ServerMsg) -> Result<(), ApiError> {
+        let text = frame(msg)?;
+        if let Some(conn) = lock(&self.conns).get(session_id) {
+            let _ = conn.out.send(Outbound::Text(text.into()));
+            return Ok(());
         }
+        Ok(self.store.notify_operator(session_id, text).await?)
     }
 
-    /// Withdraw entry `n`; true when it was still pending.
-    fn withdraw(&self, session_id: &str, n: u64) -> bool {
-        let mut sessions = lock(&self.sessions);
-        let Some(session) = sessions.get_mut(session_id) else {
-            return false;
-        };
-        let removed = session.pending.remove(&n).is_some();
-        if removed {
-            session.remember_resolved(n);
+    fn forget(&self, ticket: &Ticket) {
+        lock(&self.tickets).remove(&ticket.req_id);
+        let mut presence = lock(&self.presence);
+        // Keep the session's wake-up while a ticket or a connection uses it.
+        if presence
+            .get(&ticket.session_id)
+            .is_some_and(|tx| tx.receiver_count() <= 1)
+            && !lock(&self.conns).contains_key(&ticket.session_id)
+        {
+            presence.remove(&ticket.session_id);
         }
-        if session.is_idle() {
-            sessions.remove(session_id);
-        }
-        removed
     }
+}
 
-    /// Entry `n`'s state: `None` when resolved, else (connected, sent_at, since).
-    fn status(&self, session_id: &str, n: u64) -> Option<(bool, Option<Instant>, Instant)> {
-        let sessions = lock(&self.sessions);
-        let session = sessions.get(session_id)?;
-        let entry = session.pending.get(&n)?;
-        Some((session.conn.is_some(), entry.sent_at, session.since))
-    }
+fn reply_of(reply: OperatorReply) -> Option<Reply> {
+    let msg: ClientMsg = serde_json::from_value(reply.msg).ok()?;
+    Some(Reply { msg, by: reply.by })
 }
 
 impl Ticket {
@@ -440,8 +526,8 @@ impl Ticket {
         &self.req_id
     }
 
-    /// Make the next [`Ticket::wait`] return [`Waited::Sent`] once the entry
-    /// has reached an operator.
+    /// Make the next [`Ticket::wait`] return [`Waited::Sent`] once an
+    /// operator is connected to take the message.
     pub fn report_sent(&mut self) {
         self.report_sent = true;
     }
@@ -455,77 +541,85 @@ impl Ticket {
             if self.done {
                 return Waited::Deadline;
             }
-            let Some((connected, sent_at, since)) = self.hub.status(&self.session_id, self.n)
-            else {
-                return self.take_reply();
+            let store = &self.hub.store;
+            match store.operator_reply(&self.req_id).await {
+                Ok(Some(reply)) => {
+                    self.done = true;
+                    return reply_of(reply).map_or(Waited::Deadline, Waited::Replied);
+                }
+                Ok(None) => {}
+                Err(e) => crate::log::error(&format!("operator reply {}: {e}", self.req_id)),
+            }
+            let presence = match store.operator_presence(&self.session_id).await {
+                Ok(p) => p,
+                Err(e) => {
+                    crate::log::error(&format!("operator presence: {e}"));
+                    None
+                }
             };
-            if self.report_sent && sent_at.is_some() {
+            let (connected, since) = match &presence {
+                Some(p) => (p.conn.is_some(), p.since.max(self.posted_at)),
+                None => (false, self.posted_at),
+            };
+            if self.report_sent && connected {
                 self.report_sent = false;
                 return Waited::Sent;
             }
-            let now = Instant::now();
-            let escalate_at = match (connected, sent_at) {
-                (true, Some(sent)) if self.kind != Kind::Spawn => sent
-                    .checked_add(settings.reply_timeout)
-                    .map(|at| (at, Waited::ReplyTimeout)),
-                (true, _) => None,
-                (false, _) => since
-                    .checked_add(settings.grace)
-                    .map(|at| (at, Waited::NoOperator)),
+            let escalate_at = match (connected, self.kind) {
+                (true, Kind::Spawn) => None,
+                (true, _) => Some((since + settings.reply_timeout, Waited::ReplyTimeout)),
+                (false, _) => Some((since + settings.grace, Waited::NoOperator)),
             };
+            let now = Instant::now();
             if now >= deadline {
-                return self.give_up(Waited::Deadline);
+                return self.give_up(Waited::Deadline).await;
             }
             let mut wake = deadline;
-            if let Some((at, _)) = &escalate_at {
-                if now >= *at {
-                    let why = escalate_at.map_or(Waited::Deadline, |(_, w)| w);
-                    return self.give_up(why);
+            if let Some((at, why)) = escalate_at {
+                // Compared on the wall clock the store's times are on.
+                let left = at - OffsetDateTime::now_utc();
+                let Ok(left) = Duration::try_from(left) else {
+                    return self.give_up(why).await;
+                };
+                if left.is_zero() {
+                    return self.give_up(why).await;
                 }
-                wake = wake.min(*at);
+                wake = wake.min(now + left);
             }
             tokio::select! {
-                reply = &mut self.rx => {
-                    self.done = true;
-                    return match reply {
-                        Ok(reply) => Waited::Replied(reply),
-                        Err(_) => Waited::Deadline,
-                    };
-                }
                 () = tokio::time::sleep_until(wake) => {}
-                changed = self.changed.changed() => {
-                    if changed.is_err() {
-                        // The session's state was dropped with its last entry: look again.
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                }
+                _ = self.changed.changed() => {}
+                _ = self.presence_changed.changed() => {}
             }
         }
     }
 
-    fn take_reply(&mut self) -> Waited {
+    /// Withdraw the message, unless a reply won the race.
+    async fn give_up(&mut self, why: Waited) -> Waited {
         self.done = true;
-        match self.rx.try_recv() {
-            Ok(reply) => Waited::Replied(reply),
-            Err(_) => Waited::Deadline,
-        }
-    }
-
-    /// Withdraw the entry, unless a reply won the race.
-    fn give_up(&mut self, why: Waited) -> Waited {
-        if self.hub.withdraw(&self.session_id, self.n) {
-            self.done = true;
-            why
-        } else {
-            self.take_reply()
+        match self.hub.store.withdraw_operator_request(&self.req_id).await {
+            Ok(WithdrawOutcome::Withdrawn) => why,
+            Ok(WithdrawOutcome::Replied(reply)) => reply_of(reply).map_or(why, Waited::Replied),
+            Ok(WithdrawOutcome::Gone) => Waited::Deadline,
+            Err(e) => {
+                crate::log::error(&format!("withdrawing {}: {e}", self.req_id));
+                why
+            }
         }
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        self.hub.forget(self);
         if !self.done {
-            self.hub.withdraw(&self.session_id, self.n);
+            let store = Arc::clone(&self.hub.store);
+            let req_id = std::mem::take(&mut self.req_id);
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = store.withdraw_operator_request(&req_id).await;
+                });
+            }
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Operators (SPEC section 4): the session WebSocket, the hub of pending
 //! messages, escalation to people, and triage of interactions.
 //!
-//! - [`hub`]: per session, the connected operator and the messages waiting
-//!   for its reply (in memory).
+//! - [`hub`]: this server's side of the store's operator relay: the
+//!   operator connections here, the tickets waiting here, the messages and
+//!   replies going through the store, so a worker may wait on one server
+//!   while its session's operator is connected to another.
 //! - [`ws`]: one connection: hello, re-sent messages, replies, error frames,
 //!   pings and the dead-peer timeout.
 //! - [`people`]: what the operator could not answer in time becomes an

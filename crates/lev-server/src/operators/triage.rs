@@ -77,11 +77,16 @@ fn created(event: &StoredEvent) -> Option<InteractionView> {
 /// Start the triage of a new interaction when it is routed to the operator
 /// first and the session has one connected.
 fn on_created(state: &AppState, interaction: &Interaction) {
-    let request = &interaction.request;
-    if !request.routes_to_operator_first() || !state.operators().is_connected(&request.session_id) {
+    if !interaction.request.routes_to_operator_first() {
         return;
     }
-    tokio::spawn(run(state.clone(), interaction.clone()));
+    let (state, interaction) = (state.clone(), interaction.clone());
+    tokio::spawn(async move {
+        let session_id = &interaction.request.session_id;
+        if matches!(state.operators().is_connected(session_id).await, Ok(true)) {
+            run(state, interaction).await;
+        }
+    });
 }
 
 /// The latest instant an interaction can matter: its expiry, else far away.
@@ -101,10 +106,16 @@ async fn run(state: AppState, interaction: Interaction) {
     let question = json!({ "interaction": interaction.request });
     // Registered before the ask goes out: an answer by a person ends triage.
     let mut watch = state.hub().register(&id);
-    let mut ticket = hub.submit(&session_id, Kind::Ask, |req_id| ServerMsg::Ask {
-        req_id,
-        question,
-    });
+    let Ok(mut ticket) = hub
+        .submit(&session_id, Kind::Ask, |req_id| ServerMsg::Ask {
+            req_id,
+            question,
+        })
+        .await
+    else {
+        // The store cannot be reached: people answer it as they would.
+        return;
+    };
     let deadline = deadline_of(&interaction);
     let outcome = loop {
         tokio::select! {
@@ -129,14 +140,18 @@ async fn run(state: AppState, interaction: Interaction) {
                 Ok(()) => return,
                 Err(Refusal::Escalate(why)) => (why, reply.by),
                 Err(Refusal::Invalid(why)) => {
-                    hub.send(
-                        &session_id,
-                        &ServerMsg::Error {
-                            req_id: Some(ticket.req_id().to_owned()),
-                            code: "invalid_answer".into(),
-                            message: format!("{why}; the interaction was handed to people instead"),
-                        },
-                    );
+                    let _ = hub
+                        .send(
+                            &session_id,
+                            &ServerMsg::Error {
+                                req_id: Some(ticket.req_id().to_owned()),
+                                code: "invalid_answer".into(),
+                                message: format!(
+                                    "{why}; the interaction was handed to people instead"
+                                ),
+                            },
+                        )
+                        .await;
                     (
                         format!("the operator's answer was refused: {why}"),
                         reply.by,

@@ -112,7 +112,20 @@ fn parse(text: &str) -> Result<ClientMsg, Outbound> {
 async fn serve(state: AppState, session_id: String, name: String, socket: WebSocket) {
     let hub = std::sync::Arc::clone(state.operators());
     let settings = hub.settings().clone();
-    let (conn_id, mut outbound, replaced) = hub.connect(&session_id, &name);
+    let (conn_id, mut outbound, replaced) = match hub.connect(&session_id, &name).await {
+        Ok(connected) => connected,
+        Err(e) => {
+            crate::log::error(&format!("operator of {session_id}: cannot connect: {e}"));
+            let mut socket = socket;
+            let _ = socket
+                .send(Message::Close(Some(CloseFrame {
+                    code: 1011,
+                    reason: "the server cannot reach its database; reconnect shortly".into(),
+                })))
+                .await;
+            return;
+        }
+    };
     if let Some(previous) = replaced {
         let _ = state
             .store()
@@ -221,12 +234,22 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
             Message::Text(text) => match parse(text.as_str()) {
                 Ok(msg) => {
                     let req_id = msg.req_id().to_owned();
-                    if let Err(refusal) = hub.resolve(&session_id, msg, &name) {
-                        let _ = errors_tx.send(error_frame(
-                            Some(req_id),
-                            refusal.code,
-                            refusal.message,
-                        ));
+                    match hub.resolve(&session_id, msg, &name).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(refusal)) => {
+                            let _ = errors_tx.send(error_frame(
+                                Some(req_id),
+                                refusal.code,
+                                refusal.message,
+                            ));
+                        }
+                        Err(e) => {
+                            let _ = errors_tx.send(error_frame(
+                                Some(req_id),
+                                "store_unavailable",
+                                format!("the reply was not recorded, send it again: {e}"),
+                            ));
+                        }
                     }
                 }
                 Err(frame) => {
@@ -250,7 +273,7 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), &mut writer).await;
         writer.abort();
     }
-    if hub.disconnect(&session_id, conn_id) {
+    if hub.disconnect(&session_id, &conn_id).await.unwrap_or(false) {
         let _ = state
             .store()
             .append_event(

@@ -86,10 +86,12 @@ pub async fn ask(
     let too_late = || timed_out("the ask", req.timeout_s, DEFAULT_ASK_TIMEOUT_S);
     let hub = Arc::clone(state.operators());
     let question = req.question.clone();
-    let mut ticket = hub.submit(&session_id, Kind::Ask, |req_id| ServerMsg::Ask {
-        req_id,
-        question,
-    });
+    let mut ticket = hub
+        .submit(&session_id, Kind::Ask, |req_id| ServerMsg::Ask {
+            req_id,
+            question,
+        })
+        .await?;
     let waited = wait(&state, &mut ticket, deadline).await?;
     let reason = match waited {
         Waited::Replied(reply) => {
@@ -236,18 +238,20 @@ pub async fn spawn(
     // Running from the moment an operator has it: with one connected now,
     // marked before the message goes out, so nobody sees the task pending
     // after the operator does; else when the hub hands it over.
-    let connected = hub.is_connected(&session_id);
+    let connected = hub.is_connected(&session_id).await?;
     if connected {
         state.store().start_task(&task_id, "lev").await?;
     }
     let spawn_msg = req.spawn.clone();
     let id_for_msg = task_id.clone();
-    let mut ticket = hub.submit(&session_id, Kind::Spawn, |req_id| ServerMsg::Spawn {
-        req_id,
-        task_id: id_for_msg,
-        task_token,
-        spawn: spawn_msg,
-    });
+    let mut ticket = hub
+        .submit(&session_id, Kind::Spawn, |req_id| ServerMsg::Spawn {
+            req_id,
+            task_id: id_for_msg,
+            task_token,
+            spawn: spawn_msg,
+        })
+        .await?;
     if !connected {
         ticket.report_sent();
     }
@@ -351,10 +355,12 @@ async fn hook(
 ) -> ApiResult<Result<(), ()>> {
     let hub = Arc::clone(state.operators());
     let spawn_msg = spawn.clone();
-    let mut ticket = hub.submit(session_id, Kind::Hook, |req_id| ServerMsg::HookBefore {
-        req_id,
-        spawn: spawn_msg,
-    });
+    let mut ticket = hub
+        .submit(session_id, Kind::Hook, |req_id| ServerMsg::HookBefore {
+            req_id,
+            spawn: spawn_msg,
+        })
+        .await?;
     let waited = wait(state, &mut ticket, deadline).await?;
     drop(ticket);
     let reason = match waited {

@@ -996,9 +996,9 @@ async fn a_peer_that_stops_answering_pings_is_dropped() {
     let op = s.token("main-ai", "operator").await;
     // Never read again: no pong goes back.
     let (_ws, _) = operator(&s, "s-14", &op).await;
-    assert!(s.state.operators().is_connected("s-14"));
+    assert!(s.state.operators().is_connected("s-14").await.unwrap());
     let started = Instant::now();
-    while s.state.operators().is_connected("s-14") {
+    while s.state.operators().is_connected("s-14").await.unwrap() {
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "still connected"
