@@ -97,7 +97,7 @@ async fn consume(s: &TestServer, token: &str, nonce: &str) -> StatusCode {
 async fn audit(s: &TestServer) -> Vec<Value> {
     let (status, v) = s.get("/v1/audit", &s.admin).await;
     assert_eq!(status, StatusCode::OK, "{v}");
-    v["entries"].as_array().unwrap().clone()
+    v["items"].as_array().unwrap().clone()
 }
 
 /// Ask through the gate, answer with `answer`, and return the wait's approval.
@@ -482,7 +482,7 @@ async fn grants_are_listed_narrowed_and_revoked() {
     );
     let (status, v) = s.get("/v1/grants", &approver).await;
     assert_eq!(status, StatusCode::OK, "{v}");
-    let grants = v["grants"].as_array().unwrap();
+    let grants = v["items"].as_array().unwrap();
     assert_eq!(grants.len(), 1, "{v}");
     let g = &grants[0];
     assert_eq!(g["scope"], "always");
@@ -517,7 +517,7 @@ async fn grants_are_listed_narrowed_and_revoked() {
             .0,
         StatusCode::NOT_FOUND
     );
-    assert_eq!(s.get("/v1/grants", &approver).await.1["grants"], json!([]));
+    assert_eq!(s.get("/v1/grants", &approver).await.1["items"], json!([]));
     let (_, v) = gate(&s, &worker, &shell_call("a-4", &["git", "log"])).await;
     assert_eq!(v["decision"], "ask", "{v}");
     let actions: Vec<Value> = audit(&s)
@@ -644,7 +644,7 @@ async fn a_deny_with_feedback_is_signed_and_waited_for() {
         "shell",
         &json!({"argv": ["ls"], "cwd": "/work"}).to_string()
     ));
-    assert_eq!(s.get("/v1/grants", &approver).await.1["grants"], json!([]));
+    assert_eq!(s.get("/v1/grants", &approver).await.1["items"], json!([]));
 }
 
 #[tokio::test]
