@@ -339,11 +339,12 @@ class Client(_Base):
     def _all(self, req: _Req) -> list[Any]:
         """Every item of a list, page after page."""
         items: list[Any] = []
-        next_req: _Req | None = req
+        page_req = req
         for _ in range(MAX_PAGES):
-            if next_req is None:
+            following = _next_page(page_req, self._send(page_req), items)
+            if following is None:
                 return items
-            next_req = _next_page(next_req, self._send(next_req), items)
+            page_req = following
         raise LevError("bad_response", f"{req.path}: more than {MAX_PAGES} pages")
 
     def _send(self, req: _Req) -> Any:
@@ -546,11 +547,12 @@ class AsyncClient(_Base):
     async def _all(self, req: _Req) -> list[Any]:
         """Every item of a list, page after page."""
         items: list[Any] = []
-        next_req: _Req | None = req
+        page_req = req
         for _ in range(MAX_PAGES):
-            if next_req is None:
+            following = _next_page(page_req, await self._send(page_req), items)
+            if following is None:
                 return items
-            next_req = _next_page(next_req, await self._send(next_req), items)
+            page_req = following
         raise LevError("bad_response", f"{req.path}: more than {MAX_PAGES} pages")
 
     async def _send(self, req: _Req) -> Any:
