@@ -180,30 +180,38 @@ fn skew_nanos() -> i128 {
 /// What verified is inside its window at `now`, skew allowed, and well ordered.
 fn check_window(v: &lev_approval::VerifiedResponse, now: OffsetDateTime) {
     assert!(
-        v.issued_at <= v.expires_at,
+        v.payload.issued_at <= v.payload.expires_at,
         "verified with expires_at before issued_at"
     );
     assert!(
-        nanos(v.issued_at) - skew_nanos() <= nanos(now),
+        nanos(v.payload.issued_at) - skew_nanos() <= nanos(now),
         "verified before issued_at - skew"
     );
     assert!(
-        nanos(now) <= nanos(v.expires_at) + skew_nanos(),
+        nanos(now) <= nanos(v.payload.expires_at) + skew_nanos(),
         "verified after expires_at + skew"
     );
 }
 
 fn check_invariants(v: &lev_approval::VerifiedResponse) {
-    let call = Call::new(&v.request_id, &v.tool_name, &v.args_json);
-    assert_eq!(v.check_call(&call).is_ok(), v.approved);
+    let call = Call::new(
+        &v.payload.request_id,
+        &v.payload.tool_name,
+        &v.payload.args_json,
+    );
+    assert_eq!(v.check_call(&call).is_ok(), v.payload.approved);
     assert_eq!(
-        v.authorizes_call(&v.request_id, &v.tool_name, &v.args_json),
-        v.approved
+        v.authorizes_call(
+            &v.payload.request_id,
+            &v.payload.tool_name,
+            &v.payload.args_json
+        ),
+        v.payload.approved
     );
     let effective = v.resolve_approved_call();
-    if v.modified_args_json.is_empty() {
-        assert_eq!(effective, v.args_json);
+    if v.payload.modified_args_json.is_empty() {
+        assert_eq!(effective, v.payload.args_json);
     } else {
-        assert_eq!(effective, v.modified_args_json);
+        assert_eq!(effective, v.payload.modified_args_json);
     }
 }

@@ -23,6 +23,8 @@ from ._errors import ApiError, Denied, LevError, ServerUnreachable, TimedOut
 DEFAULT_URL = "http://127.0.0.1:7420"
 # Longest single long-poll the server allows.
 MAX_WAIT_S = 300
+# The most pages read to gather a whole list.
+MAX_PAGES = 10_000
 
 
 def _seg(s: str) -> str:
@@ -41,6 +43,22 @@ class _Req:
 
 def _clean(d: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def _next_page(req: _Req, page: Any, items: list[Any]) -> _Req | None:
+    """Add `page`'s items to `items`; the request of the page after it, or
+    None when `page` is the last (its `next_cursor` is None)."""
+    if not isinstance(page, dict) or not isinstance(page.get("items"), list):
+        raise LevError(
+            "bad_response", f"the server's answer to {req.method} {req.path} is not a page"
+        )
+    items.extend(page["items"])
+    cursor = page.get("next_cursor")
+    if not cursor:
+        return None
+    if req.params is not None and req.params.get("cursor") == cursor:
+        raise LevError("bad_response", f"{req.path}: the same next_cursor {cursor!r} again")
+    return _Req(req.method, req.path, req.json, {**(req.params or {}), "cursor": cursor})
 
 
 class _Base:
@@ -190,8 +208,16 @@ class _Base:
         return _Req("POST", "/v1/worker/result", body)
 
     @staticmethod
-    def _r_tasks() -> _Req:
-        return _Req("GET", "/v1/tasks")
+    def _r_tasks(
+        status: str | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> _Req:
+        params = _clean(
+            {"status": status, "session_id": session_id, "limit": limit, "cursor": cursor}
+        )
+        return _Req("GET", "/v1/tasks", params=params)
 
     @staticmethod
     def _r_task(id: str) -> _Req:
@@ -220,8 +246,8 @@ class _Base:
         return _Req("DELETE", f"/v1/tokens/{_seg(name)}")
 
     @staticmethod
-    def _r_audit(after: int | None) -> _Req:
-        return _Req("GET", "/v1/audit", params=_clean({"after": after}))
+    def _r_audit(after: int | None, cursor: str | None = None) -> _Req:
+        return _Req("GET", "/v1/audit", params=_clean({"after": after, "cursor": cursor}))
 
     @staticmethod
     def _r_rotate_key() -> _Req:
@@ -310,6 +336,17 @@ class Client(_Base):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _all(self, req: _Req) -> list[Any]:
+        """Every item of a list, page after page."""
+        items: list[Any] = []
+        page_req = req
+        for _ in range(MAX_PAGES):
+            following = _next_page(page_req, self._send(page_req), items)
+            if following is None:
+                return items
+            page_req = following
+        raise LevError("bad_response", f"{req.path}: more than {MAX_PAGES} pages")
+
     def _send(self, req: _Req) -> Any:
         try:
             resp = self._http.request(
@@ -339,8 +376,8 @@ class Client(_Base):
         session_id: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-    ) -> t.InteractionList:
-        return cast(t.InteractionList, self._send(self._r_list(status, session_id, limit, cursor)))
+    ) -> t.InteractionPage:
+        return cast(t.InteractionPage, self._send(self._r_list(status, session_id, limit, cursor)))
 
     def get_interaction(self, id: str) -> t.InteractionRecord:
         return cast(t.InteractionRecord, self._send(self._r_get(id)))
@@ -377,7 +414,7 @@ class Client(_Base):
         self._send(self._r_consume(nonce))
 
     def grants(self) -> list[t.Grant]:
-        return cast(list[t.Grant], self._send(self._r_grants())["grants"])
+        return cast(list[t.Grant], self._all(self._r_grants()))
 
     def revoke_grant(self, id: str) -> t.Grant:
         return cast(t.Grant, self._send(self._r_revoke_grant(id)))
@@ -403,9 +440,20 @@ class Client(_Base):
             t.Task, self._send(self._r_worker_result(task_id, value, ok, error, output_tail))
         )
 
-    def tasks(self) -> list[t.Task]:
-        body = self._send(self._r_tasks())
-        return cast(list[t.Task], body["items"] if isinstance(body, dict) else body)
+    def tasks(self, *, session_id: str | None = None, status: str | None = None) -> list[t.Task]:
+        """Every task (of `session_id`, in `status`), newest first, page after page."""
+        return cast(list[t.Task], self._all(self._r_tasks(status, session_id)))
+
+    def list_tasks(
+        self,
+        status: str | None = None,
+        *,
+        session_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> t.TaskPage:
+        """One page of tasks, newest first."""
+        return cast(t.TaskPage, self._send(self._r_tasks(status, session_id, limit, cursor)))
 
     def task(self, id: str) -> t.Task:
         return cast(t.Task, self._send(self._r_task(id)))
@@ -421,14 +469,15 @@ class Client(_Base):
         return cast(t.TokenInfo, self._send(self._r_create_token(name, role, caller, sessions)))
 
     def tokens(self) -> list[t.TokenInfo]:
-        body = self._send(self._r_tokens())
-        return cast(list[t.TokenInfo], body["tokens"] if isinstance(body, dict) else body)
+        return cast(list[t.TokenInfo], self._all(self._r_tokens()))
 
     def revoke_token(self, name: str) -> None:
         self._send(self._r_revoke_token(name))
 
-    def audit(self, after: int | None = None) -> t.AuditPage:
-        return cast(t.AuditPage, self._send(self._r_audit(after)))
+    def audit(self, after: int | None = None, *, cursor: str | None = None) -> t.AuditPage:
+        """One page of the audit log after entry `after` (or the `next_cursor`
+        of the page before), with the chain's signed head."""
+        return cast(t.AuditPage, self._send(self._r_audit(after, cursor)))
 
     def rotate_key(self) -> t.Jwks:
         return cast(t.Jwks, self._send(self._r_rotate_key()))
@@ -495,6 +544,17 @@ class AsyncClient(_Base):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    async def _all(self, req: _Req) -> list[Any]:
+        """Every item of a list, page after page."""
+        items: list[Any] = []
+        page_req = req
+        for _ in range(MAX_PAGES):
+            following = _next_page(page_req, await self._send(page_req), items)
+            if following is None:
+                return items
+            page_req = following
+        raise LevError("bad_response", f"{req.path}: more than {MAX_PAGES} pages")
+
     async def _send(self, req: _Req) -> Any:
         try:
             resp = await self._http.request(
@@ -524,9 +584,9 @@ class AsyncClient(_Base):
         session_id: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-    ) -> t.InteractionList:
+    ) -> t.InteractionPage:
         return cast(
-            t.InteractionList, await self._send(self._r_list(status, session_id, limit, cursor))
+            t.InteractionPage, await self._send(self._r_list(status, session_id, limit, cursor))
         )
 
     async def get_interaction(self, id: str) -> t.InteractionRecord:
@@ -562,7 +622,7 @@ class AsyncClient(_Base):
         await self._send(self._r_consume(nonce))
 
     async def grants(self) -> list[t.Grant]:
-        return cast(list[t.Grant], (await self._send(self._r_grants()))["grants"])
+        return cast(list[t.Grant], await self._all(self._r_grants()))
 
     async def revoke_grant(self, id: str) -> t.Grant:
         return cast(t.Grant, await self._send(self._r_revoke_grant(id)))
@@ -590,9 +650,23 @@ class AsyncClient(_Base):
         req = self._r_worker_result(task_id, value, ok, error, output_tail)
         return cast(t.Task, await self._send(req))
 
-    async def tasks(self) -> list[t.Task]:
-        body = await self._send(self._r_tasks())
-        return cast(list[t.Task], body["items"] if isinstance(body, dict) else body)
+    async def tasks(
+        self, *, session_id: str | None = None, status: str | None = None
+    ) -> list[t.Task]:
+        """Every task (of `session_id`, in `status`), newest first, page after page."""
+        return cast(list[t.Task], await self._all(self._r_tasks(status, session_id)))
+
+    async def list_tasks(
+        self,
+        status: str | None = None,
+        *,
+        session_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> t.TaskPage:
+        """One page of tasks, newest first."""
+        req = self._r_tasks(status, session_id, limit, cursor)
+        return cast(t.TaskPage, await self._send(req))
 
     async def task(self, id: str) -> t.Task:
         return cast(t.Task, await self._send(self._r_task(id)))
@@ -609,14 +683,15 @@ class AsyncClient(_Base):
         return cast(t.TokenInfo, await self._send(req))
 
     async def tokens(self) -> list[t.TokenInfo]:
-        body = await self._send(self._r_tokens())
-        return cast(list[t.TokenInfo], body["tokens"] if isinstance(body, dict) else body)
+        return cast(list[t.TokenInfo], await self._all(self._r_tokens()))
 
     async def revoke_token(self, name: str) -> None:
         await self._send(self._r_revoke_token(name))
 
-    async def audit(self, after: int | None = None) -> t.AuditPage:
-        return cast(t.AuditPage, await self._send(self._r_audit(after)))
+    async def audit(self, after: int | None = None, *, cursor: str | None = None) -> t.AuditPage:
+        """One page of the audit log after entry `after` (or the `next_cursor`
+        of the page before), with the chain's signed head."""
+        return cast(t.AuditPage, await self._send(self._r_audit(after, cursor)))
 
     async def rotate_key(self) -> t.Jwks:
         return cast(t.Jwks, await self._send(self._r_rotate_key()))

@@ -67,9 +67,21 @@ class InteractionRecord(TypedDict):
     approval: Envelope | None
 
 
-class InteractionList(TypedDict):
-    items: list[InteractionRecord]
+class Page(TypedDict):
+    """What every list route answers: `items` (in each page type below) and
+    `next_cursor`, None on the last page, else the `cursor` of the next."""
+
     next_cursor: str | None
+
+
+class InteractionPage(Page):
+    """`GET /v1/interactions`, newest first."""
+
+    items: list[InteractionRecord]
+
+
+# The older name of InteractionPage.
+InteractionList = InteractionPage
 
 
 class _WaitStatus(TypedDict):
@@ -135,8 +147,16 @@ class Task(TypedDict, total=False):
     spawn: Any
     last_result: Any
     output_tail: str | None
+    error: str | None
+    caller: str | None
     created_at: str
     updated_at: str
+
+
+class TaskPage(Page):
+    """`GET /v1/tasks`, newest first."""
+
+    items: list[Task]
 
 
 class TokenInfo(TypedDict, total=False):
@@ -160,6 +180,25 @@ class SpawnResult(TypedDict):
     error: str | None
 
 
-class AuditPage(TypedDict, total=False):
-    entries: list[dict[str, Any]]
-    head: dict[str, Any]
+class AuditEntry(TypedDict):
+    seq: int
+    at: str
+    action: str
+    actor: str
+    data: Any
+    prev_hash: str
+    hash: str
+
+
+class AuditHead(TypedDict):
+    seq: int
+    hash: str
+    signature: Envelope
+
+
+class AuditPage(Page):
+    """`GET /v1/audit`: entries after `after` (or `cursor`), oldest first,
+    and the signed head of the whole chain."""
+
+    items: list[AuditEntry]
+    head: AuditHead

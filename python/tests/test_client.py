@@ -7,6 +7,7 @@ import json
 import threading
 import uuid
 
+import httpx
 import pytest
 from conftest import Server, answer_when_pending
 
@@ -123,6 +124,55 @@ def test_admin_routes(server: Server) -> None:
         assert "lev" in admin.metrics()
         assert isinstance(admin.grants(), list)
         assert isinstance(admin.tasks(), list)
+
+
+def test_every_list_is_a_page(server: Server, worker: lev.Client, approver: lev.Client) -> None:
+    sid = f"s-page-{uuid.uuid4().hex[:8]}"
+    worker.create_interaction({"session_id": sid, "kind": {"type": "free_text", "prompt": "?"}})
+    listed = approver.list_interactions(session_id=sid)
+    assert set(listed) == {"items", "next_cursor"}
+    assert listed["next_cursor"] is None and len(listed["items"]) == 1
+    tasks = approver.list_tasks(session_id=sid)
+    assert tasks == {"items": [], "next_cursor": None}
+    with server.client() as admin:
+        page = admin.audit()
+        assert set(page) == {"items", "next_cursor", "head"}
+        # One page reaches the head; a cursor starts after the entry it names.
+        assert page["next_cursor"] is None
+        assert page["items"][-1]["seq"] == page["head"]["seq"]
+        first = page["items"][0]["seq"]
+        after = admin.audit(cursor=str(first))
+        assert after["items"][0]["seq"] == first + 1
+        assert admin.audit(first)["items"] == after["items"]
+
+
+def test_whole_lists_follow_next_cursor() -> None:
+    pages = {
+        None: {"items": [{"name": "a"}], "next_cursor": "p2"},
+        "p2": {"items": [{"name": "b"}], "next_cursor": "p3"},
+        "p3": {"items": [], "next_cursor": None},
+    }
+    asked: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        cursor = request.url.params.get("cursor")
+        asked.append(cursor)
+        return httpx.Response(200, json=pages[cursor])
+
+    transport = httpx.MockTransport(handler)
+    with lev.Client("http://127.0.0.1:7420", "t", transport=transport) as c:
+        assert [t["name"] for t in c.tokens()] == ["a", "b"]
+    assert asked == [None, "p2", "p3"]
+
+    async def grants() -> list[str]:
+        async with lev.AsyncClient(
+            "http://127.0.0.1:7420", "t", transport=httpx.MockTransport(handler)
+        ) as c:
+            return [str(g.get("name")) for g in await c.grants()]
+
+    asked.clear()
+    assert asyncio.run(grants()) == ["a", "b"]
+    assert asked == [None, "p2", "p3"]
 
 
 def test_nonce_consume(worker: lev.Client) -> None:

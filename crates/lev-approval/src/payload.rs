@@ -9,8 +9,8 @@ use crate::b64::encode_base64url;
 /// The only payload version this code knows.
 pub const PAYLOAD_VERSION: u32 = 1;
 
-/// What an approval envelope signs: every field of the seed's `VerifiedResponse`
-/// but `signer_public_key`, plus `v`, `issued_at` and `expires_at`.
+/// What an approval envelope signs. A verified envelope gives it back inside
+/// a [`crate::VerifiedResponse`], beside the key that signed it.
 ///
 /// Parsing is strict: an unknown field, a duplicated key, a wrong type or a
 /// missing field is refused. Strings may be empty.

@@ -3,6 +3,7 @@
 
 use ed25519_dalek::Signature;
 use lev_protocol::{APPROVAL_PAYLOAD_TYPE, Envelope};
+use serde::ser::SerializeStruct as _;
 use serde::{Serialize, Serializer};
 use time::OffsetDateTime;
 
@@ -73,48 +74,56 @@ impl VerifyError {
     }
 }
 
-/// A decoded approval payload after signature verification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// An approval payload after signature verification: the signed
+/// [`ApprovalPayload`] as it was read (strictly), and the key that signed it.
+///
+/// As JSON (what `lev verify` prints) it is the payload's fields without
+/// `v`, with `signer_public_key` (base64url) before `issued_at`: the shape
+/// of the seed's `VerifiedResponse`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedResponse {
-    /// Turn that emitted this occurrence.
-    pub turn_id: String,
-    /// The tool-call id this response answers.
-    pub request_id: String,
-    /// The bound tool name: the approval applies only to this exact call.
-    pub tool_name: String,
-    /// The bound args: the model's proposed args, matched byte for byte.
-    pub args_json: String,
-    /// The approver's edit: the args to execute, or empty for none.
-    pub modified_args_json: String,
-    /// Whether the request was approved.
-    pub approved: bool,
-    /// Whether the approval is remembered for the rest of the session.
-    pub approved_for_session: bool,
-    /// The capability shortfall this approval covered.
-    pub covered_capabilities: Vec<String>,
-    /// The caller the approval is scoped to.
-    pub caller: String,
-    /// Who actually decided.
-    pub approver: String,
-    /// The sandbox mode the call ran under.
-    pub sandbox_mode: String,
-    /// Free-form reason.
-    pub reason: String,
-    /// Context to inject before the tool runs, or empty.
-    pub injected_context: String,
-    /// The conversation the approval holds in.
-    pub conversation_id: String,
-    /// Single-use value; spend it once before running.
-    pub nonce: String,
+    /// The signed payload: the call it is bound to (`request_id`,
+    /// `tool_name`, `args_json` byte for byte), the decision, its context
+    /// and its validity.
+    pub payload: ApprovalPayload,
     /// The verified signer's raw public key (base64url in JSON).
-    #[serde(serialize_with = "as_base64url")]
     pub signer_public_key: Vec<u8>,
-    /// When it was signed.
-    #[serde(with = "time::serde::rfc3339")]
-    pub issued_at: OffsetDateTime,
-    /// When it stops being valid.
-    #[serde(with = "time::serde::rfc3339")]
-    pub expires_at: OffsetDateTime,
+}
+
+impl Serialize for VerifiedResponse {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// A time as RFC 3339, as the payload writes it.
+        struct Time(OffsetDateTime);
+        impl Serialize for Time {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                time::serde::rfc3339::serialize(&self.0, s)
+            }
+        }
+        let p = &self.payload;
+        let mut out = s.serialize_struct("VerifiedResponse", 18)?;
+        out.serialize_field("turn_id", &p.turn_id)?;
+        out.serialize_field("request_id", &p.request_id)?;
+        out.serialize_field("tool_name", &p.tool_name)?;
+        out.serialize_field("args_json", &p.args_json)?;
+        out.serialize_field("modified_args_json", &p.modified_args_json)?;
+        out.serialize_field("approved", &p.approved)?;
+        out.serialize_field("approved_for_session", &p.approved_for_session)?;
+        out.serialize_field("covered_capabilities", &p.covered_capabilities)?;
+        out.serialize_field("caller", &p.caller)?;
+        out.serialize_field("approver", &p.approver)?;
+        out.serialize_field("sandbox_mode", &p.sandbox_mode)?;
+        out.serialize_field("reason", &p.reason)?;
+        out.serialize_field("injected_context", &p.injected_context)?;
+        out.serialize_field("conversation_id", &p.conversation_id)?;
+        out.serialize_field("nonce", &p.nonce)?;
+        out.serialize_field(
+            "signer_public_key",
+            &encode_base64url(&self.signer_public_key),
+        )?;
+        out.serialize_field("issued_at", &Time(p.issued_at))?;
+        out.serialize_field("expires_at", &Time(p.expires_at))?;
+        out.end()
+    }
 }
 
 /// A signature's 64 bytes, or why it has none.
@@ -171,10 +180,6 @@ fn shorten(text: &str, max: usize) -> String {
         }
     }
     out
-}
-
-fn as_base64url<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&encode_base64url(bytes))
 }
 
 /// The context a verifier runs a call in: what the approval must be scoped to.
@@ -264,10 +269,10 @@ impl VerifiedResponse {
     /// (`request_id`, `tool_name`, `args_json`), matched byte for byte.
     /// A denial authorizes nothing.
     pub fn authorizes_call(&self, request_id: &str, tool_name: &str, args_json: &str) -> bool {
-        self.approved
-            && self.request_id == request_id
-            && self.tool_name == tool_name
-            && self.args_json.as_bytes() == args_json.as_bytes()
+        self.payload.approved
+            && self.payload.request_id == request_id
+            && self.payload.tool_name == tool_name
+            && self.payload.args_json.as_bytes() == args_json.as_bytes()
     }
 
     /// Check that this approval authorizes `call`, and say why not: the call's
@@ -284,25 +289,37 @@ impl VerifiedResponse {
             signed: signed.to_owned(),
             actual: String::from_utf8_lossy(actual).into_owned(),
         };
-        if self.request_id != call.request_id {
-            return Err(
-                mismatch("request_id", &self.request_id, call.request_id.as_bytes()).into(),
-            );
+        if self.payload.request_id != call.request_id {
+            return Err(mismatch(
+                "request_id",
+                &self.payload.request_id,
+                call.request_id.as_bytes(),
+            )
+            .into());
         }
-        if self.tool_name != call.tool_name {
-            return Err(mismatch("tool_name", &self.tool_name, call.tool_name.as_bytes()).into());
+        if self.payload.tool_name != call.tool_name {
+            return Err(mismatch(
+                "tool_name",
+                &self.payload.tool_name,
+                call.tool_name.as_bytes(),
+            )
+            .into());
         }
-        if self.args_json.as_bytes() != call.args_json {
-            return Err(mismatch("args_json", &self.args_json, call.args_json).into());
+        if self.payload.args_json.as_bytes() != call.args_json {
+            return Err(mismatch("args_json", &self.payload.args_json, call.args_json).into());
         }
         for (field, signed, actual) in [
             (
                 "conversation_id",
-                &self.conversation_id,
+                &self.payload.conversation_id,
                 call.conversation_id,
             ),
-            ("caller", &self.caller, call.caller),
-            ("sandbox_mode", &self.sandbox_mode, call.sandbox_mode),
+            ("caller", &self.payload.caller, call.caller),
+            (
+                "sandbox_mode",
+                &self.payload.sandbox_mode,
+                call.sandbox_mode,
+            ),
         ] {
             if let Some(actual) = actual
                 && signed != actual
@@ -310,9 +327,9 @@ impl VerifiedResponse {
                 return Err(mismatch(field, signed, actual.as_bytes()).into());
             }
         }
-        if !self.approved {
+        if !self.payload.approved {
             return Err(NotAuthorized::Denied {
-                reason: self.reason.clone(),
+                reason: self.payload.reason.clone(),
             });
         }
         Ok(())
@@ -320,7 +337,7 @@ impl VerifiedResponse {
 
     /// The args to execute: the edit when there is one, else the proposed args.
     pub fn resolve_approved_call(&self) -> &str {
-        resolve_approved_call(&self.args_json, &self.modified_args_json)
+        resolve_approved_call(&self.payload.args_json, &self.payload.modified_args_json)
     }
 
     /// Check the approval is scoped to the turn the verifier runs.
@@ -334,9 +351,13 @@ impl VerifiedResponse {
         sandbox_mode: &str,
     ) -> Result<(), ContextMismatch> {
         for (field, signed, actual) in [
-            ("conversation_id", &self.conversation_id, conversation_id),
-            ("caller", &self.caller, caller),
-            ("sandbox_mode", &self.sandbox_mode, sandbox_mode),
+            (
+                "conversation_id",
+                &self.payload.conversation_id,
+                conversation_id,
+            ),
+            ("caller", &self.payload.caller, caller),
+            ("sandbox_mode", &self.payload.sandbox_mode, sandbox_mode),
         ] {
             if signed != actual {
                 return Err(ContextMismatch {
@@ -482,24 +503,8 @@ pub fn verify(
         });
     }
     Ok(VerifiedResponse {
-        turn_id: p.turn_id,
-        request_id: p.request_id,
-        tool_name: p.tool_name,
-        args_json: p.args_json,
-        modified_args_json: p.modified_args_json,
-        approved: p.approved,
-        approved_for_session: p.approved_for_session,
-        covered_capabilities: p.covered_capabilities,
-        caller: p.caller,
-        approver: p.approver,
-        sandbox_mode: p.sandbox_mode,
-        reason: p.reason,
-        injected_context: p.injected_context,
-        conversation_id: p.conversation_id,
-        nonce: p.nonce,
+        payload: p,
         signer_public_key,
-        issued_at: p.issued_at,
-        expires_at: p.expires_at,
     })
 }
 

@@ -196,8 +196,8 @@ pub async fn decide(
                         ) && r.grant_args.is_none()
                     });
             Ok(Decision::Allowed {
-                approver: verified.approver.clone(),
-                modified_args_json: Some(verified.modified_args_json.clone())
+                approver: verified.payload.approver.clone(),
+                modified_args_json: Some(verified.payload.modified_args_json.clone())
                     .filter(|m| !m.is_empty()),
                 injected_context: approved.injected_context().map(str::to_owned),
                 remember_for_session,

@@ -25,7 +25,9 @@ use lev_protocol::WorkerResult;
 use serde_json::{Value, json};
 
 struct ExampleOperator {
-    url: String,
+    /// The HTTP client, made once: each sub-agent uses its pool with the
+    /// task's token.
+    client: Client,
 }
 
 impl OperatorHandler for ExampleOperator {
@@ -57,11 +59,9 @@ impl OperatorHandler for ExampleOperator {
 
     async fn spawn(&self, order: SpawnOrder) -> SpawnOutcome {
         eprintln!("operator: spawn {} as {}", order.spawn, order.task_id);
-        // The sub-agent: it would be another process, holding only the task token.
-        let sub_agent = match Client::new(&self.url, Some(order.task_token.clone())) {
-            Ok(client) => client,
-            Err(e) => return SpawnOutcome::failed(e.to_string()),
-        };
+        // The sub-agent: it would be another process, holding only the task
+        // token; here it shares the operator's connection pool.
+        let sub_agent = order.sub_agent(&self.client);
         tokio::time::sleep(Duration::from_millis(50)).await;
         let result = WorkerResult {
             task_id: order.task_id.clone(),
@@ -103,7 +103,8 @@ async fn main() -> std::process::ExitCode {
         }
     };
     eprintln!("operator: serving session {session} at {url}");
-    match operator.run(Arc::new(ExampleOperator { url })).await {
+    let client = operator.client().with_token(None);
+    match operator.run(Arc::new(ExampleOperator { client })).await {
         Ok(stopped) => {
             eprintln!("operator: stopped: {stopped:?}");
             std::process::ExitCode::SUCCESS

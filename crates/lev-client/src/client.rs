@@ -1,12 +1,18 @@
-//! [`Client`]: one method per route of the HTTP API.
+//! [`Client`]: one method per route of the HTTP API, and the one HTTP stack
+//! of the SDK: every request (the operator's WebSocket handshake aside) goes
+//! through [`Client::call`], and every refusal becomes [`Error::Api`] the
+//! same way.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use lev_protocol::api::{
-    AuditPage, ErrorBody, Health, InteractionPage, InteractionView, Jwks, RespondResult,
+    AuditPage, ErrorBody, Health, InteractionView, Jwks, Page, RespondResult, Task, TaskStatus,
     TokenCreate, TokenCreated, TokenInfo, WaitResponse,
 };
-use lev_protocol::{Interaction, InteractionRequest, InteractionResponse, InteractionStatus};
+use lev_protocol::{
+    Interaction, InteractionRequest, InteractionResponse, InteractionStatus, WorkerResult,
+};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -22,9 +28,13 @@ const WAIT_SLACK: Duration = Duration::from_secs(15);
 /// The most a server waits in one long-poll (SPEC section 9).
 pub const MAX_WAIT_S: u64 = 300;
 
+/// The most pages [`Client`] reads to gather a whole list.
+const MAX_PAGES: usize = 10_000;
+
 /// A client of one lev server, with one token.
 ///
-/// Cheap to clone: clones share one connection pool.
+/// Cheap to clone: clones (and [`Client::with_token`]) share one connection
+/// pool, built once.
 ///
 /// # Example
 /// ```no_run
@@ -36,6 +46,9 @@ pub const MAX_WAIT_S: u64 = 300;
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
+    /// The TLS configuration `http` was built with, for the operator's
+    /// WebSocket.
+    tls: Arc<rustls::ClientConfig>,
     base: String,
     token: Option<String>,
 }
@@ -71,6 +84,19 @@ impl ListQuery {
             ..Self::default()
         }
     }
+}
+
+/// The filter of [`Client::list_tasks`].
+#[derive(Debug, Clone, Default)]
+pub struct TaskQuery {
+    /// Only this session's.
+    pub session_id: Option<String>,
+    /// Only tasks in this state; `None` for every state.
+    pub status: Option<TaskStatus>,
+    /// At most this many (the server's default is 50).
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    pub cursor: Option<String>,
 }
 
 /// Which statuses a listing shows.
@@ -129,7 +155,7 @@ impl Client {
             url: base_url.to_owned(),
             reason,
         };
-        let tls = client_config(options.ca_cert_pem.as_deref()).map_err(bad)?;
+        let tls = Arc::new(client_config(options.ca_cert_pem.as_deref()).map_err(bad)?);
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
@@ -137,28 +163,37 @@ impl Client {
             // The API never redirects; following one could carry the token
             // somewhere else, or down to plain HTTP.
             .redirect(reqwest::redirect::Policy::none())
-            .tls_backend_preconfigured(tls)
+            .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
             .build()
             .map_err(|e| bad(format!("cannot build an HTTP client: {e}")))?;
         Ok(Self {
             http,
+            tls,
             base,
             token: token.filter(|t| !t.is_empty()),
         })
     }
 
-    /// The same server and connection pool with another token.
+    /// The same server and connection pool with another token (a task's
+    /// token for a sub-agent, say): no new HTTP client is built.
     pub fn with_token(&self, token: Option<String>) -> Self {
         Self {
             http: self.http.clone(),
+            tls: Arc::clone(&self.tls),
             base: self.base.clone(),
             token: token.filter(|t| !t.is_empty()),
         }
     }
 
-    /// The HTTP client, with its TLS configuration.
-    pub(crate) fn http(&self) -> &reqwest::Client {
-        &self.http
+    /// The TLS configuration of the connection pool.
+    pub(crate) fn tls(&self) -> &Arc<rustls::ClientConfig> {
+        &self.tls
+    }
+
+    /// Whether `other` shares this client's connection pool (it was cloned
+    /// from it, or made by [`Client::with_token`]).
+    pub fn shares_pool_with(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.tls, &other.tls)
     }
 
     /// The base URL, without a trailing slash.
@@ -202,7 +237,7 @@ impl Client {
     ///
     /// # Errors
     /// Any [`Error`].
-    pub async fn list_interactions(&self, query: &ListQuery) -> Result<InteractionPage> {
+    pub async fn list_interactions(&self, query: &ListQuery) -> Result<Page<InteractionView>> {
         let mut params = Vec::new();
         if let Some(status) = query.status {
             params.push(("status", status.as_str().to_owned()));
@@ -307,24 +342,12 @@ impl Client {
             .await
     }
 
-    /// `GET /v1/tokens` (never the secrets).
+    /// `GET /v1/tokens` (never the secrets), every page.
     ///
     /// # Errors
     /// Any [`Error`].
     pub async fn list_tokens(&self) -> Result<Vec<TokenInfo>> {
-        #[derive(serde::Deserialize)]
-        #[serde(untagged)]
-        enum Listing {
-            Bare(Vec<TokenInfo>),
-            Tokens { tokens: Vec<TokenInfo> },
-            Items { items: Vec<TokenInfo> },
-        }
-        let listing: Listing = self
-            .call(Method::GET, "/v1/tokens", None::<&()>, None)
-            .await?;
-        Ok(match listing {
-            Listing::Bare(t) | Listing::Tokens { tokens: t } | Listing::Items { items: t } => t,
-        })
+        self.all_pages("/v1/tokens").await
     }
 
     /// `DELETE /v1/tokens/{name}`.
@@ -338,7 +361,8 @@ impl Client {
             .map(drop)
     }
 
-    /// `GET /v1/audit?after=SEQ`: one page of the audit log and the signed head.
+    /// `GET /v1/audit?after=SEQ`: one page of the audit log and the signed
+    /// head; its `next_cursor` is the `after` of the next page.
     ///
     /// # Errors
     /// Any [`Error`].
@@ -353,30 +377,118 @@ impl Client {
     /// # Errors
     /// Any [`Error`]; [`Error::Decode`] when the server does not move forward.
     pub async fn audit_all(&self) -> Result<AuditPage> {
-        let mut page = self.audit_page(0).await?;
-        let mut entries = std::mem::take(&mut page.entries);
-        loop {
-            let last = entries.last().map_or(0, |e| e.seq);
-            if last >= page.head.seq {
-                break;
+        self.audit_from(0).await
+    }
+
+    /// The audit log after entry `after`, page after page (following
+    /// `next_cursor`), with the head of the last page read; `next_cursor`
+    /// of the result is `null`.
+    ///
+    /// # Errors
+    /// Any [`Error`]; [`Error::Decode`] when the server does not move forward.
+    pub async fn audit_from(&self, after: u64) -> Result<AuditPage> {
+        let mut page = self.audit_page(after).await?;
+        let mut entries = std::mem::take(&mut page.page.items);
+        while let Some(cursor) = page.page.next_cursor.take() {
+            let last = entries.last().map_or(after, |e| e.seq);
+            let path = format!("/v1/audit?after={cursor}");
+            let next_after = cursor.parse::<u64>().map_err(|_| Error::Decode {
+                path: path.clone(),
+                expected: "a next_cursor of digits",
+                found: format!("{cursor:?}"),
+            })?;
+            let mut next = self.audit_page(next_after).await?;
+            match next.page.items.first() {
+                // Nothing more after all: the log ends here.
+                None => next.page.next_cursor = None,
+                Some(first) if first.seq <= last => {
+                    return Err(Error::Decode {
+                        path,
+                        expected: "entries after the seq asked for",
+                        found: format!("entry {}", first.seq),
+                    });
+                }
+                Some(_) => entries.append(&mut next.page.items),
             }
-            let mut next = self.audit_page(last).await?;
-            if next.entries.is_empty() {
-                page = next;
-                break;
-            }
-            if next.entries.first().is_some_and(|e| e.seq <= last) {
-                return Err(Error::Decode {
-                    path: format!("/v1/audit?after={last}"),
-                    expected: "entries after the seq asked for",
-                    found: format!("entry {}", next.entries.first().map_or(0, |e| e.seq)),
-                });
-            }
-            entries.append(&mut next.entries);
             page = next;
         }
-        page.entries = entries;
+        page.page.items = entries;
         Ok(page)
+    }
+
+    /// `GET /v1/tasks`: a page of sub-agent tasks, newest first.
+    ///
+    /// # Errors
+    /// 422 for a bad filter or cursor, 403 for a session the token may not see, ...
+    pub async fn list_tasks(&self, query: &TaskQuery) -> Result<Page<Task>> {
+        let mut params = Vec::new();
+        if let Some(session) = &query.session_id {
+            params.push(("session_id", session.clone()));
+        }
+        if let Some(status) = query.status {
+            params.push(("status", task_status(status).to_owned()));
+        }
+        if let Some(limit) = query.limit {
+            params.push(("limit", limit.to_string()));
+        }
+        if let Some(cursor) = &query.cursor {
+            params.push(("cursor", cursor.clone()));
+        }
+        let path = format!("/v1/tasks{}", query_string(&params));
+        self.call(Method::GET, &path, None::<&()>, None).await
+    }
+
+    /// `GET /v1/tasks/{id}`.
+    ///
+    /// # Errors
+    /// 404 for an unknown id, 403 for a task the token may not see, ...
+    pub async fn get_task(&self, id: &str) -> Result<Task> {
+        let path = format!("/v1/tasks/{}", segment(id));
+        self.call(Method::GET, &path, None::<&()>, None).await
+    }
+
+    /// `POST /v1/worker/result`: a sub-agent's result, sent with its task's
+    /// token (see [`Client::with_token`]) or a worker token.
+    ///
+    /// # Errors
+    /// 409 `task_finished` once the task is finished, 403 for another task's id, ...
+    pub async fn post_worker_result(&self, result: &WorkerResult) -> Result<Task> {
+        self.call(Method::POST, "/v1/worker/result", Some(result), None)
+            .await
+    }
+
+    /// Every item of the list at `path` (which has no query yet), page
+    /// after page while the server gives a `next_cursor`.
+    ///
+    /// # Errors
+    /// Any [`Error`]; [`Error::Decode`] when the pages do not end.
+    pub(crate) async fn all_pages<T: DeserializeOwned>(&self, path: &str) -> Result<Vec<T>> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let at = match &cursor {
+                None => path.to_owned(),
+                Some(c) => format!("{path}{}", query_string(&[("cursor", c.clone())])),
+            };
+            let mut page: Page<T> = self.call(Method::GET, &at, None::<&()>, None).await?;
+            items.append(&mut page.items);
+            match page.next_cursor {
+                Some(next) if cursor.as_deref() != Some(next.as_str()) => cursor = Some(next),
+                Some(next) => {
+                    return Err(Error::Decode {
+                        path: at,
+                        expected: "a next_cursor that moves on",
+                        found: format!("the same cursor {next:?} again"),
+                    });
+                }
+                None => return Ok(items),
+            }
+        }
+        Err(Error::Decode {
+            path: path.to_owned(),
+            expected: "a list that ends",
+            found: format!("more than {MAX_PAGES} pages"),
+        })
     }
 
     /// `GET /metrics` (admin): the server's metrics in Prometheus text format.
@@ -415,11 +527,12 @@ impl Client {
             .send()
             .await
             .map_err(|e| self.transport("GET", "/v1/events", e))?;
-        let response = check_status("/v1/events", response).await?;
+        let response = check_status(response).await?;
         Ok(EventStream::new(response))
     }
 
-    /// Send a request and decode a JSON answer.
+    /// Send a request and decode a JSON answer. `timeout` bounds the whole
+    /// exchange (60 s when `None`).
     pub(crate) async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
@@ -468,7 +581,7 @@ impl Client {
             .send()
             .await
             .map_err(|e| self.transport(method_name, path, e))?;
-        check_status(path, response).await
+        check_status(response).await
     }
 
     fn transport(&self, method: &'static str, path: &str, source: reqwest::Error) -> Error {
@@ -505,34 +618,41 @@ fn method_name(method: &Method) -> &'static str {
 
 /// Turn a non-2xx answer into [`Error::Api`], keeping the server's code,
 /// message and (on 409) the winning answer.
-async fn check_status(path: &str, response: reqwest::Response) -> Result<reqwest::Response> {
+async fn check_status(response: reqwest::Response) -> Result<reqwest::Response> {
     let status = response.status();
     if status.is_success() {
         return Ok(response);
     }
     let bytes = response.bytes().await.unwrap_or_default();
-    Err(api_error(path, status, &bytes))
+    Err(api_error(status.as_u16(), &bytes))
 }
 
-fn api_error(_path: &str, status: StatusCode, bytes: &[u8]) -> Error {
+/// The [`Error::Api`] of a refusal with status `status` and body `bytes`:
+/// the server's code and message, or (for a body that is not lev's error
+/// JSON) the status's name and the body's start.
+pub(crate) fn api_error(status: u16, bytes: &[u8]) -> Error {
     match serde_json::from_slice::<ErrorBody>(bytes) {
         Ok(body) => Error::Api {
-            status: status.as_u16(),
+            status,
             code: body.error.code,
             message: body.error.message,
             winner: body.response.map(Box::new),
         },
         Err(_) => {
             let text = snippet(bytes);
+            let reason = StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason());
             Error::Api {
-                status: status.as_u16(),
-                code: status
-                    .canonical_reason()
+                status,
+                code: reason
                     .unwrap_or("error")
                     .to_ascii_lowercase()
                     .replace(' ', "_"),
                 message: if text.is_empty() {
-                    format!("the server answered {status} with no error body")
+                    let shown =
+                        reason.map_or_else(|| status.to_string(), |r| format!("{status} {r}"));
+                    format!("the server answered {shown} with no error body")
                 } else {
                     text
                 },
@@ -592,8 +712,18 @@ fn tls_failure(e: &reqwest::Error) -> Option<String> {
     found
 }
 
+/// The wire form of a task status.
+fn task_status(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Pending => "pending",
+        TaskStatus::Running => "running",
+        TaskStatus::Succeeded => "succeeded",
+        TaskStatus::Failed => "failed",
+    }
+}
+
 /// Percent-encode one path segment.
-fn segment(s: &str) -> String {
+pub(crate) fn segment(s: &str) -> String {
     encode(s)
 }
 
@@ -653,13 +783,13 @@ mod tests {
     fn error_bodies_keep_code_message_and_winner() {
         let body = br#"{"error":{"code":"already_answered","message":"already answered"},
             "response":{"request_id":"ir_1","value":"yes"}}"#;
-        let e = api_error("/x", StatusCode::CONFLICT, body);
+        let e = api_error(409, body);
         assert_eq!(e.status(), Some(409));
         assert_eq!(e.code(), Some("already_answered"));
         assert_eq!(e.winner().and_then(|w| w.value.as_deref()), Some("yes"));
         assert_eq!(e.to_string(), "already answered (409 already_answered)");
 
-        let e = api_error("/x", StatusCode::NOT_FOUND, b"nope");
+        let e = api_error(404, b"nope");
         assert_eq!(e.code(), Some("not_found"));
         assert_eq!(e.to_string(), "nope (404 not_found)");
     }

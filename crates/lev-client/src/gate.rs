@@ -38,7 +38,6 @@ use lev_approval::{
 use lev_protocol::Envelope;
 use lev_protocol::api::{GateRequest, GateResponse, Grant, Jwks, NonceConsume};
 use reqwest::Method;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::client::Client;
@@ -187,12 +186,12 @@ impl ApprovedCall {
 
     /// Whether the approver edited the args.
     pub fn was_edited(&self) -> bool {
-        !self.verified.modified_args_json.is_empty()
+        !self.verified.payload.modified_args_json.is_empty()
     }
 
     /// Context the approver attached, to put before the tool runs, marked internal.
     pub fn injected_context(&self) -> Option<&str> {
-        Some(self.verified.injected_context.as_str()).filter(|c| !c.trim().is_empty())
+        Some(self.verified.payload.injected_context.as_str()).filter(|c| !c.trim().is_empty())
     }
 
     /// The verified, signed decision.
@@ -421,7 +420,7 @@ impl Gatekeeper {
             .check_call(&call.as_verified_call())
             .map_err(GateError::NotAuthorized)?;
         self.client
-            .consume_nonce(&verified.nonce)
+            .consume_nonce(&verified.payload.nonce)
             .await
             .map_err(|e| {
                 if e.code() == Some("nonce_spent") {
@@ -445,12 +444,6 @@ fn policy_denial(tool: &str, reason: &str) -> String {
     } else {
         format!("The call to {tool} was denied by lev's policy; it was not run.\nReason: {reason}")
     }
-}
-
-/// `GET /v1/grants`.
-#[derive(Debug, Deserialize)]
-struct GrantList {
-    grants: Vec<Grant>,
 }
 
 impl Client {
@@ -478,15 +471,13 @@ impl Client {
             .map(drop)
     }
 
-    /// `GET /v1/grants`: the session and always grants in force, oldest first.
+    /// `GET /v1/grants`: the session and always grants in force, oldest
+    /// first, every page.
     ///
     /// # Errors
     /// Any [`Error`].
     pub async fn grants(&self) -> crate::Result<Vec<Grant>> {
-        let list: GrantList = self
-            .call(Method::GET, "/v1/grants", None::<&()>, None)
-            .await?;
-        Ok(list.grants)
+        self.all_pages("/v1/grants").await
     }
 
     /// `DELETE /v1/grants/{id}`: revoke a grant; returns it.

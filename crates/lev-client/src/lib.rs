@@ -2,8 +2,14 @@
 //! waits; an approver answers; both over lev's HTTP API (SPEC section 3).
 //!
 //! - [`Client`] has one method per route: health, keys, interactions
-//!   (create, list, get, wait, respond, cancel), blobs, tokens, audit, and the
-//!   event stream.
+//!   (create, list, get, wait, respond, cancel), blobs, tokens, audit, tasks
+//!   and a sub-agent's result, and the event stream. Every list comes as a
+//!   [`lev_protocol::api::Page`] (`items`, `next_cursor`); the methods that
+//!   return a whole list follow `next_cursor` for you.
+//! - One HTTP stack: [`Client`] builds its connection pool once (clones and
+//!   [`Client::with_token`] share it), and every call, the session and
+//!   sub-agent calls of [`operator`] included, maps a refusal to
+//!   [`Error::Api`] the same way.
 //! - [`Client::ask`] creates an interaction and waits for its [`Outcome`],
 //!   re-waiting while it is pending, until a deadline.
 //! - [`Answer::tool_result_text`] turns the outcome into the text a model
@@ -50,7 +56,7 @@ pub mod render;
 mod tls;
 mod worker;
 
-pub use client::{Blob, Client, ListQuery, MAX_WAIT_S, StatusFilter};
+pub use client::{Blob, Client, ListQuery, MAX_WAIT_S, StatusFilter, TaskQuery};
 pub use error::{Error, Result};
 pub use events::{Event, EventStream};
 pub use parts::{SavedPart, inbound_part, safe_file_name};

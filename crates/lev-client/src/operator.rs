@@ -8,7 +8,16 @@
 //!   sent again.
 //! - [`Session`] is the worker's side: [`Session::ask`] and [`Session::spawn`]
 //!   block until the operator (or a person, when it is late) answers;
-//!   [`post_worker_result`] is what a sub-agent calls with its task token.
+//!   [`post_worker_result`] is what a sub-agent calls with its task token
+//!   (a [`Client`] from [`SpawnOrder::sub_agent`], which shares the
+//!   operator's connection pool).
+//!
+//! There is one HTTP stack: an [`Operator`] is made from (or makes) a
+//! [`Client`], and its WebSocket uses that client's URL, token and TLS
+//! configuration; [`Session`] and [`post_worker_result`] call through the
+//! client, so a refusal is the same [`Error::Api`] as from any [`Client`]
+//! method. A refused WebSocket handshake carries that error too
+//! ([`OperatorError::Refused`]).
 //!
 //! `ws://` to loopback, or `wss://` with rustls (see [`ConnectOptions`]).
 //!
@@ -37,6 +46,24 @@
 //! operator.run(Arc::new(Main)).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! A sub-agent posts its result with its task's token, over the pool of a
+//! client made once:
+//! ```no_run
+//! # use lev_client::operator::{SpawnOrder, post_worker_result};
+//! # use lev_protocol::WorkerResult;
+//! # async fn f(client: &lev_client::Client, order: SpawnOrder) -> lev_client::Result<()> {
+//! let sub_agent = order.sub_agent(client);
+//! let result = WorkerResult {
+//!     task_id: order.task_id.clone(),
+//!     value: serde_json::json!({"done": true}),
+//!     ok: true,
+//!     error: None,
+//!     output_tail: None,
+//! };
+//! post_worker_result(&sub_agent, &result).await?;
+//! # Ok(()) }
+//! ```
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -44,10 +71,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use lev_protocol::api::{AskRequest, AskResponse, ErrorBody, SpawnRequest, SpawnResponse, Task};
+use lev_protocol::api::{AskRequest, AskResponse, SpawnRequest, SpawnResponse, Task};
 use lev_protocol::{ClientMsg, ServerMsg, WorkerResult};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use reqwest::Method;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -55,12 +81,15 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use crate::client::{api_error, segment};
 use crate::{Client, ConnectOptions, Error};
 
 /// Replies remembered, to send again for a message re-sent after a reconnect.
 const REMEMBERED_REPLIES: usize = 1024;
 /// How long a worker's call may run past its `timeout_s` before the SDK gives up.
 const CALL_SLACK: Duration = Duration::from_secs(15);
+/// How long a worker's call may run when it names no timeout.
+const DEFAULT_CALL: Duration = Duration::from_secs(3600);
 
 /// Why an operator connection could not be made or kept.
 #[derive(Debug, thiserror::Error)]
@@ -73,14 +102,18 @@ pub enum OperatorError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The server refused the token (401) or its role (403): retrying will
-    /// not help.
+    /// The server refused the token (401) or its role or session scope
+    /// (403): retrying will not help.
     #[error(
-        "the server refused the operator connection: HTTP {status}\nhint: the token needs the operator role (lev token create NAME --role operator)"
+        "the server refused the operator connection: {error}\nhint: the token needs the operator role and sessions that cover this one (lev token create NAME --role operator --sessions PATTERNS)"
     )]
     Refused {
         /// The HTTP status.
         status: u16,
+        /// The refusal as any [`Client`] call reports it: [`Error::Api`]
+        /// with the server's code and message.
+        #[source]
+        error: Box<Error>,
     },
     /// The WebSocket failed.
     #[error("operator websocket: {0}")]
@@ -125,6 +158,15 @@ pub struct SpawnOrder {
     pub task_token: String,
     /// The spawn as the worker sent it.
     pub spawn: Value,
+}
+
+impl SpawnOrder {
+    /// A client for the sub-agent: `client`'s server and connection pool
+    /// with this task's token (which may only post this task's result, with
+    /// [`post_worker_result`]). No new HTTP client is built.
+    pub fn sub_agent(&self, client: &Client) -> Client {
+        client.with_token(Some(self.task_token.clone()))
+    }
 }
 
 /// The outcome of a [`SpawnOrder`], sent as `spawn_ack`.
@@ -189,10 +231,9 @@ pub enum Stopped {
 /// An operator of one session: connects, dispatches, reconnects.
 #[derive(Debug, Clone)]
 pub struct Operator {
+    /// The HTTP stack: server, token, TLS configuration.
+    client: Client,
     ws_url: String,
-    token: String,
-    /// The TLS configuration for a `wss://` URL.
-    tls: Option<Arc<rustls::ClientConfig>>,
     first_backoff: Duration,
     max_backoff: Duration,
 }
@@ -219,25 +260,28 @@ impl Memory {
     }
 }
 
-fn ws_base(base_url: &str, insecure_http: bool) -> Result<(String, bool), OperatorError> {
-    let trimmed = base_url.trim().trim_end_matches('/');
-    let bad = |reason: String| OperatorError::InvalidUrl {
-        url: base_url.to_owned(),
-        reason,
-    };
-    // ws:// and wss:// are checked as the http:// and https:// they stand for.
-    let as_http = if let Some(rest) = trimmed.strip_prefix("ws://") {
+/// `base_url` as the `http(s)://` URL a [`Client`] takes: `ws://` and
+/// `wss://` stand for `http://` and `https://`.
+fn http_base(base_url: &str) -> String {
+    let trimmed = base_url.trim();
+    if let Some(rest) = trimmed.strip_prefix("ws://") {
         format!("http://{rest}")
     } else if let Some(rest) = trimmed.strip_prefix("wss://") {
         format!("https://{rest}")
     } else {
         trimmed.to_owned()
+    }
+}
+
+/// The WebSocket URL of `session_id`'s operator on the server at `base`
+/// (a [`Client::base_url`], `http(s)://...`).
+fn ws_url(base: &str, session_id: &str) -> String {
+    let base = if let Some(rest) = base.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else {
+        format!("ws://{}", base.strip_prefix("http://").unwrap_or(base))
     };
-    let (scheme, rest) = crate::tls::check_url(&as_http, insecure_http).map_err(bad)?;
-    Ok(match scheme {
-        crate::tls::Scheme::Plain => (format!("ws://{rest}"), false),
-        crate::tls::Scheme::Tls => (format!("wss://{rest}"), true),
-    })
+    format!("{base}/v1/operators/{}/ws", segment(session_id))
 }
 
 impl Operator {
@@ -262,26 +306,33 @@ impl Operator {
         session_id: &str,
         options: &ConnectOptions,
     ) -> Result<Self, OperatorError> {
-        let (base, tls) = ws_base(base_url, options.insecure_http)?;
-        let tls = if tls {
-            let config =
-                crate::tls::client_config(options.ca_cert_pem.as_deref()).map_err(|reason| {
-                    OperatorError::InvalidUrl {
-                        url: base_url.to_owned(),
-                        reason,
-                    }
-                })?;
-            Some(Arc::new(config))
-        } else {
-            None
-        };
-        Ok(Self {
-            ws_url: format!("{base}/v1/operators/{session_id}/ws"),
-            token: token.to_owned(),
-            tls,
+        let client = Client::with_options(&http_base(base_url), Some(token.to_owned()), options)
+            .map_err(|e| OperatorError::InvalidUrl {
+                url: base_url.to_owned(),
+                reason: match e {
+                    Error::InvalidUrl { reason, .. } => reason,
+                    other => other.to_string(),
+                },
+            })?;
+        Ok(Self::from_client(&client, session_id))
+    }
+
+    /// An operator of `session_id` over `client`: its server, its (operator)
+    /// token and its TLS configuration. The client's connection pool is
+    /// shared, so [`Operator::client`] can serve the sub-agents' results.
+    pub fn from_client(client: &Client, session_id: &str) -> Self {
+        Self {
+            client: client.clone(),
+            ws_url: ws_url(client.base_url(), session_id),
             first_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(10),
-        })
+        }
+    }
+
+    /// The operator's HTTP client (with the operator's token); see
+    /// [`SpawnOrder::sub_agent`].
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// Reconnect after `first`, doubling up to `max`.
@@ -325,19 +376,25 @@ impl Operator {
         reply_rx: &mut mpsc::UnboundedReceiver<String>,
     ) -> Result<Option<Stopped>, OperatorError> {
         let mut request = self.ws_url.as_str().into_client_request()?;
-        let bearer =
-            format!("Bearer {}", self.token)
-                .parse()
-                .map_err(|_| OperatorError::InvalidUrl {
-                    url: self.ws_url.clone(),
-                    reason: "the token is not a valid header value".into(),
-                })?;
-        request.headers_mut().insert("authorization", bearer);
+        if let Some(token) = self.client.token() {
+            let bearer =
+                format!("Bearer {token}")
+                    .parse()
+                    .map_err(|_| OperatorError::InvalidUrl {
+                        url: self.ws_url.clone(),
+                        reason: "the token is not a valid header value".into(),
+                    })?;
+            request.headers_mut().insert("authorization", bearer);
+        }
+        let tls = self
+            .ws_url
+            .starts_with("wss://")
+            .then(|| tokio_tungstenite::Connector::Rustls(Arc::clone(self.client.tls())));
         let (mut ws, _) = match tokio_tungstenite::connect_async_tls_with_config(
             request,
             Some(ws_config()),
             true,
-            self.tls.clone().map(tokio_tungstenite::Connector::Rustls),
+            tls,
         )
         .await
         {
@@ -345,8 +402,11 @@ impl Operator {
             Err(tokio_tungstenite::tungstenite::Error::Http(resp))
                 if matches!(resp.status().as_u16(), 401 | 403) =>
             {
+                let status = resp.status().as_u16();
+                let body = resp.body().as_deref().unwrap_or_default();
                 return Err(OperatorError::Refused {
-                    status: resp.status().as_u16(),
+                    status,
+                    error: Box::new(api_error(status, body)),
                 });
             }
             Err(e) => return Err(e.into()),
@@ -501,17 +561,15 @@ fn dispatch<H: OperatorHandler>(
 #[derive(Debug, Clone)]
 pub struct Session {
     client: Client,
-    http: reqwest::Client,
     session_id: String,
 }
 
 impl Session {
-    /// Session `session_id` on `client`'s server, with its (worker) token.
+    /// Session `session_id` on `client`'s server, with its (worker) token,
+    /// over its connection pool.
     pub fn new(client: &Client, session_id: &str) -> Self {
         Self {
             client: client.clone(),
-            // The client's own pool: its TLS configuration and its rules.
-            http: client.http().clone(),
             session_id: session_id.to_owned(),
         }
     }
@@ -530,8 +588,15 @@ impl Session {
             question,
             timeout_s: timeout.map(|t| t.as_secs().max(1)),
         };
-        let path = format!("/v1/sessions/{}/ask", self.session_id);
-        post(&self.http, &self.client, &path, &body, timeout).await
+        let path = format!("/v1/sessions/{}/ask", segment(&self.session_id));
+        self.client
+            .call(
+                Method::POST,
+                &path,
+                Some(&body),
+                Some(call_timeout(timeout)),
+            )
+            .await
     }
 
     /// `POST /v1/sessions/{sid}/spawn`: hook, then spawn; the result.
@@ -547,77 +612,31 @@ impl Session {
             spawn,
             timeout_s: timeout.map(|t| t.as_secs().max(1)),
         };
-        let path = format!("/v1/sessions/{}/spawn", self.session_id);
-        post(&self.http, &self.client, &path, &body, timeout).await
+        let path = format!("/v1/sessions/{}/spawn", segment(&self.session_id));
+        self.client
+            .call(
+                Method::POST,
+                &path,
+                Some(&body),
+                Some(call_timeout(timeout)),
+            )
+            .await
     }
 }
 
+/// How long a session call may take: its `timeout` (an hour when none) and
+/// some slack for the server to answer 504 first.
+fn call_timeout(timeout: Option<Duration>) -> Duration {
+    timeout.unwrap_or(DEFAULT_CALL).saturating_add(CALL_SLACK)
+}
+
 /// `POST /v1/worker/result`, as a sub-agent does with its task token (a
-/// [`Client`] made with that token).
+/// [`Client`] with that token: [`SpawnOrder::sub_agent`], or
+/// [`Client::with_token`], shares the pool of a client made once).
+/// The same as [`Client::post_worker_result`].
 ///
 /// # Errors
 /// 409 `task_finished` once the task is finished, 403 for another task's id, ...
 pub async fn post_worker_result(client: &Client, result: &WorkerResult) -> crate::Result<Task> {
-    post(client.http(), client, "/v1/worker/result", result, None).await
-}
-
-async fn post<T: DeserializeOwned>(
-    http: &reqwest::Client,
-    client: &Client,
-    path: &str,
-    body: &(impl Serialize + ?Sized),
-    timeout: Option<Duration>,
-) -> crate::Result<T> {
-    let url = format!("{}{path}", client.base_url());
-    let mut rb = http.post(&url).json(body).timeout(
-        timeout
-            .unwrap_or(Duration::from_secs(3600))
-            .saturating_add(CALL_SLACK),
-    );
-    if let Some(token) = client.token() {
-        rb = rb.bearer_auth(token);
-    }
-    let response = rb.send().await.map_err(|source| {
-        if source.is_connect() {
-            Error::Connect {
-                url: client.base_url().to_owned(),
-                source,
-            }
-        } else {
-            Error::Transport {
-                method: "POST",
-                path: path.to_owned(),
-                source,
-            }
-        }
-    })?;
-    let status = response.status();
-    let bytes = response.bytes().await.map_err(|source| Error::Transport {
-        method: "POST",
-        path: path.to_owned(),
-        source,
-    })?;
-    if !status.is_success() {
-        return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
-            Ok(body) => Error::Api {
-                status: status.as_u16(),
-                code: body.error.code,
-                message: body.error.message,
-                winner: body.response.map(Box::new),
-            },
-            Err(_) => Error::Decode {
-                path: path.to_owned(),
-                expected: "an error body",
-                found: format!("{status}: {}", String::from_utf8_lossy(&bytes)),
-            },
-        });
-    }
-    serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
-        path: path.to_owned(),
-        expected: std::any::type_name::<T>()
-            .rsplit("::")
-            .next()
-            .unwrap_or("JSON"),
-        found: e.to_string(),
-    })
+    client.post_worker_result(result).await
 }

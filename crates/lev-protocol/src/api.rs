@@ -68,14 +68,45 @@ pub struct Jwk {
     pub use_: Option<String>,
 }
 
-/// A page of `GET /v1/interactions`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InteractionPage {
-    /// Newest first.
-    pub items: Vec<InteractionView>,
-    /// Pass as `cursor` for the next page; absent on the last.
+/// One page of a list: every list route answers this shape.
+///
+/// `GET /v1/interactions` (`Page<InteractionView>`, newest first),
+/// `GET /v1/tasks` (`Page<Task>`, newest first), `GET /v1/tokens`
+/// (`Page<TokenInfo>`, by name), `GET /v1/grants` (`Page<Grant>`, oldest
+/// first), and, with the chain's signed head beside it, `GET /v1/audit`
+/// ([`AuditPage`]).
+///
+/// `next_cursor` is always written: `null` on the last page, else the value
+/// to pass as `?cursor=` for the next one. A list the server answers whole
+/// (tokens, grants) always has `null`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Page<T> {
+    /// This page's items.
+    pub items: Vec<T>,
+    /// Pass as `cursor` for the next page; `null` on the last.
     #[serde(default)]
     pub next_cursor: Option<String>,
+}
+
+impl<T> Page<T> {
+    /// A page with nothing after it.
+    pub fn last(items: Vec<T>) -> Self {
+        Self {
+            items,
+            next_cursor: None,
+        }
+    }
+
+    /// Whether a page follows this one.
+    pub fn has_more(&self) -> bool {
+        self.next_cursor.is_some()
+    }
+}
+
+impl<T> Default for Page<T> {
+    fn default() -> Self {
+        Self::last(Vec::new())
+    }
 }
 
 /// `GET /v1/interactions/{id}`, and an item of a listing.
@@ -395,13 +426,6 @@ pub struct TokenInfo {
     pub created_at: OffsetDateTime,
 }
 
-/// `GET /v1/tokens`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct TokenList {
-    /// Every token, by name.
-    pub tokens: Vec<TokenInfo>,
-}
-
 /// One entry of the audit log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {
@@ -432,11 +456,79 @@ pub struct AuditHead {
     pub signature: Envelope,
 }
 
-/// `GET /v1/audit`.
+/// `GET /v1/audit`: a [`Page`] of entries (oldest first, after `?after=` or
+/// `?cursor=`) with the head of the whole chain beside them:
+/// `{"items", "next_cursor", "head"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditPage {
-    /// Entries after `?after=`, oldest first.
-    pub entries: Vec<AuditEntry>,
+    /// The entries, and the cursor of the next page (`null` once a page
+    /// reaches the head).
+    #[serde(flatten)]
+    pub page: Page<AuditEntry>,
     /// The head of the whole chain.
     pub head: AuditHead,
+}
+
+/// `POST /v1/nonces/consume`: 200, the first time only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NonceSpent {
+    /// The nonce, as sent.
+    pub nonce: String,
+    /// Always `true`: a spent nonce is 409 `nonce_spent` instead.
+    pub spent: bool,
+}
+
+/// `POST /v1/login` (the dashboard): a token's secret for a session cookie.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginRequest {
+    /// The token's secret.
+    pub token: String,
+}
+
+/// The answer to `POST /v1/login` and to `GET /v1/me`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Me {
+    /// The token's name: the identity written into decisions.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// The session's CSRF token (none for a bearer token).
+    #[serde(default)]
+    pub csrf_token: Option<String>,
+    /// Whether `@path` in a text answer attaches a file below the server's
+    /// `--attach-root`.
+    #[serde(default)]
+    pub attach_root: bool,
+}
+
+/// `POST /v1/logout`: `{"status": "logged_out"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedOut {
+    /// Always `logged_out`.
+    pub status: String,
+}
+
+impl Default for LoggedOut {
+    fn default() -> Self {
+        Self {
+            status: "logged_out".into(),
+        }
+    }
+}
+
+/// `GET /v1/operators?sessions=a,b`: which sessions have an operator
+/// connected (an answer about the sessions asked for, not a list to page).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct OperatorPresence {
+    /// One row per session asked about, sorted, without duplicates.
+    pub sessions: Vec<SessionPresence>,
+}
+
+/// One row of [`OperatorPresence`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPresence {
+    /// The session.
+    pub session_id: String,
+    /// Whether an operator is connected to it.
+    pub connected: bool,
 }

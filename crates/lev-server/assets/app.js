@@ -734,11 +734,32 @@ async function api(method, path, body) {
   return { status: res.status, ok: res.ok, body: data, code, error: res.ok ? null : errorMessage(res.status, data) };
 }
 
-/** Collect `items` of a list answer whatever its wrapper. */
-function listOf(body, ...keys) {
-  if (Array.isArray(body)) return body;
-  for (const k of ['items', ...keys]) if (body && Array.isArray(body[k])) return body[k];
-  return [];
+/** The items of a page: every list route answers `{items, next_cursor}`. */
+function pageItems(body) {
+  return body && Array.isArray(body.items) ? body.items : [];
+}
+
+/** The cursor of the page after `body`, or null on the last page. */
+function nextCursor(body) {
+  return body && typeof body.next_cursor === 'string' && body.next_cursor ? body.next_cursor : null;
+}
+
+/**
+ * GET the list at `path` page after page, following `next_cursor` (at most
+ * `maxPages` pages). Answers as api() does, with every page's `items`.
+ */
+async function getPages(path, maxPages = 20) {
+  const items = [];
+  let cursor = null;
+  for (let n = 0; n < maxPages; n++) {
+    const sep = path.includes('?') ? '&' : '?';
+    const r = await api('GET', cursor ? path + sep + 'cursor=' + encodeURIComponent(cursor) : path);
+    if (!r.ok) return { ...r, items };
+    items.push(...pageItems(r.body));
+    cursor = nextCursor(r.body);
+    if (!cursor) break;
+  }
+  return { status: 200, ok: true, body: null, code: null, error: null, items };
 }
 
 // ---------------------------------------------------------------- login
@@ -980,14 +1001,14 @@ async function loadPending() {
       if (r.status !== 401) toast('Could not load the inbox: ' + r.error, 'error');
       return;
     }
-    for (const v of listOf(r.body)) {
+    for (const v of pageItems(r.body)) {
       const view = asView(v);
       const id = idOf(view);
       if (!id) continue;
       seen.add(id);
       S.items.set(id, view);
     }
-    cursor = r.body && r.body.next_cursor;
+    cursor = nextCursor(r.body);
     if (!cursor) break;
   }
   checkOperators([...S.items.values()].map((v) => v.request.session_id));
@@ -1161,7 +1182,7 @@ async function checkOperators(sessions) {
   const r = await api('GET', 'v1/operators?sessions=' + encodeURIComponent(fresh.join(',')));
   if (!r.ok) return;
   for (const sid of fresh) S.operatorsChecked.add(sid);
-  for (const row of listOf(r.body, 'sessions')) {
+  for (const row of (r.body && Array.isArray(r.body.sessions) ? r.body.sessions : [])) {
     if (!row || typeof row.session_id !== 'string') continue;
     if (row.connected) {
       if (!S.operators.has(row.session_id)) S.operators.set(row.session_id, '');
@@ -1957,9 +1978,9 @@ async function loadHistory(more = false) {
     clear(body).append(unavailable(r, 'history'));
     return;
   }
-  const items = listOf(r.body).map(asView).filter((v) => v && v.request.status !== 'pending');
+  const items = pageItems(r.body).map(asView).filter((v) => v && v.request.status !== 'pending');
   H.items = more ? H.items.concat(items) : items;
-  H.cursor = r.body && r.body.next_cursor;
+  H.cursor = nextCursor(r.body);
   renderHistory();
 }
 
@@ -2026,13 +2047,13 @@ function unavailable(r, what) {
 
 async function loadGrants() {
   const body = $('grants-body');
-  const r = await api('GET', 'v1/grants');
+  const r = await getPages('v1/grants');
   clear(body);
   if (!r.ok) {
     body.append(unavailable(r, 'grants'));
     return;
   }
-  const grants = listOf(r.body, 'grants');
+  const grants = r.items;
   if (!grants.length) {
     body.append(h('div', { class: 'empty' }, h('p', null, 'No grants.'), h('p', { class: 'muted' }, 'Approving a tool call "for this session" or "always" makes one.')));
     return;
@@ -2080,11 +2101,12 @@ async function loadGrants() {
 // ---------------------------------------------------------------- tasks and operators
 
 async function loadTasks() {
-  const r = await api('GET', 'v1/tasks');
+  // The newest tasks: up to five pages of 100.
+  const r = await getPages('v1/tasks?limit=100', 5);
   S.tasksAvailable = r.ok ? true : r;
   if (r.ok) {
     S.tasks.clear();
-    for (const t of listOf(r.body, 'tasks')) if (t && t.id) S.tasks.set(t.id, t);
+    for (const t of r.items) if (t && t.id) S.tasks.set(t.id, t);
     await checkOperators([...S.tasks.values()].map((t) => t.session_id));
   }
   renderTasks();
@@ -2133,24 +2155,24 @@ function renderTasks() {
 
 // ---------------------------------------------------------------- audit
 
-const A = { entries: [], head: null, after: 0 };
+const A = { entries: [], head: null, cursor: null };
 
 async function loadAudit(more = false) {
   const body = $('audit-body');
   if (!more) {
     A.entries = [];
-    A.after = 0;
+    A.cursor = null;
   }
-  const r = await api('GET', 'v1/audit?after=' + A.after);
+  const r = await api('GET', 'v1/audit' + (more && A.cursor ? '?cursor=' + encodeURIComponent(A.cursor) : ''));
   if (!r.ok) {
     clear(body).append(unavailable(r, 'the audit log'));
     return;
   }
-  const entries = listOf(r.body, 'entries');
+  const entries = pageItems(r.body);
   A.head = r.body && r.body.head;
   A.entries = A.entries.concat(entries);
-  if (entries.length) A.after = entries[entries.length - 1].seq;
-  renderAudit(entries.length > 0 && A.head && A.after < A.head.seq);
+  A.cursor = nextCursor(r.body);
+  renderAudit(entries.length > 0 && A.cursor !== null);
 }
 
 /** What an audit entry is about: an interaction, a grant, a token, a call. */

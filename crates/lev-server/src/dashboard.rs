@@ -29,8 +29,8 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use lev_protocol::api::Role;
-use serde::{Deserialize, Serialize};
+use lev_protocol::api::{LoggedOut, LoginRequest, Me, OperatorPresence, Role, SessionPresence};
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::auth::{Principal, token_hash};
@@ -133,27 +133,6 @@ async fn app_css(headers: HeaderMap) -> Response {
     asset(&headers, APP_CSS, "text/css; charset=utf-8", false)
 }
 
-/// `POST /v1/login`.
-#[derive(Debug, Deserialize)]
-pub struct LoginRequest {
-    /// The token's secret.
-    pub token: String,
-}
-
-/// The answer to login and to `GET /v1/me`.
-#[derive(Debug, Serialize)]
-pub struct Me {
-    /// The token's name: the identity written into decisions.
-    pub name: String,
-    /// Its role.
-    pub role: Role,
-    /// The session's CSRF token (none for a bearer token).
-    pub csrf_token: Option<String>,
-    /// Whether `@path` in a text answer attaches a file below the server's
-    /// `--attach-root`.
-    pub attach_root: bool,
-}
-
 fn sessions_of(ext: Option<Extension<Arc<Sessions>>>) -> ApiResult<Arc<Sessions>> {
     ext.map(|Extension(s)| s)
         .ok_or_else(|| ApiError::Internal("the dashboard's session store is not installed".into()))
@@ -231,7 +210,7 @@ async fn logout(
             sessions.remove(&id).await?;
         }
     }
-    let mut response = Json(serde_json::json!({"status": "logged_out"})).into_response();
+    let mut response = Json(LoggedOut::default()).into_response();
     let clear = HeaderValue::from_str(&sessions.clear_cookie())
         .map_err(|e| ApiError::Internal(format!("session cookie: {e}")))?;
     response.headers_mut().insert(SET_COOKIE, clear);
@@ -266,7 +245,7 @@ async fn operators(
     State(state): State<AppState>,
     principal: Principal,
     crate::extract::Q(query): crate::extract::Q<OperatorsQuery>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<OperatorPresence>> {
     principal.require(&[Role::Approver])?;
     let mut sessions: Vec<&str> = query
         .sessions
@@ -285,12 +264,14 @@ async fn operators(
         lev_protocol::validate::check_id("sessions", sid)?;
     }
     let hub = state.operators();
-    let mut list: Vec<serde_json::Value> = Vec::with_capacity(sessions.len());
+    let mut presence = Vec::with_capacity(sessions.len());
     for sid in &sessions {
-        let connected = hub.is_connected(sid).await?;
-        list.push(serde_json::json!({"session_id": sid, "connected": connected}));
+        presence.push(SessionPresence {
+            session_id: (*sid).to_owned(),
+            connected: hub.is_connected(sid).await?,
+        });
     }
-    Ok(Json(serde_json::json!({ "sessions": list })))
+    Ok(Json(OperatorPresence { sessions: presence }))
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ mod listen;
 mod observability;
 #[path = "all/operators.rs"]
 mod operators;
+#[path = "all/pages.rs"]
+mod pages;
 #[path = "all/respond.rs"]
 mod respond;
 #[path = "all/wait.rs"]

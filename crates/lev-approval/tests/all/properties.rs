@@ -241,3 +241,57 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The verified response holds the signed payload itself, field for
+    /// field, beside the key that signed it.
+    #[test]
+    fn the_verified_response_is_the_signed_payload(p in payload()) {
+        let v = verified(&p);
+        prop_assert_eq!(&v.payload, &p);
+        let public = key().verifying_key();
+        prop_assert_eq!(v.signer_public_key.as_slice(), public.as_bytes().as_slice());
+        prop_assert_eq!(v.signer_kid(), key().kid().to_owned());
+    }
+}
+
+/// As JSON (what `lev verify` prints) a verified response is the payload's
+/// fields without `v`, the signer's key before the two times: the shape it
+/// had before it held the payload.
+#[test]
+fn a_verified_response_serialises_as_it_always_did() {
+    let p = ApprovalPayload {
+        v: 1,
+        turn_id: "t-1".into(),
+        request_id: "call-1".into(),
+        tool_name: "shell".into(),
+        args_json: r#"{"argv":["ls"]}"#.into(),
+        modified_args_json: String::new(),
+        approved: true,
+        approved_for_session: false,
+        covered_capabilities: vec!["proc-exec".into()],
+        caller: "alice".into(),
+        approver: "bob".into(),
+        sandbox_mode: "workspace-write".into(),
+        reason: "fine".into(),
+        injected_context: String::new(),
+        conversation_id: "c-1".into(),
+        nonce: "AAECAwQFBgcICQoLDA0ODw".into(),
+        issued_at: now(),
+        expires_at: now() + time::Duration::minutes(10),
+    };
+    let text = serde_json::to_string(&verified(&p)).unwrap();
+    let expected = format!(
+        concat!(
+            r#"{{"turn_id":"t-1","request_id":"call-1","tool_name":"shell","#,
+            r#""args_json":"{{\"argv\":[\"ls\"]}}","modified_args_json":"","approved":true,"#,
+            r#""approved_for_session":false,"covered_capabilities":["proc-exec"],"#,
+            r#""caller":"alice","approver":"bob","sandbox_mode":"workspace-write","#,
+            r#""reason":"fine","injected_context":"","conversation_id":"c-1","#,
+            r#""nonce":"AAECAwQFBgcICQoLDA0ODw","signer_public_key":"{}","#,
+            r#""issued_at":"2026-01-01T12:00:00Z","expires_at":"2026-01-01T12:10:00Z"}}"#
+        ),
+        key().public_base64url()
+    );
+    assert_eq!(text, expected);
+}

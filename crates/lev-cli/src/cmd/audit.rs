@@ -42,7 +42,7 @@ pub struct Args {
         conflicts_with = "verify"
     )]
     after: u64,
-    /// Print JSON: the entries and the signed head (with --verify: the result).
+    /// Print JSON: the page (`items`, `next_cursor`) and the signed head (with --verify: the result).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -63,32 +63,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     let style = Style::stdout();
     if !args.verify {
-        let page = if args.after == 0 {
-            rt.block_on(client.audit_all())
-        } else {
-            rt.block_on(async {
-                let mut page = client.audit_page(args.after).await?;
-                let mut entries = std::mem::take(&mut page.entries);
-                while let Some(last) = entries.last().map(|e| e.seq) {
-                    if last >= page.head.seq {
-                        break;
-                    }
-                    page = client.audit_page(last).await?;
-                    if page.entries.is_empty() {
-                        break;
-                    }
-                    entries.append(&mut page.entries);
-                }
-                page.entries = entries;
-                Ok::<_, lev_client::Error>(page)
-            })
-        }
-        .context("audit")?;
+        let page = rt
+            .block_on(client.audit_from(args.after))
+            .context("audit")?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&page)?);
             return Ok(ExitCode::SUCCESS);
         }
-        for e in &page.entries {
+        for e in &page.page.items {
             let data = serde_json::to_string(&e.data).unwrap_or_default();
             println!(
                 "{:>6}  {}  {:<24}  {:<16}  {}",
@@ -134,11 +116,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         SavedHead::Signed(h) => (h.seq, h.hash.as_str()),
         SavedHead::Bare { seq, hash } => (*seq, hash.as_str()),
     });
-    if let Err(defect) = verify_chain(&page.entries, &page.head, &keys, saved_pair) {
+    if let Err(defect) = verify_chain(&page.page.items, &page.head, &keys, saved_pair) {
         if args.json {
             let out = serde_json::json!({
                 "ok": false,
-                "entries": page.entries.len(),
+                "entries": page.page.items.len(),
                 "defect": defect.to_string(),
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
@@ -153,7 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         let out = serde_json::json!({
             "ok": true,
-            "entries": page.entries.len(),
+            "entries": page.page.items.len(),
             "head": {"seq": page.head.seq, "hash": page.head.hash},
             "signed_by": signer(&page.head),
             "extends_saved_head": saved_pair.map(|(seq, _)| seq),
@@ -163,7 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!(
             "{}: {} entries, head {} {}, signed by key {}",
             style.green("audit log whole"),
-            page.entries.len(),
+            page.page.items.len(),
             page.head.seq,
             page.head.hash,
             signer(&page.head)

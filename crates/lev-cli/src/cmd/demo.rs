@@ -330,16 +330,16 @@ async fn gate(gatekeeper: &Gatekeeper, call: &ToolCall, script: &Question) -> an
         GateOutcome::Run(approved) => {
             let verified = approved.verified();
             let how = if approved.answer().is_some() {
-                format!("approved by {}", verified.approver)
-            } else if verified.approved_for_session {
+                format!("approved by {}", verified.payload.approver)
+            } else if verified.payload.approved_for_session {
                 format!(
                     "allowed by a grant from {} (no question asked)",
-                    verified.approver
+                    verified.payload.approver
                 )
-            } else if verified.reason.is_empty() {
+            } else if verified.payload.reason.is_empty() {
                 "allowed by the policy".to_owned()
             } else {
-                format!("allowed by the policy: {}", verified.reason)
+                format!("allowed by the policy: {}", verified.payload.reason)
             };
             println!(
                 "{} {} {what}: {}",

@@ -212,13 +212,13 @@ fn not_authorized_hint(why: &NotAuthorized, verified: &VerifiedResponse, args: &
     if why.reason() != "args_json" {
         return String::new();
     }
-    let signed = verified.args_json.as_bytes();
+    let signed = verified.payload.args_json.as_bytes();
     if args.strip_suffix(b"\n") == Some(signed) || args.strip_suffix(b"\r\n") == Some(signed) {
         format!(
             "{HINT}the args end with a newline that the signed args do not have; they are compared byte for byte"
         )
-    } else if !verified.modified_args_json.is_empty()
-        && args == verified.modified_args_json.as_bytes()
+    } else if !verified.payload.modified_args_json.is_empty()
+        && args == verified.payload.modified_args_json.as_bytes()
     {
         format!(
             "{HINT}these are the approver's edited args; the approval is bound to the proposed args (`args_json`): verify with those, and run the `effective_args_json` that lev verify prints"

@@ -35,11 +35,11 @@ fn audit_lists_and_verifies_and_finds_a_forged_entry() {
     );
     assert!(run.stdout.contains("head: entry "), "{}", run.stdout);
     let json = server.lev(&["audit", "--json"]).json();
-    let entries = json["entries"].as_array().unwrap();
+    let entries = json["items"].as_array().unwrap();
     assert!(entries.len() >= 6, "{json}");
     assert_eq!(json["head"]["seq"], entries.last().unwrap()["seq"]);
     let after = server.lev(&["audit", "--after", "2", "--json"]).json();
-    assert_eq!(after["entries"][0]["seq"], 3);
+    assert_eq!(after["items"][0]["seq"], 3);
 
     let run = server.lev(&["audit", "--verify"]);
     assert_code(&run, 0);

@@ -470,7 +470,7 @@ async fn operator_tokens_act_only_in_their_sessions_and_replacements_are_audited
 
     let audit = lev(["audit", "--json", "--url", &s.url, "--token", &s.admin]);
     assert_eq!(audit.code, 0, "{audit:?}");
-    let replaced: Vec<(String, String)> = audit.json()["entries"]
+    let replaced: Vec<(String, String)> = audit.json()["items"]
         .as_array()
         .unwrap()
         .iter()

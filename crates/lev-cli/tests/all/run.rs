@@ -439,7 +439,7 @@ fn the_sdk_gate_helper_refuses_replays_and_untrusted_keys() {
             panic!("the policy allows echo");
         };
         assert_eq!(approved.args_json(), r#"{"argv":["echo","hi"]}"#);
-        assert_eq!(approved.verified().approver, "policy");
+        assert_eq!(approved.verified().payload.approver, "policy");
         assert_eq!(approved.tool_result_text("hi\n"), "hi\n");
         // The same call again: the gate replays the same decision, whose
         // nonce is spent.

@@ -259,9 +259,10 @@ fn every_acknowledged_write_survives_sigkill() {
     let page: lev_protocol::api::AuditPage = serde_json::from_value(audit).unwrap();
     let (_, jwks) = http(&served.addr, "GET", "/v1/keys", "", None).unwrap();
     let keys = lev_approval::TrustedKeys::parse(&jwks.to_string()).unwrap();
-    lev_approval::audit::verify_chain(&page.entries, &page.head, &keys, None).unwrap();
+    lev_approval::audit::verify_chain(&page.page.items, &page.head, &keys, None).unwrap();
     let answered_in_log = page
-        .entries
+        .page
+        .items
         .iter()
         .filter(|e| e.action == "interaction.answered")
         .count();

@@ -9,7 +9,8 @@ use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 
 use lev_protocol::api::{
-    ErrorBody, ErrorDetail, GateRequest, GateResponse, Grant, Role, Task, TaskStatus, TokenCreate,
+    AuditEntry, AuditHead, AuditPage, ErrorBody, ErrorDetail, GateRequest, GateResponse, Grant,
+    Page, Role, Task, TaskStatus, TokenCreate,
 };
 use lev_protocol::{
     ApprovalScope, ClientMsg, Envelope, EnvelopeSignature, InboundPart, Interaction,
@@ -837,6 +838,57 @@ fn token_create_cases() -> Vec<(&'static str, TokenCreate)> {
     ]
 }
 
+/// `Page<T>`, the shape of every list, with tasks as its items.
+fn page_cases() -> Vec<(&'static str, Page<Task>)> {
+    let tasks = task_cases();
+    let task = |name: &str| {
+        tasks
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_else(|| panic!("no task case {name}"))
+    };
+    vec![
+        (
+            "tasks_first",
+            Page {
+                items: vec![task("running"), task("pending")],
+                next_cursor: Some(s("41")),
+            },
+        ),
+        ("tasks_last", Page::last(vec![task("pending")])),
+        ("empty", Page::default()),
+    ]
+}
+
+fn audit_page_cases() -> Vec<(&'static str, AuditPage)> {
+    vec![(
+        "first_of_two",
+        AuditPage {
+            page: Page {
+                items: vec![AuditEntry {
+                    seq: 1,
+                    at: s("2025-03-01T10:00:00Z"),
+                    action: s("token.created"),
+                    actor: s("admin"),
+                    data: json!({"name": "ci-runner", "role": "worker"}),
+                    prev_hash: "0".repeat(64),
+                    hash: s("5e2bf6ff5b1bc7d1a3d3f0d3b3b6b3a1e0c9f2a4d7e8b1c2d3e4f5a6b7c8d9e0"),
+                }],
+                next_cursor: Some(s("1")),
+            },
+            head: AuditHead {
+                seq: 2,
+                hash: s("a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"),
+                signature: Envelope {
+                    payload_type: s("application/vnd.lev.audit-head+json; version=1"),
+                    ..envelope("eyJzZXEiOjJ9", "0123456789abcdef", "c2lnbmF0dXJlLWJ5dGVz")
+                },
+            },
+        },
+    )]
+}
+
 // ---------------------------------------------------------------- tests
 
 #[test]
@@ -904,6 +956,39 @@ fn token_creates() {
     run("token_create", &token_create_cases());
 }
 
+#[test]
+fn pages() {
+    run("page", &page_cases());
+}
+
+#[test]
+fn audit_pages() {
+    run("audit_page", &audit_page_cases());
+}
+
+/// A page always writes `next_cursor`, `null` on the last page, and the
+/// audit page's entries sit under the same two names as every list's.
+#[test]
+fn pages_always_write_next_cursor() {
+    assert_eq!(
+        serde_json::to_value(Page::<Task>::default()).unwrap(),
+        json!({"items": [], "next_cursor": null})
+    );
+    let (_, audit) = audit_page_cases().remove(0);
+    let v = serde_json::to_value(&audit).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["head", "items", "next_cursor"]);
+    let last = AuditPage {
+        page: Page::last(Vec::new()),
+        ..audit
+    };
+    assert_eq!(
+        serde_json::to_value(&last).unwrap()["next_cursor"],
+        json!(null)
+    );
+}
+
 /// Every file under `tests/fixtures/` is checked by one of the tests above,
 /// so a fixture cannot be added and silently left untested.
 #[test]
@@ -928,6 +1013,8 @@ fn every_fixture_file_is_checked() {
         names("task", task_cases()),
         names("grant", grant_cases()),
         names("token_create", token_create_cases()),
+        names("page", page_cases()),
+        names("audit_page", audit_page_cases()),
     ]
     .concat()
     .into_iter()

@@ -10,9 +10,10 @@
 
 use axum::Json;
 use axum::extract::State;
-use lev_protocol::api::{GateRequest, GateResponse, Grant, Jwks, NonceConsume, Role};
+use lev_protocol::api::{
+    GateRequest, GateResponse, Grant, Jwks, NonceConsume, NonceSpent, Page, Role,
+};
 use lev_store::{AuditRecord, KeyRemoveOutcome, NonceOutcome};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::PathParam;
@@ -34,22 +35,14 @@ pub async fn gate(
     Ok(Json(crate::gate::decide(&state, &principal, req).await?))
 }
 
-/// `GET /v1/grants`.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct GrantList {
-    /// Every grant in force, oldest first.
-    pub grants: Vec<Grant>,
-}
-
-/// `GET /v1/grants` (approver): the session and always grants in force.
+/// `GET /v1/grants` (approver): the session and always grants in force,
+/// oldest first, on one page.
 pub async fn list_grants(
     State(state): State<AppState>,
     principal: Principal,
-) -> ApiResult<Json<GrantList>> {
+) -> ApiResult<Json<Page<Grant>>> {
     principal.require(&[Role::Approver])?;
-    Ok(Json(GrantList {
-        grants: state.store().list_grants().await?,
-    }))
+    Ok(Json(Page::last(state.store().list_grants().await?)))
 }
 
 /// `DELETE /v1/grants/{id}` (approver): 200 with the revoked grant, 404.
@@ -72,7 +65,7 @@ pub async fn consume_nonce(
     State(state): State<AppState>,
     principal: Principal,
     JsonBody(body): JsonBody<NonceConsume>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<NonceSpent>> {
     principal.require(&[Role::Worker])?;
     let nonce = body.nonce;
     if nonce.is_empty()
@@ -84,7 +77,7 @@ pub async fn consume_nonce(
         )));
     }
     match state.store().consume_nonce(&nonce, &principal.name).await? {
-        NonceOutcome::Spent => Ok(Json(json!({"nonce": nonce, "spent": true}))),
+        NonceOutcome::Spent => Ok(Json(NonceSpent { nonce, spent: true })),
         NonceOutcome::AlreadySpent => Err(ApiError::Conflict {
             code: "nonce_spent",
             message: "this approval's nonce was spent before: an approval runs its call once"

@@ -1,14 +1,17 @@
-//! `GET /v1/audit?after=SEQ&limit=N` (admin): entries and the signed head.
+//! `GET /v1/audit?after=SEQ&limit=N` (admin): a page of entries and the
+//! signed head, `{"items", "next_cursor", "head"}`. `next_cursor` is the
+//! last entry's seq while the page stops short of the head; `?cursor=` takes
+//! it as `?after=` does.
 
 use axum::Json;
 use axum::extract::State;
 use lev_approval::audit::sign_head;
-use lev_protocol::api::{AuditPage, Role};
+use lev_protocol::api::{AuditPage, Page, Role};
 use serde::Deserialize;
 
 use super::Q;
 use crate::auth::Principal;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
 /// Entries per page unless `limit` says otherwise.
@@ -25,7 +28,28 @@ const PAGE_BYTES: usize = 4 * 1024 * 1024;
 #[derive(Debug, Deserialize)]
 pub struct AuditQuery {
     after: Option<u64>,
+    cursor: Option<String>,
     limit: Option<u32>,
+}
+
+impl AuditQuery {
+    /// The seq the page starts after: `after`, or the `cursor` of the page
+    /// before (the same number as text); 0 when neither is given.
+    fn start(&self) -> ApiResult<u64> {
+        let cursor = match &self.cursor {
+            None => None,
+            Some(c) => Some(c.parse::<u64>().map_err(|_| {
+                ApiError::Invalid("cursor: expected a next_cursor from a previous page".into())
+            })?),
+        };
+        match (self.after, cursor) {
+            (Some(after), Some(cursor)) if after != cursor => Err(ApiError::Invalid(
+                "after and cursor: expected one of them (cursor is the next_cursor of the page before)"
+                    .into(),
+            )),
+            (after, cursor) => Ok(after.or(cursor).unwrap_or(0)),
+        }
+    }
 }
 
 /// The log after `after`, oldest first, and the head of the whole chain as
@@ -37,12 +61,10 @@ pub async fn audit(
     Q(query): Q<AuditQuery>,
 ) -> ApiResult<Json<AuditPage>> {
     principal.require(&[Role::Admin])?;
+    let after = query.start()?;
     let (head_seq, head_hash) = state.store().audit_head().await?;
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-    let mut entries = state
-        .store()
-        .audit_after(query.after.unwrap_or(0), limit)
-        .await?;
+    let mut entries = state.store().audit_after(after, limit).await?;
     entries.retain(|e| e.seq <= head_seq);
     let mut bytes = 0usize;
     let mut keep = entries.len();
@@ -54,8 +76,15 @@ pub async fn audit(
         }
     }
     entries.truncate(keep);
+    let next_cursor = entries
+        .last()
+        .filter(|e| e.seq < head_seq)
+        .map(|e| e.seq.to_string());
     Ok(Json(AuditPage {
-        entries,
+        page: Page {
+            items: entries,
+            next_cursor,
+        },
         head: sign_head(head_seq, &head_hash, &state.keys().active()),
     }))
 }

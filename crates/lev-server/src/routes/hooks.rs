@@ -160,14 +160,14 @@ async fn allowed(
     }
     let verified = lev_approval::verify(envelope, &trusted, OffsetDateTime::now_utc())
         .map_err(|e| ApiError::Internal(format!("the gate's own approval does not verify: {e}")))?;
-    if !verified.approved {
+    if !verified.payload.approved {
         return Ok(Decision::DeniedByPolicy {
-            reason: verified.reason,
+            reason: verified.payload.reason,
         });
     }
     match state
         .store()
-        .consume_nonce(&verified.nonce, &principal.name)
+        .consume_nonce(&verified.payload.nonce, &principal.name)
         .await?
     {
         NonceOutcome::Spent => {}
@@ -188,9 +188,9 @@ async fn allowed(
         ) && r.grant_args.is_none()
     });
     Ok(Decision::Allowed {
-        approver: verified.approver,
-        modified_args_json: Some(verified.modified_args_json).filter(|m| !m.is_empty()),
-        injected_context: Some(verified.injected_context).filter(|c| !c.is_empty()),
+        approver: verified.payload.approver,
+        modified_args_json: Some(verified.payload.modified_args_json).filter(|m| !m.is_empty()),
+        injected_context: Some(verified.payload.injected_context).filter(|c| !c.is_empty()),
         remember_for_session,
     })
 }

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use lev_protocol::api::{InteractionPage, InteractionView, Role};
+use lev_protocol::api::{InteractionView, Page, Role};
 use lev_protocol::validate::validate_request;
 use lev_protocol::{Interaction, InteractionRequest, InteractionStatus};
 use lev_store::ListFilter;
@@ -52,7 +52,7 @@ pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
     Q(query): Q<ListQuery>,
-) -> ApiResult<Json<InteractionPage>> {
+) -> ApiResult<Json<Page<InteractionView>>> {
     principal.require(&[Role::Approver])?;
     let status = match query.status.as_deref().unwrap_or("pending") {
         "all" => None,
@@ -80,7 +80,7 @@ pub async fn list(
             before,
         })
         .await?;
-    Ok(Json(InteractionPage {
+    Ok(Json(Page {
         items: page.items,
         next_cursor: page.next_before.map(|n| n.to_string()),
     }))

@@ -7,9 +7,9 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use lev_protocol::WorkerResult;
-use lev_protocol::api::{Role, Task, TaskStatus};
+use lev_protocol::api::{Page, Role, Task, TaskStatus};
 use lev_store::tasks::{TaskChange, TaskFilter, TaskResult};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
 use super::{PathParam, Q};
@@ -30,23 +30,16 @@ pub struct ListQuery {
     cursor: Option<String>,
 }
 
-/// A page of `GET /v1/tasks`, newest first.
-#[derive(Debug, Serialize)]
-pub struct TaskPage {
-    items: Vec<Task>,
-    next_cursor: Option<String>,
-}
-
 fn parse_status(s: &str) -> Option<TaskStatus> {
     serde_json::from_value(json!(s)).ok()
 }
 
-/// `GET /v1/tasks` (worker, approver).
+/// `GET /v1/tasks` (worker, approver): newest first, a page at a time.
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
     Q(query): Q<ListQuery>,
-) -> ApiResult<Json<TaskPage>> {
+) -> ApiResult<Json<Page<Task>>> {
     principal.require(&[Role::Worker, Role::Approver])?;
     if let Some(session) = &query.session_id {
         lev_protocol::validate::check_id("session_id", session)?;
@@ -82,7 +75,7 @@ pub async fn list(
             before,
         })
         .await?;
-    Ok(Json(TaskPage {
+    Ok(Json(Page {
         items: page
             .items
             .into_iter()

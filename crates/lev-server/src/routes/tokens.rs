@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use lev_protocol::api::{Role, TokenCreate, TokenCreated, TokenInfo, TokenList};
+use lev_protocol::api::{Page, Role, TokenCreate, TokenCreated, TokenInfo};
 use lev_protocol::validate::check_id;
 use lev_store::{TokenCreateOutcome, TokenRecord};
 use time::OffsetDateTime;
@@ -65,15 +65,13 @@ pub async fn create(
     }
 }
 
-/// List tokens (never their secrets).
+/// List tokens (never their secrets), by name, on one page.
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
-) -> ApiResult<Json<TokenList>> {
+) -> ApiResult<Json<Page<TokenInfo>>> {
     principal.require(&[Role::Admin])?;
-    Ok(Json(TokenList {
-        tokens: state.store().list_tokens().await?,
-    }))
+    Ok(Json(Page::last(state.store().list_tokens().await?)))
 }
 
 /// Revoke a token: 204, effective on the next request; 404 when none.

@@ -177,7 +177,7 @@ async fn tokens_are_created_listed_and_revoked_at_once() {
 
     let (status, list) = s.get("/v1/tokens", &s.admin).await;
     assert_eq!(status, StatusCode::OK);
-    let names: Vec<&str> = list["tokens"]
+    let names: Vec<&str> = list["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -188,7 +188,7 @@ async fn tokens_are_created_listed_and_revoked_at_once() {
         !list.to_string().contains(&secret),
         "secrets are never listed"
     );
-    assert_eq!(list["tokens"][1]["caller"], "ci-bot");
+    assert_eq!(list["items"][1]["caller"], "ci-bot");
 
     let (status, v) = s
         .post(

@@ -383,12 +383,12 @@ async fn answers_are_capped_and_the_audit_log_pages() {
     }
     let (status, first) = s.get("/v1/audit?limit=2", &s.admin).await;
     assert_eq!(status, StatusCode::OK);
-    let entries = first["entries"].as_array().unwrap();
+    let entries = first["items"].as_array().unwrap();
     assert_eq!(entries.len(), 2);
     let last = entries[1]["seq"].as_u64().unwrap();
     let (_, next) = s
         .get(&format!("/v1/audit?after={last}&limit=2"), &s.admin)
         .await;
-    assert_eq!(next["entries"][0]["seq"].as_u64(), Some(last + 1));
+    assert_eq!(next["items"][0]["seq"].as_u64(), Some(last + 1));
     assert!(next["head"]["seq"].as_u64().unwrap() >= last + 2);
 }

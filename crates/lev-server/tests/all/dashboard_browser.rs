@@ -473,7 +473,7 @@ async fn every_kind_is_answered_from_the_browser_and_the_worker_gets_exactly_tha
     b.click("#tabs a[data-view=grants]").await;
     let (status, grants) = s.get("/v1/grants", &s.admin).await;
     if status == StatusCode::OK {
-        let grant = grants["grants"]
+        let grant = grants["items"]
             .as_array()
             .unwrap()
             .iter()

@@ -97,7 +97,7 @@ async fn consume(s: &TestServer, token: &str, nonce: &str) -> StatusCode {
 async fn audit(s: &TestServer) -> Vec<Value> {
     let (status, v) = s.get("/v1/audit", &s.admin).await;
     assert_eq!(status, StatusCode::OK, "{v}");
-    v["entries"].as_array().unwrap().clone()
+    v["items"].as_array().unwrap().clone()
 }
 
 /// Ask through the gate, answer with `answer`, and return the wait's approval.
@@ -134,15 +134,15 @@ async fn a_policy_allow_is_signed_bound_and_audited() {
     assert_eq!(v["decision"], "allow", "{v}");
     let vr = verified(&s, &v["approval"]).await;
     assert!(vr.authorizes_call("call-1", "fs.read", r#"{"path":"/etc/hosts"}"#));
-    assert_eq!(vr.approver, "policy");
-    assert_eq!(vr.caller, "alice");
-    assert_eq!(vr.conversation_id, "c-1");
-    assert_eq!(vr.turn_id, "t-1");
-    assert_eq!(vr.sandbox_mode, "workspace-write");
-    assert_eq!(vr.reason, "reading is fine");
-    assert!(!vr.approved_for_session);
-    assert!(vr.nonce.len() >= 22, "128 bits in base64url");
-    assert!(vr.expires_at - vr.issued_at == time::Duration::minutes(10));
+    assert_eq!(vr.payload.approver, "policy");
+    assert_eq!(vr.payload.caller, "alice");
+    assert_eq!(vr.payload.conversation_id, "c-1");
+    assert_eq!(vr.payload.turn_id, "t-1");
+    assert_eq!(vr.payload.sandbox_mode, "workspace-write");
+    assert_eq!(vr.payload.reason, "reading is fine");
+    assert!(!vr.payload.approved_for_session);
+    assert!(vr.payload.nonce.len() >= 22, "128 bits in base64url");
+    assert!(vr.payload.expires_at - vr.payload.issued_at == time::Duration::minutes(10));
     // What decided it is in the audit log.
     let entries = audit(&s).await;
     let e = entries
@@ -153,7 +153,7 @@ async fn a_policy_allow_is_signed_bound_and_audited() {
     assert_eq!(e["data"]["decided_by"]["policy"], "test-policy.toml");
     assert_eq!(e["data"]["decided_by"]["rule_tool"], "fs.read");
     assert!(e["data"]["decided_by"]["rule_line"].as_u64().unwrap() > 0);
-    assert_eq!(e["data"]["nonce"], json!(vr.nonce));
+    assert_eq!(e["data"]["nonce"], json!(vr.payload.nonce));
     // Nothing missing and no rule: allowed too, and audited as such.
     let mut call = shell_call("call-2", &["ls"]);
     call["sandbox_mode"] = json!("danger-full-access");
@@ -179,7 +179,7 @@ async fn a_deny_rule_denies_with_a_signed_denial_that_authorizes_nothing() {
     assert_eq!(v["reason"], "destructive commands are never run by agents");
     // A deny presented as an approval.
     let vr = verified(&s, &v["approval"]).await;
-    assert!(!vr.approved);
+    assert!(!vr.payload.approved);
     let args = json!({"argv": ["rm", "-rf", "/"], "cwd": "/work"}).to_string();
     assert!(!vr.authorizes_call("rm-1", "shell", &args));
     assert!(audit(&s).await.iter().any(
@@ -234,10 +234,13 @@ async fn an_answered_ask_is_bound_to_the_gate_request_id_and_spent_once_across_r
         !vr.authorizes_call(&id, "shell", args),
         "bound to the tool-call id"
     );
-    assert_eq!(vr.approver, "alice-approver");
-    assert_eq!(vr.covered_capabilities, vec!["proc-exec".to_owned()]);
-    assert_eq!(vr.injected_context, "be careful");
-    assert_eq!(vr.reason, "looks fine");
+    assert_eq!(vr.payload.approver, "alice-approver");
+    assert_eq!(
+        vr.payload.covered_capabilities,
+        vec!["proc-exec".to_owned()]
+    );
+    assert_eq!(vr.payload.injected_context, "be careful");
+    assert_eq!(vr.payload.reason, "looks fine");
     assert!(vr.check_context("c-1", "alice", "workspace-write").is_ok());
     // An approval for one call presented for another.
     assert!(!vr.authorizes_call("tool-call-8", "shell", args));
@@ -263,19 +266,29 @@ async fn an_answered_ask_is_bound_to_the_gate_request_id_and_spent_once_across_r
         "sandbox_mode"
     );
     // The nonce, once; and a token replayed after a restart is still spent.
-    assert_eq!(consume(&s, &worker, &vr.nonce).await, StatusCode::OK);
+    assert_eq!(
+        consume(&s, &worker, &vr.payload.nonce).await,
+        StatusCode::OK
+    );
     let (status, v) = s
-        .post("/v1/nonces/consume", &worker, &json!({"nonce": vr.nonce}))
+        .post(
+            "/v1/nonces/consume",
+            &worker,
+            &json!({"nonce": vr.payload.nonce}),
+        )
         .await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(code(&v), "nonce_spent");
     let dir = s.stop().await;
     let s = TestServer::start_in(dir, settings(POLICY)).await;
-    assert_eq!(consume(&s, &worker, &vr.nonce).await, StatusCode::CONFLICT);
+    assert_eq!(
+        consume(&s, &worker, &vr.payload.nonce).await,
+        StatusCode::CONFLICT
+    );
     // The approval itself still verifies (same key), and still authorizes
     // the call: only the ledger stops the replay.
     let vr2 = verified(&s, &w["approval"]).await;
-    assert_eq!(vr2.nonce, vr.nonce);
+    assert_eq!(vr2.payload.nonce, vr.payload.nonce);
     // The gate's decision is kept too: the same call again is the same interaction.
     let (_, again) = gate(&s, &worker, &call).await;
     assert_eq!(again["interaction_id"], json!(id));
@@ -376,7 +389,7 @@ async fn bad_calls_are_refused_before_any_decision() {
     call["caller"] = json!("");
     call["tool_name"] = json!("fs.read");
     let (_, v) = gate(&s, &bound, &call).await;
-    assert_eq!(verified(&s, &v["approval"]).await.caller, "bob");
+    assert_eq!(verified(&s, &v["approval"]).await.payload.caller, "bob");
     // Roles: an approver may not call the gate or spend nonces.
     assert_eq!(
         gate(&s, &approver, &shell_call("x", &[])).await.0,
@@ -408,9 +421,15 @@ async fn a_session_grant_covers_the_same_call_until_the_required_set_grows() {
     let (_, v) = gate(&s, &worker, &shell_call("g-2", &["cat", "x"])).await;
     assert_eq!(v["decision"], "allow", "{v}");
     let vr = verified(&s, &v["approval"]).await;
-    assert_eq!(vr.approver, "alice-approver", "the grant's approver");
-    assert!(vr.approved_for_session);
-    assert_eq!(vr.covered_capabilities, vec!["proc-exec".to_owned()]);
+    assert_eq!(
+        vr.payload.approver, "alice-approver",
+        "the grant's approver"
+    );
+    assert!(vr.payload.approved_for_session);
+    assert_eq!(
+        vr.payload.covered_capabilities,
+        vec!["proc-exec".to_owned()]
+    );
     let entries = audit(&s).await;
     let e = entries
         .iter()
@@ -458,12 +477,12 @@ async fn grants_are_listed_narrowed_and_revoked() {
     )
     .await;
     assert!(
-        verified(&s, &approval).await.approved_for_session,
+        verified(&s, &approval).await.payload.approved_for_session,
         "always signs for session"
     );
     let (status, v) = s.get("/v1/grants", &approver).await;
     assert_eq!(status, StatusCode::OK, "{v}");
-    let grants = v["grants"].as_array().unwrap();
+    let grants = v["items"].as_array().unwrap();
     assert_eq!(grants.len(), 1, "{v}");
     let g = &grants[0];
     assert_eq!(g["scope"], "always");
@@ -498,7 +517,7 @@ async fn grants_are_listed_narrowed_and_revoked() {
             .0,
         StatusCode::NOT_FOUND
     );
-    assert_eq!(s.get("/v1/grants", &approver).await.1["grants"], json!([]));
+    assert_eq!(s.get("/v1/grants", &approver).await.1["items"], json!([]));
     let (_, v) = gate(&s, &worker, &shell_call("a-4", &["git", "log"])).await;
     assert_eq!(v["decision"], "ask", "{v}");
     let actions: Vec<Value> = audit(&s)
@@ -603,7 +622,7 @@ async fn self_approval_is_refused_when_the_policy_forbids_it() {
         .respond(&bob, &id, &json!({"request_id": id, "approved": true}))
         .await;
     assert_eq!(status, StatusCode::OK, "{v}");
-    assert_eq!(verified(&s, &v["approval"]).await.approver, "bob");
+    assert_eq!(verified(&s, &v["approval"]).await.payload.approver, "bob");
 }
 
 #[tokio::test]
@@ -619,13 +638,13 @@ async fn a_deny_with_feedback_is_signed_and_waited_for() {
     )
     .await;
     let vr = verified(&s, &approval).await;
-    assert!(!vr.approved);
+    assert!(!vr.payload.approved);
     assert!(!vr.authorizes_call(
         "d-1",
         "shell",
         &json!({"argv": ["ls"], "cwd": "/work"}).to_string()
     ));
-    assert_eq!(s.get("/v1/grants", &approver).await.1["grants"], json!([]));
+    assert_eq!(s.get("/v1/grants", &approver).await.1["items"], json!([]));
 }
 
 #[tokio::test]
@@ -851,6 +870,6 @@ async fn an_operator_triages_a_gate_call_through_the_same_checks() {
         .unwrap();
     let w = wait(&s, &worker, &id).await;
     let vr = verified(&s, &w["approval"]).await;
-    assert_eq!(vr.approver, "main-ai");
+    assert_eq!(vr.payload.approver, "main-ai");
     assert!(vr.authorizes_call("op-2", "shell", call["args_json"].as_str().unwrap()));
 }

@@ -37,8 +37,8 @@ async fn the_audit_chain_verifies_and_records_every_change() {
     assert_eq!(status, StatusCode::OK);
     let page: AuditPage = serde_json::from_value(v).unwrap();
     let keys = s.trusted_keys().await;
-    verify_chain(&page.entries, &page.head, &keys, None).unwrap();
-    let actions: Vec<&str> = page.entries.iter().map(|e| e.action.as_str()).collect();
+    verify_chain(&page.page.items, &page.head, &keys, None).unwrap();
+    let actions: Vec<&str> = page.page.items.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(
         actions,
         [
@@ -52,14 +52,14 @@ async fn the_audit_chain_verifies_and_records_every_change() {
             "token.revoked"
         ]
     );
-    let answered = &page.entries[4];
+    let answered = &page.page.items[4];
     assert_eq!(answered.actor, "alice-approver");
     assert_eq!(answered.data["approver"], "alice-approver");
     assert_eq!(answered.data["modified_args_json"], r#"{"x":2}"#);
     assert_eq!(answered.data["args_json"], r#"{"x":1}"#);
 
     // A tampered entry is caught.
-    let mut tampered = page.entries.clone();
+    let mut tampered = page.page.items.clone();
     tampered[4].data["modified_args_json"] = json!("{}");
     assert!(verify_chain(&tampered, &page.head, &keys, None).is_err());
 
@@ -67,7 +67,7 @@ async fn the_audit_chain_verifies_and_records_every_change() {
     let (_, v) = s.get("/v1/audit?after=6", &s.admin).await;
     let tail: AuditPage = serde_json::from_value(v).unwrap();
     assert_eq!(
-        tail.entries.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        tail.page.items.iter().map(|e| e.seq).collect::<Vec<_>>(),
         [7, 8]
     );
     assert_eq!(tail.head.seq, 8);

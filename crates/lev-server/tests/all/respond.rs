@@ -65,7 +65,7 @@ async fn every_kind_takes_its_answer() {
     let keys = s.trusted_keys().await;
     let env: Envelope = serde_json::from_value(v["approval"].clone()).unwrap();
     let verified = verify(&env, &keys, OffsetDateTime::now_utc()).unwrap();
-    assert!(!verified.approved);
+    assert!(!verified.payload.approved);
     assert!(
         !verified.authorizes_call(&id, "shell", "{}"),
         "a denial authorizes nothing"
@@ -104,25 +104,32 @@ async fn a_tool_approval_is_signed_with_every_field() {
         "args bound byte for byte"
     );
     assert!(vr.check_call(&Call::new(&id, "shell", args)).is_ok());
-    assert_eq!(vr.request_id, id);
-    assert_eq!(vr.turn_id, "t-7");
-    assert_eq!(vr.conversation_id, "c-1");
-    assert_eq!(vr.caller, "carol", "the bound caller, set by the server");
+    assert_eq!(vr.payload.request_id, id);
+    assert_eq!(vr.payload.turn_id, "t-7");
+    assert_eq!(vr.payload.conversation_id, "c-1");
     assert_eq!(
-        vr.approver, "dave",
+        vr.payload.caller, "carol",
+        "the bound caller, set by the server"
+    );
+    assert_eq!(
+        vr.payload.approver, "dave",
         "the token's name, never a client-sent name"
     );
-    assert_eq!(vr.sandbox_mode, "workspace-write");
-    assert_eq!(vr.covered_capabilities, ["net", "proc-exec"], "sorted");
-    assert!(vr.approved && vr.approved_for_session);
+    assert_eq!(vr.payload.sandbox_mode, "workspace-write");
     assert_eq!(
-        vr.modified_args_json,
+        vr.payload.covered_capabilities,
+        ["net", "proc-exec"],
+        "sorted"
+    );
+    assert!(vr.payload.approved && vr.payload.approved_for_session);
+    assert_eq!(
+        vr.payload.modified_args_json,
         r#"{"argv":["curl","--fail","example.invalid"]}"#
     );
-    assert_eq!(vr.injected_context, "the proxy is down");
-    assert_eq!(vr.reason, "needed for the fix");
-    assert!(vr.nonce.len() >= 22, "{}", vr.nonce);
-    let lifetime = vr.expires_at - vr.issued_at;
+    assert_eq!(vr.payload.injected_context, "the proxy is down");
+    assert_eq!(vr.payload.reason, "needed for the fix");
+    assert!(vr.payload.nonce.len() >= 22, "{}", vr.payload.nonce);
+    let lifetime = vr.payload.expires_at - vr.payload.issued_at;
     assert_eq!(
         lifetime,
         time::Duration::seconds(600),

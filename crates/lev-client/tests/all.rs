@@ -1,0 +1,11 @@
+//! The one integration test binary of `lev-client`.
+//!
+//! - `http_stack`: every call (a `Client` method, a session's ask and spawn,
+//!   a sub-agent's result, the operator's handshake) maps a refusal to the
+//!   same error, over one connection pool, against a canned HTTP server.
+
+// A test that cannot unwrap has failed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "all/http_stack.rs"]
+mod http_stack;
