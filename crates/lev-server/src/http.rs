@@ -72,3 +72,75 @@ where
     drop(closed_rx);
     closed_tx.closed().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// Counts its clones: a route's handler is cloned whenever the route
+    /// table holding it is.
+    struct CloneCounter(Arc<AtomicUsize>);
+
+    impl Clone for CloneCounter {
+        fn clone(&self) -> Self {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Self(Arc::clone(&self.0))
+        }
+    }
+
+    async fn get_over_new_connection(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nhost: lev\r\nconnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
+    /// A new connection shares the router: it copies no route table (as
+    /// `axum::serve` given a `Router` did, about 19 KiB per connection, which
+    /// thousands of held long-polls multiplied). Only a request to a route
+    /// clones that route's handler.
+    #[tokio::test]
+    async fn connections_share_the_router() {
+        let clones = Arc::new(AtomicUsize::new(0));
+        let counted = CloneCounter(Arc::clone(&clones));
+        let app = Router::new()
+            .route(
+                "/counted",
+                get(move || {
+                    let _held = &counted;
+                    async { "counted" }
+                }),
+            )
+            .route("/other", get(|| async { "other" }));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, app, async move {
+            let _ = stop_rx.await;
+        }));
+        let before = clones.load(Ordering::SeqCst);
+        for _ in 0..20 {
+            let response = get_over_new_connection(addr, "/other").await;
+            assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        }
+        assert_eq!(
+            clones.load(Ordering::SeqCst),
+            before,
+            "20 connections to another route cloned the counted route's handler"
+        );
+        let response = get_over_new_connection(addr, "/counted").await;
+        assert!(response.ends_with("counted"), "{response}");
+        assert!(clones.load(Ordering::SeqCst) > before);
+        let _ = stop_tx.send(());
+        server.await.unwrap();
+    }
+}
