@@ -23,6 +23,7 @@ mod error;
 mod expiry;
 mod extract;
 mod gate;
+mod http;
 mod hub;
 mod ids;
 mod interactions;
@@ -371,7 +372,8 @@ impl Server {
     /// (for at most 10 s).
     ///
     /// # Errors
-    /// When the socket fails.
+    /// None yet: a failed accept (out of file descriptors, say) is retried
+    /// after a pause, and a failed connection ends alone.
     pub async fn serve<F>(self, shutdown: F) -> Result<(), ServeError>
     where
         F: Future<Output = ()> + Send + 'static,
@@ -387,8 +389,8 @@ impl Server {
         };
         let served = async move {
             match self.socket {
-                Socket::Plain(l) => axum::serve(l, app).with_graceful_shutdown(signal).await,
-                Socket::Tls(l) => axum::serve(l, app).with_graceful_shutdown(signal).await,
+                Socket::Plain(l) => http::serve(l, app, signal).await,
+                Socket::Tls(l) => http::serve(l, app, signal).await,
             }
         };
         let grace = async move {
@@ -397,9 +399,8 @@ impl Server {
             }
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
-        let addr = self.local_addr.to_string();
         tokio::select! {
-            served = served => served.map_err(|source| ServeError::Listen { addr, source }),
+            () = served => Ok(()),
             () = grace => {
                 log::info("requests still in flight after the grace period; stopping anyway");
                 Ok(())
