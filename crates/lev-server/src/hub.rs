@@ -131,9 +131,10 @@ fn subject_id(event: &StoredEvent) -> Option<&str> {
 /// first probe means no change is missed between a read and the sleep.
 ///
 /// # Errors
-/// `probe`'s, and 503 `shutting_down` once shutdown begins.
+/// `probe`'s, and 503 `shutting_down` once `shutdown` says so.
 pub async fn wait_for<T, F, Fut>(
-    state: &crate::state::AppState,
+    hub: &Arc<Hub>,
+    mut shutdown: watch::Receiver<bool>,
     key: &str,
     deadline: tokio::time::Instant,
     mut probe: F,
@@ -142,8 +143,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = crate::error::ApiResult<Option<T>>>,
 {
-    let mut guard = state.hub().register(key);
-    let mut shutdown = state.shutdown_signal();
+    let mut guard = hub.register(key);
     loop {
         if let Some(found) = probe().await? {
             return Ok(Some(found));

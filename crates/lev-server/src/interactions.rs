@@ -171,10 +171,16 @@ pub async fn wait_final(
         check(&view)?;
         Ok(view)
     };
-    let finished = crate::hub::wait_for(state, id, deadline, || async {
-        let view = read().await?;
-        Ok(view.request.status.is_final().then_some(view))
-    })
+    let finished = crate::hub::wait_for(
+        state.hub(),
+        state.shutdown_signal(),
+        id,
+        deadline,
+        || async {
+            let view = read().await?;
+            Ok(view.request.status.is_final().then_some(view))
+        },
+    )
     .await?;
     match finished {
         Some(view) => Ok(view),

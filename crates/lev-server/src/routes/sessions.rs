@@ -432,14 +432,20 @@ async fn deferred_result(
 ) -> ApiResult<(Value, bool, Option<String>)> {
     let grace = state.operators().settings().grace;
     let until = deadline.min(Instant::now() + grace);
-    let posted = crate::hub::wait_for(state, task_id, until, || async {
-        let task = state
-            .store()
-            .get_task(task_id)
-            .await?
-            .ok_or_else(|| ApiError::Internal(format!("task {task_id} vanished")))?;
-        Ok(task.last_result)
-    })
+    let posted = crate::hub::wait_for(
+        state.hub(),
+        state.shutdown_signal(),
+        task_id,
+        until,
+        || async {
+            let task = state
+                .store()
+                .get_task(task_id)
+                .await?
+                .ok_or_else(|| ApiError::Internal(format!("task {task_id} vanished")))?;
+            Ok(task.last_result)
+        },
+    )
     .await?;
     if let Some(result) = posted {
         let ok = result.get("ok").and_then(Value::as_bool).unwrap_or(true);
