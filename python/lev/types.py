@@ -39,6 +39,16 @@ class Response(TypedDict, total=False):
     grant_args: dict[str, str] | None
 
 
+class GateNote(TypedDict, total=False):
+    """Why lev's gate stopped a call for a person (set by the server only)."""
+
+    rule_line: int
+    rule_tool: str
+    rule_reason: str
+    risk: Literal["high"]
+    policy: str
+
+
 class Interaction(TypedDict, total=False):
     """An InteractionRequest with what the server adds."""
 
@@ -54,6 +64,7 @@ class Interaction(TypedDict, total=False):
     route: list[str] | None
     reason: str | None
     metadata: Any
+    gate: GateNote
     status: Literal["pending", "answered", "expired", "cancelled"]
     created_at: str
     expires_at: str | None

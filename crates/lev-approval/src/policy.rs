@@ -40,6 +40,41 @@ pub enum RuleDecision {
     Ask,
 }
 
+/// How risky a rule marks the calls it matches (`risk = "high"`): a
+/// person deciding a call a `high` rule stopped is told so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    /// Nothing said.
+    #[default]
+    Normal,
+    /// Marked high risk by the policy.
+    High,
+}
+
+impl Risk {
+    /// `normal` or `high`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::High => "high",
+        }
+    }
+}
+
+/// The `ask` rule that stopped a call for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskingRule {
+    /// The line it starts on in the policy file.
+    pub line: usize,
+    /// Its tool glob, as written.
+    pub tool: String,
+    /// Its reason, as written.
+    pub reason: String,
+    /// Its risk.
+    pub risk: Risk,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPolicy {
@@ -76,6 +111,8 @@ struct RawRule {
     decision: RuleDecision,
     #[serde(default)]
     reason: String,
+    #[serde(default)]
+    risk: Risk,
 }
 
 /// A tool's needs.
@@ -98,6 +135,8 @@ pub struct Rule {
     pub reason: String,
     /// The line it starts on, for the audit log.
     pub line: usize,
+    /// How risky it marks what it matches.
+    pub risk: Risk,
     /// The args patterns as written (pointer -> regex), for warnings.
     patterns: BTreeMap<String, String>,
 }
@@ -136,6 +175,7 @@ impl Default for Policy {
                 decision: RuleDecision::Ask,
                 reason: "no policy file: every call asks".into(),
                 line: 0,
+                risk: Risk::Normal,
                 patterns: BTreeMap::new(),
             }],
         }
@@ -251,6 +291,7 @@ impl Policy {
                 decision: r.decision,
                 reason: r.reason,
                 line,
+                risk: r.risk,
                 patterns: patterns_of(&r.args),
             });
         }
@@ -414,6 +455,9 @@ pub enum GateVerdict {
     Ask {
         /// What the call lacks.
         shortfall: BTreeSet<String>,
+        /// The `ask` rule that stopped it, if a rule did (not the policy's
+        /// default, nor the shortfall alone).
+        rule: Option<AskingRule>,
     },
 }
 
@@ -424,6 +468,7 @@ pub fn decide(policy: &Policy, call: &GateCall<'_>, grants: &[GrantRule]) -> Gat
         required.iter().map(String::as_str),
         &policy.granted(call.sandbox_mode),
     );
+    let mut asking = None;
     match policy.first_matching_rule(call.tool_name, call.args) {
         Some(rule) if rule.decision == RuleDecision::Deny => {
             return GateVerdict::Deny {
@@ -437,7 +482,16 @@ pub fn decide(policy: &Policy, call: &GateCall<'_>, grants: &[GrantRule]) -> Gat
                 rule_line: Some(rule.line),
             };
         }
-        Some(_) => {}
+        Some(rule) => {
+            // An ask rule; the built-in ask-everything policy's rule (line
+            // 0) is no rule of a file.
+            asking = (rule.line > 0).then(|| AskingRule {
+                line: rule.line,
+                tool: rule.tool.clone(),
+                reason: rule.reason.clone(),
+                risk: rule.risk,
+            });
+        }
         None => match policy.default {
             RuleDecision::Deny => {
                 return GateVerdict::Deny {
@@ -468,7 +522,10 @@ pub fn decide(policy: &Policy, call: &GateCall<'_>, grants: &[GrantRule]) -> Gat
             grant,
             shortfall: missing,
         },
-        None => GateVerdict::Ask { shortfall: missing },
+        None => GateVerdict::Ask {
+            shortfall: missing,
+            rule: asking,
+        },
     }
 }
 
@@ -564,14 +621,16 @@ mod tests {
         assert_eq!(
             decide(&p, &call("shell", &ls, "workspace-write", &[]), &[]),
             GateVerdict::Ask {
-                shortfall: BTreeSet::from(["proc-exec".to_owned()])
+                shortfall: BTreeSet::from(["proc-exec".to_owned()]),
+                rule: None,
             }
         );
         // Nothing missing, but no rule matches: the example's default asks.
         assert_eq!(
             decide(&p, &call("shell", &ls, "danger-full-access", &[]), &[]),
             GateVerdict::Ask {
-                shortfall: BTreeSet::new()
+                shortfall: BTreeSet::new(),
+                rule: None,
             }
         );
         assert!(matches!(
@@ -584,12 +643,41 @@ mod tests {
     }
 
     #[test]
+    fn an_ask_rule_is_named_with_its_risk() {
+        let text = "[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\nreason = \"production\"\nrisk = \"high\"\n\n[[rule]]\ntool = \"lint\"\ndecision = \"ask\"\n";
+        let p = Policy::parse(text).unwrap();
+        let GateVerdict::Ask { rule, .. } = decide(&p, &call("deploy", &json!({}), "", &[]), &[])
+        else {
+            panic!("asks")
+        };
+        assert_eq!(
+            rule,
+            Some(AskingRule {
+                line: 1,
+                tool: "deploy".into(),
+                reason: "production".into(),
+                risk: Risk::High,
+            })
+        );
+        let GateVerdict::Ask { rule, .. } = decide(&p, &call("lint", &json!({}), "", &[]), &[])
+        else {
+            panic!("asks")
+        };
+        assert_eq!(rule.map(|r| (r.line, r.risk)), Some((7, Risk::Normal)));
+        let err = Policy::parse("[[rule]]\ntool = \"x\"\ndecision = \"ask\"\nrisk = \"extreme\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("extreme"), "{err}");
+    }
+
+    #[test]
     fn default_policy_asks_even_without_shortfall() {
         let p = Policy::default();
         assert_eq!(
             decide(&p, &call("anything", &json!({}), "", &[]), &[]),
             GateVerdict::Ask {
-                shortfall: BTreeSet::new()
+                shortfall: BTreeSet::new(),
+                rule: None,
             }
         );
     }

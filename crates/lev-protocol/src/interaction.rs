@@ -47,6 +47,31 @@ pub struct InteractionRequest {
     /// Opaque data for the worker's own use, at most 16 KiB serialised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
+    /// Why the gate stopped the call for a person: set by lev's gate on the
+    /// tool approvals it opens, refused on a request a client sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateNote>,
+}
+
+/// Why the gate asked a person about a call (the policy's side; the
+/// missing capabilities are the kind's own).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GateNote {
+    /// The `ask` rule that matched: its line in the policy file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_line: Option<u64>,
+    /// That rule's tool glob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_tool: Option<String>,
+    /// That rule's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_reason: Option<String>,
+    /// `high` when the rule marks the call high risk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<String>,
+    /// The policy file it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 impl InteractionRequest {
@@ -65,6 +90,7 @@ impl InteractionRequest {
             route: None,
             reason: None,
             metadata: None,
+            gate: None,
         }
     }
 

@@ -21,7 +21,7 @@ pub mod validate;
 
 pub use envelope::{Envelope, EnvelopeSignature};
 pub use interaction::{
-    Interaction, InteractionKind, InteractionRequest, InteractionStatus, OnTimeout, Point,
+    GateNote, Interaction, InteractionKind, InteractionRequest, InteractionStatus, OnTimeout, Point,
 };
 pub use operator::{ClientMsg, ServerMsg, WorkerResult};
 pub use response::{ApprovalScope, InboundPart, InteractionResponse, StoredPart, StoredResponse};

@@ -1116,11 +1116,16 @@ function riskOf(k) {
   return (k.missing_capabilities || []).filter((c) => Object.hasOwn(RISKY_CAPS, c)).map((c) => [c, RISKY_CAPS[c]]);
 }
 
+/** Whether the policy rule that stopped the call marks it high risk. */
+function highRisk(req) {
+  return Boolean(req && req.gate && req.gate.risk === 'high');
+}
+
 function listItem(view) {
   const req = view.request;
   const k = req.kind || {};
   const flagged = suspicious(view);
-  const risky = riskOf(k).length > 0;
+  const risky = riskOf(k).length > 0 || highRisk(req);
   const li = h('li', {
     class: 'item' + (req.id === S.selected ? ' selected' : '') + (flagged ? ' flagged' : '') + (risky ? ' risky' : ''),
     role: 'option',
@@ -1132,7 +1137,11 @@ function listItem(view) {
   h('div', { class: 'item-top' },
     h('span', { class: 'kind kind-' + (k.type || 'unknown') }, KIND_LABEL[k.type] || 'Unknown'),
     flagged ? h('span', { class: 'warn-badge', title: 'Hidden or direction-changing characters' }, '⚠') : null,
-    risky ? h('span', { class: 'risk-badge', title: 'Risky: ' + riskOf(k).map(([, m]) => m).join(', ') }, 'risky') : null,
+    risky ? h('span', {
+      class: 'risk-badge',
+      title: 'Risky: ' + [...(highRisk(req) ? ['marked high risk by the policy'] : []),
+        ...riskOf(k).map(([, m]) => m)].join(', '),
+    }, highRisk(req) ? 'high risk' : 'risky') : null,
     h('span', { class: 'spacer' }),
     timeEl(req.created_at)),
   h('div', { class: 'item-title' }, vis(summary(req))),
@@ -1324,7 +1333,7 @@ function question(view) {
     ? h('blockquote', { class: 'agent-reason' }, h('span', { class: 'label' }, 'The agent says why'), h('span', { class: 'reason-text' }, vis(req.reason)))
     : null;
   if (k.type === 'tool_approval') {
-    box.append(whyStopped(k), reason || '', toolFacts(k), argsView(view));
+    box.append(whyStopped(k, req.gate), reason || '', toolFacts(k), argsView(view));
   } else {
     box.append(h('div', { class: 'prompt' + (req.title ? '' : ' lead') }, vis(k.prompt)));
     if (reason) box.append(reason);
@@ -1341,16 +1350,33 @@ function question(view) {
   return box;
 }
 
-/** Why the gate stopped this call for a person, and how risky it is. */
-function whyStopped(k) {
+/**
+ * Why the gate stopped this call for a person, and how risky it is: the
+ * policy rule that asked (from the server's `gate` note, which no client can
+ * set), the capabilities its sandbox lacks, and the risk either implies.
+ */
+function whyStopped(k, gate) {
   const risk = riskOf(k);
+  const high = highRisk({ gate });
   const missing = k.missing_capabilities || [];
   const mode = k.sandbox_mode ? h('code', null, vis(k.sandbox_mode)) : 'its sandbox';
-  const why = missing.length
-    ? ['Stopped here: ', mode, ' does not grant ', missing.map((c, i) => [i ? ', ' : '', h('code', null, vis(c))]),
-      ', and no rule or grant allows the call.']
-    : ['Stopped here: a policy rule (or the policy\'s default) asks a person for this call.'];
-  return h('div', { class: 'why-stopped' + (risk.length ? ' risky' : ''), role: 'note' },
+  const lacks = [mode, ' does not grant ', missing.map((c, i) => [i ? ', ' : '', h('code', null, vis(c))])];
+  const rule = gate && gate.rule_line != null
+    ? ['the policy rule at line ', h('code', { class: 'rule-line' }, String(gate.rule_line)),
+      gate.rule_tool ? [' (tool ', h('code', null, vis(gate.rule_tool)), ')'] : '',
+      ' asks a person', gate.rule_reason ? [': ', h('q', { class: 'rule-reason' }, vis(gate.rule_reason))] : '']
+    : null;
+  let why;
+  if (rule) {
+    why = ['Stopped here: ', rule, missing.length ? ['; also, ', lacks] : '', '.'];
+  } else if (missing.length) {
+    why = ['Stopped here: ', lacks, ', and no rule or grant allows the call.'];
+  } else {
+    why = ['Stopped here: the policy\'s default asks a person for every call no rule allows.'];
+  }
+  return h('div', { class: 'why-stopped' + (risk.length || high ? ' risky' : ''), role: 'note' },
+    high ? h('p', { class: 'risk-line high-risk' }, h('strong', null, '⚠ High risk: '),
+      'the policy marks this call high risk (rule at line ' + String(gate.rule_line) + ').') : null,
     risk.length ? h('p', { class: 'risk-line' }, h('strong', null, '⚠ Risky: '),
       'this call ' + risk.map(([c, m]) => m + ' (' + c + ')').join(', ') + '.') : null,
     h('p', { class: 'why-line' }, why));

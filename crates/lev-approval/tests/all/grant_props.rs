@@ -185,11 +185,11 @@ proptest! {
         let without = decide(&policy, &call, &[]);
         let with = decide(&policy, &call, std::slice::from_ref(&grant));
         match (&without, &with) {
-            (GateVerdict::Ask { shortfall }, GateVerdict::AllowByGrant { grant: 0, shortfall: s }) => {
+            (GateVerdict::Ask { shortfall, .. }, GateVerdict::AllowByGrant { grant: 0, shortfall: s }) => {
                 prop_assert_eq!(shortfall, s);
                 prop_assert!(shortfall.is_subset(&covered));
             }
-            (GateVerdict::Ask { shortfall }, GateVerdict::Ask { .. }) => {
+            (GateVerdict::Ask { shortfall, .. }, GateVerdict::Ask { .. }) => {
                 prop_assert!(!shortfall.is_subset(&covered));
             }
             (a, b) => prop_assert_eq!(a, b, "a grant changed a decision that did not ask"),

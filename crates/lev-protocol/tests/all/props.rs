@@ -202,6 +202,7 @@ fn request() -> impl Strategy<Value = InteractionRequest> {
             on_timeout,
             route,
             metadata,
+            gate: None,
         },
     )
 }

@@ -24,7 +24,7 @@ pub mod answer;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use lev_approval::policy::{GateCall, GateVerdict, Policy, RuleDecision, decide as verdict};
+use lev_approval::policy::{GateCall, GateVerdict, Policy, Risk, RuleDecision, decide as verdict};
 use lev_approval::{
     ApprovalPayload, ArgsMatcher, GrantRule, PAYLOAD_VERSION, new_nonce, sign_payload,
 };
@@ -32,7 +32,7 @@ use lev_protocol::api::{GateRequest, GateResponse, Grant};
 use lev_protocol::validate::{
     check_args_json, check_capabilities, check_id, check_reason, check_tool_name,
 };
-use lev_protocol::{Envelope, InteractionKind, InteractionRequest};
+use lev_protocol::{Envelope, GateNote, InteractionKind, InteractionRequest};
 use lev_store::{AuditRecord, GateCallRecord, GateRecordOutcome, NewGateDecision, NewInteraction};
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
@@ -371,9 +371,17 @@ pub async fn decide(
                 None,
             )
         }
-        GateVerdict::Ask { shortfall } => {
-            let interaction =
+        GateVerdict::Ask { shortfall, rule } => {
+            let note = rule.as_ref().map(|r| GateNote {
+                rule_line: u64::try_from(r.line).ok(),
+                rule_tool: Some(r.tool.clone()),
+                rule_reason: (!r.reason.is_empty()).then(|| r.reason.clone()),
+                risk: (r.risk == Risk::High).then(|| r.risk.as_str().to_owned()),
+                policy: Some(source.clone()),
+            });
+            let mut interaction =
                 ask_interaction(state, &req, &caller, &shortfall, &principal.name, now)?;
+            interaction.interaction.request.gate = note;
             let id = interaction.interaction.id().to_owned();
             let ask_rule = policy
                 .first_matching_rule(&req.tool_name, &args)

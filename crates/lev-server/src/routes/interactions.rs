@@ -27,6 +27,13 @@ pub async fn create(
     principal.require(&[Role::Worker])?;
     principal.check_session(&req.session_id)?;
     req.caller = principal.effective_caller(req.caller.as_deref())?;
+    if req.gate.is_some() {
+        return Err(ApiError::Invalid(
+            "gate: set by lev's gate on the tool approvals it opens, never by a client; \
+             leave it out (POST /v1/gate asks through the policy)"
+                .into(),
+        ));
+    }
     validate_request(&req, &state.settings().limits)?;
     let new = interactions::prepare(&state, req, &principal.name, OffsetDateTime::now_utc())?;
     let (view, created) = interactions::open(&state, new).await?;

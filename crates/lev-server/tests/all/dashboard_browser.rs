@@ -1403,9 +1403,56 @@ async fn risky_calls_are_marked_and_say_why_they_stopped() {
     assert_eq!(b.count(&format!("{}.risky", item(&id))).await, 0);
     let why = b.text(&format!("{} .why-stopped", detail(&id))).await;
     assert!(
-        !why.contains("Risky") && why.contains("a policy rule"),
+        !why.contains("Risky") && why.contains("the policy's default asks"),
         "{why}"
     );
+    b.close().await;
+}
+
+/// A call an ask rule marked `risk = "high"` says so in the list and the
+/// detail, and names the rule (its line, tool and reason).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_high_risk_rule_is_named_in_the_detail() {
+    let policy = "[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\nreason = \"production changes need a person\"\nrisk = \"high\"\n";
+    let s = TestServer::start_with(lev_server::Settings {
+        policy: std::sync::Arc::new(lev_approval::policy::Policy::parse(policy).unwrap()),
+        policy_source: "policy.toml".into(),
+        ..lev_server::Settings::default()
+    })
+    .await;
+    let worker = s.token("agent-1", "worker", None).await;
+    let alice = s.token("alice", "approver", None).await;
+    let b = Browser::start().await;
+    b.goto(&format!("{}/#token={alice}", s.url)).await;
+    b.wait_text("#me-name", "alice").await;
+    let (status, v) = s
+        .post(
+            "/v1/gate",
+            &worker,
+            &json!({
+                "session_id": "s-risk", "conversation_id": "c-1", "request_id": "rq-1",
+                "caller": "carol", "tool_name": "deploy", "args_json": "{\"env\":\"prod\"}",
+                "sandbox_mode": "danger-full-access",
+            }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let id = v["interaction_id"].as_str().unwrap().to_owned();
+    open(&b, &id).await;
+    assert_eq!(
+        b.text(&format!("{} .risk-badge", item(&id)))
+            .await
+            .to_lowercase(),
+        "high risk"
+    );
+    let why = b.text(&format!("{} .why-stopped.risky", detail(&id))).await;
+    assert!(why.contains("High risk"), "{why}");
+    assert!(
+        why.contains("the policy rule at line 1 (tool deploy) asks a person")
+            && why.contains("production changes need a person"),
+        "{why}"
+    );
+    b.screenshot("high-risk-rule").await;
     b.close().await;
 }
 

@@ -873,3 +873,54 @@ async fn an_operator_triages_a_gate_call_through_the_same_checks() {
     assert_eq!(vr.payload.approver, "main-ai");
     assert!(vr.authorizes_call("op-2", "shell", call["args_json"].as_str().unwrap()));
 }
+
+/// An ask rule names itself on the interaction it opens (line, tool,
+/// reason, and `risk = "high"`), so people see why the call stopped; a
+/// client cannot write that note itself.
+#[tokio::test]
+async fn an_ask_rule_names_itself_and_its_risk_on_the_interaction() {
+    let policy = format!(
+        "{POLICY}\n[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\nreason = \"production changes need a person\"\nrisk = \"high\"\n"
+    );
+    let line = policy
+        .lines()
+        .position(|l| l == "tool = \"deploy\"")
+        .unwrap(); // the rule's [[rule]] header is the line before: 1-based, that is `line`
+    let s = start(&policy).await;
+    let worker = s.token("agent", "worker", None).await;
+    let mut call = shell_call("rq-deploy", &["x"]);
+    call["tool_name"] = json!("deploy");
+    call["args_json"] = json!("{\"env\":\"prod\"}");
+    let (status, v) = gate(&s, &worker, &call).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let id = v["interaction_id"].as_str().unwrap().to_owned();
+    let (_, view) = s.get(&format!("/v1/interactions/{id}"), &s.admin).await;
+    let note = &view["request"]["gate"];
+    assert_eq!(note["rule_line"], json!(line), "{view}");
+    assert_eq!(note["rule_tool"], "deploy");
+    assert_eq!(note["rule_reason"], "production changes need a person");
+    assert_eq!(note["risk"], "high");
+    assert_eq!(note["policy"], "test-policy.toml");
+
+    // Stopped by missing capabilities alone: no rule to name.
+    let (_, v) = gate(&s, &worker, &shell_call("rq-ls", &["ls"])).await;
+    let id = v["interaction_id"].as_str().unwrap().to_owned();
+    let (_, view) = s.get(&format!("/v1/interactions/{id}"), &s.admin).await;
+    assert!(view["request"].get("gate").is_none(), "{view}");
+
+    // A worker cannot forge the note on an interaction of its own.
+    let forged = json!({
+        "session_id": "s-1",
+        "kind": {"type": "tool_approval", "tool_name": "deploy", "args_json": "{}"},
+        "gate": {"rule_line": 1, "rule_reason": "approved by security", "risk": "high"},
+    });
+    let (status, v) = s.post("/v1/interactions", &worker, &forged).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gate: set by lev's gate"),
+        "{v}"
+    );
+}
