@@ -32,6 +32,9 @@ use tokio::time::Instant;
 use super::OperatorSettings;
 use crate::error::ApiError;
 
+/// How often the hub looks again without a signal.
+const SAFETY_NET: Duration = Duration::from_secs(2);
+
 /// What a pending message waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -211,9 +214,14 @@ impl OperatorHub {
         mut signals: broadcast::Receiver<OperatorSignal>,
         mut shutdown: watch::Receiver<bool>,
     ) {
+        // A safety net for a signal lost on the way (a backend's listening
+        // connection dropped): look again now and then, as after a lag.
+        let mut tick = tokio::time::interval(SAFETY_NET);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let signal = tokio::select! {
                 s = signals.recv() => s,
+                _ = tick.tick() => Err(broadcast::error::RecvError::Lagged(0)),
                 () = crate::shutdown::stopped(&mut shutdown) => return,
             };
             match signal {
