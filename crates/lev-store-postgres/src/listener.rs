@@ -1,0 +1,168 @@
+//! Announcing committed events on every process: a dedicated connection
+//! LISTENs on `lev_events` (the sequencer notifies it as each pass
+//! commits); on each notification, every second as a safety net, and after
+//! every reconnect, it reads the events after the last one it announced and
+//! broadcasts them in seq order. So a commit on any process wakes the
+//! subscribers of every process, after the commit, without a gap.
+//!
+//! The same tick sequences rows a crashed writer left behind (committed,
+//! but its process died before its sequencer pass).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lev_store::StoredEvent;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+use crate::sequencer::Sequencer;
+use crate::sql::describe;
+
+/// How often the listener looks without being notified.
+const TICK: Duration = Duration::from_secs(1);
+/// Most events read at once.
+const PAGE: i64 = 1000;
+
+pub(crate) struct Listener {
+    pub(crate) config: tokio_postgres::Config,
+    pub(crate) events: broadcast::Sender<StoredEvent>,
+    pub(crate) sequencer: Arc<Sequencer>,
+    /// The last seq announced (or known before the store opened).
+    pub(crate) last: i64,
+    /// Ends the listener when the store's last handle is dropped.
+    pub(crate) shutdown: watch::Receiver<()>,
+}
+
+impl Listener {
+    pub(crate) async fn run(mut self) {
+        let mut backoff = Duration::from_millis(50);
+        let mut warned = false;
+        loop {
+            let connected = tokio::select! {
+                _ = self.shutdown.changed() => return,
+                c = self.config.connect(NoTls) => c,
+            };
+            let (client, mut connection) = match connected {
+                Ok(c) => {
+                    backoff = Duration::from_millis(50);
+                    warned = false;
+                    c
+                }
+                Err(e) => {
+                    if !warned {
+                        eprintln!(
+                            "lev: warning: the event listener cannot reach PostgreSQL ({}); retrying",
+                            describe(&e)
+                        );
+                        warned = true;
+                    }
+                    tokio::select! {
+                        _ = self.shutdown.changed() => return,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            };
+            // Drive the connection; forward its notifications.
+            let (notify, mut notified) = mpsc::unbounded_channel::<()>();
+            let driver = tokio::spawn(async move {
+                while let Some(message) =
+                    futures_util::future::poll_fn(|cx| connection.poll_message(cx)).await
+                {
+                    match message {
+                        Ok(AsyncMessage::Notification(_)) => {
+                            if notify.send(()).is_err() {
+                                break;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+            });
+            let ended = self.listen(&client, &mut notified).await;
+            driver.abort();
+            if ended {
+                return;
+            }
+            tokio::select! {
+                _ = self.shutdown.changed() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+        }
+    }
+
+    /// Follow one connection until it fails (`false`) or the store is
+    /// dropped (`true`).
+    async fn listen(&mut self, client: &Client, notified: &mut mpsc::UnboundedReceiver<()>) -> bool {
+        if client.batch_execute("LISTEN lev_events").await.is_err() {
+            return false;
+        }
+        // Whatever committed while this connection was not listening.
+        if self.fetch(client).await.is_err() {
+            return false;
+        }
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = self.shutdown.changed() => return true,
+                n = notified.recv() => {
+                    if n.is_none() {
+                        return false;
+                    }
+                    while notified.try_recv().is_ok() {}
+                }
+                _ = tick.tick() => {
+                    if self.behind(client).await.unwrap_or(false) {
+                        let sequencer = Arc::clone(&self.sequencer);
+                        tokio::spawn(async move { sequencer.run().await });
+                    }
+                }
+            }
+            if self.fetch(client).await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// Whether committed rows wait for a sequencer pass.
+    async fn behind(&self, client: &Client) -> Result<bool, tokio_postgres::Error> {
+        let row = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM events WHERE seq IS NULL)
+                     OR EXISTS (SELECT 1 FROM audit WHERE seq IS NULL)",
+                &[],
+            )
+            .await?;
+        row.try_get(0)
+    }
+
+    /// Announce every sequenced event after the last announced one.
+    async fn fetch(&mut self, client: &Client) -> Result<(), tokio_postgres::Error> {
+        loop {
+            let rows = client
+                .query(
+                    "SELECT seq, kind, data_json FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&self.last, &PAGE],
+                )
+                .await?;
+            let n = rows.len();
+            for row in rows {
+                let seq: i64 = row.try_get(0)?;
+                let kind: String = row.try_get(1)?;
+                let data: String = row.try_get(2)?;
+                self.last = seq;
+                // An event whose data does not parse is skipped here (it
+                // stays readable as an error through events_after).
+                if let Ok(data) = serde_json::from_str(&data) {
+                    let _ = self.events.send(StoredEvent { seq, kind, data });
+                }
+            }
+            if i64::try_from(n).unwrap_or(i64::MAX) < PAGE {
+                return Ok(());
+            }
+        }
+    }
+}
