@@ -20,7 +20,8 @@ fn gate_from_row(row: &Row) -> Result<GateCallRecord> {
     let session_id: String = col(row, 0)?;
     let request_id: String = col(row, 1)?;
     let what = format!("gate call {session_id}/{request_id}");
-    let call: Value = serde_json::from_str(&col::<String>(row, 2)?).map_err(|e| corrupt(&what, e))?;
+    let call: Value =
+        serde_json::from_str(&col::<String>(row, 2)?).map_err(|e| corrupt(&what, e))?;
     let decision: GateResponse =
         serde_json::from_str(&col::<String>(row, 3)?).map_err(|e| corrupt(&what, e))?;
     let created_at = parse_time(&what, &col::<String>(row, 4)?)?;
@@ -33,7 +34,11 @@ fn gate_from_row(row: &Row) -> Result<GateCallRecord> {
     })
 }
 
-async fn load_gate(tx: &Tx<'_>, session_id: &str, request_id: &str) -> Result<Option<GateCallRecord>> {
+async fn load_gate(
+    tx: &Tx<'_>,
+    session_id: &str,
+    request_id: &str,
+) -> Result<Option<GateCallRecord>> {
     tx.query_opt(
         &format!("SELECT {GATE_COLUMNS} FROM gate_calls WHERE session_id = $1 AND request_id = $2"),
         &[&session_id, &request_id],
@@ -120,7 +125,12 @@ async fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
         let twin: String = col(&twin, 0)?;
         tx.execute(
             "UPDATE grants SET approver = $2, interaction_id = $3, created_at = $4 WHERE id = $1",
-            &[&twin, &g.approver, &g.interaction_id, &rfc3339(g.created_at)],
+            &[
+                &twin,
+                &g.approver,
+                &g.interaction_id,
+                &rfc3339(g.created_at),
+            ],
         )
         .await?;
         let mut renewed = g.clone();

@@ -89,6 +89,8 @@ pub struct PostgresStore {
 
 struct Inner {
     pool: Pool,
+    /// `host:port/db`, for messages.
+    target: String,
     sequencer: Arc<Sequencer>,
     events: broadcast::Sender<StoredEvent>,
     /// Dropped with the last handle: ends the listener.
@@ -138,7 +140,9 @@ fn target_of(config: &tokio_postgres::Config) -> String {
 fn host_of_unparsed(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
     if host.is_empty() {
         "(no host)".to_owned()
     } else {
@@ -148,10 +152,19 @@ fn host_of_unparsed(url: &str) -> String {
 
 /// Parse `url`, with lev's defaults for what it leaves unset.
 fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
+    const HINT: &str = "hint: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE";
+    if let Some((scheme, _)) = url.split_once("://")
+        && scheme != "postgres"
+        && scheme != "postgresql"
+    {
+        return Err(StoreError::Database(format!(
+            "not a PostgreSQL URL (host {}): the scheme is {scheme:?}, not postgres://\n{HINT}",
+            host_of_unparsed(url),
+        )));
+    }
     let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
         StoreError::Database(format!(
-            "--database: not a PostgreSQL URL (host {}): {}\nhint: \
-             postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+            "not a PostgreSQL URL (host {}): {}\n{HINT}",
             host_of_unparsed(url),
             chain(&e)
         ))
@@ -259,12 +272,8 @@ impl PostgresStore {
         sequencer.run().await?;
         let last = {
             let client = pool.get().await.map_err(sql::pool)?;
-            let row = sql::query_one(
-                &client,
-                "SELECT COALESCE(MAX(seq), 0) FROM events",
-                &[],
-            )
-            .await?;
+            let row =
+                sql::query_one(&client, "SELECT COALESCE(MAX(seq), 0) FROM events", &[]).await?;
             col::<i64>(&row, 0)?
         };
         let (events, _) = broadcast::channel(4096);
@@ -280,6 +289,7 @@ impl PostgresStore {
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
+                target,
                 sequencer,
                 events,
                 _shutdown: shutdown,
@@ -288,7 +298,12 @@ impl PostgresStore {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
-        self.inner.pool.get().await.map_err(sql::pool)
+        self.inner.pool.get().await.map_err(|e| match sql::pool(e) {
+            StoreError::Unavailable(m) => {
+                StoreError::Unavailable(format!("PostgreSQL at {}: {m}", self.inner.target))
+            }
+            other => other,
+        })
     }
 
     /// After a commit that staged events or audit entries: wait until they
@@ -1041,7 +1056,8 @@ impl Store for PostgresStore {
         };
         let media: String = col(&row, 0)?;
         let bytes: Option<Vec<u8>> = col(&row, 1)?;
-        let bytes = bytes.ok_or_else(|| corrupt(&format!("blob {sha256}"), "its bytes are missing"))?;
+        let bytes =
+            bytes.ok_or_else(|| corrupt(&format!("blob {sha256}"), "its bytes are missing"))?;
         Ok(Some((media, bytes)))
     }
 }
@@ -1052,7 +1068,10 @@ mod tests {
 
     #[test]
     fn the_host_of_a_bad_url_is_named_without_its_password() {
-        assert_eq!(host_of_unparsed("postgres://u:secret@db.example:5432/lev?x=1"), "db.example:5432");
+        assert_eq!(
+            host_of_unparsed("postgres://u:secret@db.example:5432/lev?x=1"),
+            "db.example:5432"
+        );
         assert_eq!(host_of_unparsed("postgres:///lev"), "(no host)");
         assert_eq!(host_of_unparsed("nonsense"), "nonsense");
     }

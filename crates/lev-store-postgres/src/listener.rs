@@ -95,7 +95,11 @@ impl Listener {
 
     /// Follow one connection until it fails (`false`) or the store is
     /// dropped (`true`).
-    async fn listen(&mut self, client: &Client, notified: &mut mpsc::UnboundedReceiver<()>) -> bool {
+    async fn listen(
+        &mut self,
+        client: &Client,
+        notified: &mut mpsc::UnboundedReceiver<()>,
+    ) -> bool {
         if client.batch_execute("LISTEN lev_events").await.is_err() {
             return false;
         }

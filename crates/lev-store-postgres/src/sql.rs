@@ -85,7 +85,9 @@ pub(crate) fn pool(e: deadpool_postgres::PoolError) -> StoreError {
                 deadpool_postgres::TimeoutType::Recycle => "checking a connection",
             }
         )),
-        PoolError::Backend(e) => StoreError::Unavailable(format!("cannot connect: {}", describe(&e))),
+        PoolError::Backend(e) => {
+            StoreError::Unavailable(format!("cannot connect: {}", describe(&e)))
+        }
         PoolError::Closed => StoreError::Closed,
         PoolError::NoRuntimeSpecified => StoreError::Database("the pool has no runtime".into()),
         PoolError::PostCreateHook(e) => StoreError::Unavailable(format!("cannot connect: {e}")),
@@ -131,7 +133,11 @@ pub(crate) fn text_out(what: &str, s: Option<String>) -> Result<Option<String>> 
 }
 
 /// Run `sql` (through the statement cache), returning its rows.
-pub(crate) async fn query<C: GenericClient>(c: &C, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+pub(crate) async fn query<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: Params<'_>,
+) -> Result<Vec<Row>> {
     let stmt = c.prepare_cached(sql).await.map_err(pg)?;
     c.query(&stmt, params).await.map_err(pg)
 }
@@ -146,7 +152,11 @@ pub(crate) async fn query_opt<C: GenericClient>(
 }
 
 /// Run `sql`, which must return a row.
-pub(crate) async fn query_one<C: GenericClient>(c: &C, sql: &str, params: Params<'_>) -> Result<Row> {
+pub(crate) async fn query_one<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: Params<'_>,
+) -> Result<Row> {
     query_opt(c, sql, params)
         .await?
         .ok_or_else(|| StoreError::Database(format!("no row from: {sql}")))
