@@ -19,6 +19,7 @@ mod fixtures;
 mod gate;
 mod interactions;
 mod parts;
+mod replicas;
 mod tasks;
 
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use crate::Store;
 pub use gate::*;
 pub use interactions::*;
 pub use parts::*;
+pub use replicas::*;
 pub use tasks::*;
 
 /// One test's database, on some backend.
@@ -74,6 +76,12 @@ macro_rules! conformance_suite {
             signing_keys_init_rotate_remove,
             dashboard_sessions_live_in_the_store,
             a_second_handle_sees_every_write,
+            the_live_stream_is_one_gapless_order,
+            appended_entries_are_returned_as_stored,
+            first_starts_at_once_make_one_signing_key,
+            one_grant_per_key_under_concurrent_approvals,
+            expiry_races_answers_once,
+            any_text_comes_back_as_it_went,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
