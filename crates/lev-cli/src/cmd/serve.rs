@@ -23,9 +23,15 @@ pub struct Args {
     /// [default: $XDG_DATA_HOME/lev, else ~/.local/share/lev].
     #[arg(long, env = "LEV_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// A postgres:// URL to keep everything in PostgreSQL (not supported yet);
-    /// unset, SQLite in the data dir.
-    #[arg(long, env = "LEV_DATABASE_URL", value_name = "URL")]
+    /// A postgres:// URL to keep everything in PostgreSQL, where several
+    /// servers may share it; unset, SQLite in the data dir.
+    // The URL may hold a password: --help does not show its value.
+    #[arg(
+        long,
+        env = "LEV_DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
     pub database: Option<String>,
     /// The policy file for the tool-call gate [default: policy.toml in the data dir].
     #[arg(long, value_name = "FILE")]
