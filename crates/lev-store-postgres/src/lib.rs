@@ -491,8 +491,13 @@ pub(crate) async fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<Tran
         return lost(tx, &answer.id).await;
     };
     // The winner's attachments become servable with it; a loser's bytes
-    // were stored, but no row ever points at them.
-    for part in &answer.response.parts {
+    // were stored, but no row ever points at them. In digest order, so two
+    // answers naming the same attachments never wait for each other in a
+    // circle.
+    let mut parts: Vec<_> = answer.response.parts.iter().collect();
+    parts.sort_by(|a, b| a.sha256.cmp(&b.sha256));
+    parts.dedup_by(|a, b| a.sha256 == b.sha256);
+    for part in parts {
         tx.execute(
             "INSERT INTO blobs (sha256, media_type, size) VALUES ($1, $2, $3)
              ON CONFLICT (sha256) DO NOTHING",

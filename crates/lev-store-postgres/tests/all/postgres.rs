@@ -507,3 +507,67 @@ async fn any_text_round_trips() {
     assert_eq!(task.error.as_deref(), Some("bad\u{0}"));
     assert_eq!(task.last_result, Some(json!("x\u{0}y")));
 }
+
+/// A rough figure, not a gate: create + answer pairs per second from 32
+/// concurrent writers on one handle, then on two (two servers). Run with
+/// `cargo test --release -p lev-store-postgres --test all throughput --
+/// --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run by hand"]
+async fn throughput() {
+    for handles in [1, 2] {
+        let db = TestDb::new().await;
+        let mut stores = Vec::new();
+        for _ in 0..handles {
+            stores.push(Arc::new(
+                PostgresStore::connect_with(
+                    &db.url,
+                    Options {
+                        max_connections: 16,
+                        ..Options::default()
+                    },
+                )
+                .await
+                .unwrap(),
+            ));
+        }
+        let workers = 32;
+        let run_for = Duration::from_secs(5);
+        let started = std::time::Instant::now();
+        let mut tasks = Vec::new();
+        for w in 0..workers {
+            let store = Arc::clone(&stores[w % handles]);
+            tasks.push(tokio::spawn(async move {
+                let mut done = 0_u64;
+                while started.elapsed() < run_for {
+                    let id = format!("ir_{w}_{done}");
+                    let mut new = free_text(&id);
+                    new.interaction.request.session_id = format!("s-{w}");
+                    store.create_interaction(new).await.unwrap();
+                    let answer = lev_store::NewAnswer {
+                        id: id.clone(),
+                        response: lev_protocol::InteractionResponse::text(&id, "ok"),
+                        approval: None,
+                        answered_by: "bob".into(),
+                        answered_at: OffsetDateTime::now_utc(),
+                        audit: Default::default(),
+                    };
+                    store.answer_interaction(answer).await.unwrap();
+                    done += 1;
+                }
+                done
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "{handles} handle(s), {workers} writers: {total} create+answer in {secs:.1} s = {:.0}/s",
+            total as f64 / secs
+        );
+        let events = stores[0].last_event_seq().await.unwrap();
+        assert_eq!(u64::try_from(events).unwrap(), total * 2);
+    }
+}
