@@ -139,8 +139,7 @@ async fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
             action: "grant.renewed".into(),
             actor: new.actor.clone(),
             data: serde_json::to_value(&renewed).unwrap_or(Value::Null),
-        })
-        .await?;
+        });
         return Ok(());
     }
     tx.execute(
@@ -166,8 +165,7 @@ async fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
         action: "grant.created".into(),
         actor: new.actor.clone(),
         data: serde_json::to_value(g).unwrap_or(Value::Null),
-    })
-    .await?;
+    });
     Ok(())
 }
 
@@ -266,8 +264,8 @@ impl GateStore for PostgresStore {
             .ok_or_else(|| corrupt(&record.request_id, "conflicting gate call vanished"))?;
             return Ok(replay(gate_from_row(&row)?));
         }
-        tx.audit(&audit).await?;
-        let staged = tx.commit().await?;
+        tx.audit(&audit);
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(GateRecordOutcome::Recorded {
@@ -303,7 +301,7 @@ impl GateStore for PostgresStore {
         if let (TransitionOutcome::Done(_), Some(grant)) = (&outcome, &grant) {
             insert_grant(&mut tx, grant).await?;
         }
-        let staged = tx.commit().await?;
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(outcome)
@@ -369,9 +367,8 @@ impl GateStore for PostgresStore {
             action: "grant.revoked".into(),
             actor: actor.to_owned(),
             data: serde_json::to_value(&grant).unwrap_or(Value::Null),
-        })
-        .await?;
-        let staged = tx.commit().await?;
+        });
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(Some(grant))

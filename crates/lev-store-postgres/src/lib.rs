@@ -23,8 +23,18 @@
 //!   for the sequencer's notifications and broadcasts the new events in seq
 //!   order.
 //!
-//! Connections: a pool (16 by default) plus one listening connection per
-//! process; migrations use one more, briefly. No TLS.
+//! Connections per process: a pool ([`Options::max_connections`], 16 by
+//! default), one for the sequencer and one that listens; migrations use one
+//! more, briefly. No TLS.
+//!
+//! Errors: a server that cannot be reached (refused, reset, no connection
+//! within [`Options::wait`]) is [`StoreError::Unavailable`], and the pool
+//! reconnects by itself once it is back.
+//!
+//! Schema: times are RFC 3339 text as in SQLite (exact to the nanosecond)
+//! beside integer milliseconds where they are compared; JSON is text,
+//! compared as values in Rust; a task's output tail and error (free text
+//! that may hold a NUL, which `text` refuses) are JSON strings.
 
 mod gate;
 mod keys;
@@ -458,7 +468,7 @@ async fn set_final(
 
 /// Why a compare-and-set did not move `id`: it is gone, or was answered.
 async fn lost(tx: &Tx<'_>, id: &str) -> Result<TransitionOutcome> {
-    Ok(match load_view(&tx.t, id).await? {
+    Ok(match load_view(tx.client(), id).await? {
         None => TransitionOutcome::NotFound,
         Some(v) => match v.request.status {
             InteractionStatus::Answered => TransitionOutcome::AlreadyAnswered(Box::new(v)),
@@ -509,7 +519,7 @@ pub(crate) async fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<Tran
         )
         .await?;
     }
-    tx.event("interaction.answered", &view_json(&view)).await?;
+    tx.event("interaction.answered", &view_json(&view));
     let mut data = audit_summary(&view);
     data.insert("answered_by".into(), json!(answer.answered_by));
     data.insert(
@@ -521,8 +531,7 @@ pub(crate) async fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<Tran
         action: "interaction.answered".into(),
         actor: answer.answered_by,
         data: Value::Object(data),
-    })
-    .await?;
+    });
     Ok(TransitionOutcome::Done(Box::new(view)))
 }
 
@@ -555,7 +564,7 @@ async fn replay(tx: &Tx<'_>, id: &str, request: &Value) -> Result<Option<CreateO
     };
     let stored: Value =
         serde_json::from_str(&col::<String>(&row, 0)?).map_err(|e| corrupt(id, e))?;
-    let view = load_view(&tx.t, id)
+    let view = load_view(tx.client(), id)
         .await?
         .ok_or_else(|| corrupt(id, "vanished"))?;
     Ok(Some(if &stored == request {
@@ -607,13 +616,12 @@ pub(crate) async fn insert_interaction(
         return Ok(InsertOutcome::IdTaken);
     };
     let (_, view) = view_from_row(&row)?;
-    tx.event("interaction.created", &view_json(&view)).await?;
+    tx.event("interaction.created", &view_json(&view));
     tx.audit(&AuditRecord {
         action: "interaction.created".into(),
         actor: new.actor.clone(),
         data: Value::Object(audit_summary(&view)),
-    })
-    .await?;
+    });
     Ok(InsertOutcome::Created(Box::new(view)))
 }
 
@@ -700,7 +708,7 @@ impl Store for PostgresStore {
                 .await?
                 .ok_or_else(|| corrupt(&id, "taken, yet not there"))?,
         };
-        let staged = tx.commit().await?;
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(outcome)
@@ -750,7 +758,7 @@ impl Store for PostgresStore {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
         let outcome = answer_in(&mut tx, answer).await?;
-        let staged = tx.commit().await?;
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(outcome)
@@ -774,14 +782,13 @@ impl Store for PostgresStore {
             tx.commit().await?;
             return Ok(outcome);
         };
-        tx.event("interaction.cancelled", &view_json(&view)).await?;
+        tx.event("interaction.cancelled", &view_json(&view));
         tx.audit(&AuditRecord {
             action: "interaction.cancelled".into(),
             actor: actor.to_owned(),
             data: Value::Object(audit_summary(&view)),
-        })
-        .await?;
-        let staged = tx.commit().await?;
+        });
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(TransitionOutcome::Done(Box::new(view)))
@@ -818,7 +825,7 @@ impl Store for PostgresStore {
             else {
                 continue;
             };
-            tx.event(event_kind(status), &view_json(&view)).await?;
+            tx.event(event_kind(status), &view_json(&view));
             let mut data = audit_summary(&view);
             data.insert("status".into(), json!(status.as_str()));
             tx.audit(&AuditRecord {
@@ -829,11 +836,10 @@ impl Store for PostgresStore {
                 },
                 actor: "timeout".into(),
                 data: Value::Object(data),
-            })
-            .await?;
+            });
             moved.push(view);
         }
-        let staged = tx.commit().await?;
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(moved)
@@ -924,9 +930,8 @@ impl Store for PostgresStore {
             action: "token.created".into(),
             actor: actor.to_owned(),
             data: json!({"name": info.name, "role": info.role.as_str(), "caller": info.caller, "sessions": info.sessions}),
-        })
-        .await?;
-        let staged = tx.commit().await?;
+        });
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(TokenCreateOutcome::Created)
@@ -956,10 +961,9 @@ impl Store for PostgresStore {
                 action: "token.revoked".into(),
                 actor: actor.to_owned(),
                 data: json!({"name": name}),
-            })
-            .await?;
+            });
         }
-        let staged = tx.commit().await?;
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(n > 0)
@@ -992,8 +996,12 @@ impl Store for PostgresStore {
     async fn append_audit(&self, record: AuditRecord) -> Result<AuditEntry> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        let id = tx.audit(&record).await?;
-        tx.commit().await?;
+        tx.audit(&record);
+        let id = tx
+            .commit()
+            .await?
+            .audit
+            .ok_or_else(|| StoreError::Database("the audit entry was not inserted".into()))?;
         drop(client);
         self.sequenced_for_sure().await?;
         let client = self.client().await?;

@@ -169,18 +169,41 @@ pub(crate) async fn execute<C: GenericClient>(c: &C, sql: &str, params: Params<'
 }
 
 /// A write transaction (READ COMMITTED). Its events and audit entries are
-/// inserted unsequenced; the sequencer numbers and chains them after the
-/// commit.
+/// staged, and inserted unsequenced by one statement just before the
+/// commit; the sequencer numbers and chains them after it.
 pub(crate) struct Tx<'a> {
-    pub(crate) t: deadpool_postgres::Transaction<'a>,
-    /// Whether an event or audit entry was staged (a sequencer pass is due).
-    pub(crate) staged: bool,
+    t: deadpool_postgres::Transaction<'a>,
+    events: Vec<(String, String)>,
+    audit: Vec<(String, String, String, String)>,
+}
+
+/// The row ids of the last event and audit entry a transaction inserted.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Staged {
+    pub(crate) event: Option<i64>,
+    pub(crate) audit: Option<i64>,
+}
+
+impl Staged {
+    /// Whether a sequencer pass is due.
+    pub(crate) fn any(self) -> bool {
+        self.event.is_some() || self.audit.is_some()
+    }
 }
 
 impl<'a> Tx<'a> {
     pub(crate) async fn begin(client: &'a mut deadpool_postgres::Object) -> Result<Self> {
         let t = client.transaction().await.map_err(pg)?;
-        Ok(Self { t, staged: false })
+        Ok(Self {
+            t,
+            events: Vec::new(),
+            audit: Vec::new(),
+        })
+    }
+
+    /// The open transaction, for reads.
+    pub(crate) fn client(&self) -> &deadpool_postgres::Transaction<'a> {
+        &self.t
     }
 
     pub(crate) async fn query(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
@@ -209,33 +232,21 @@ impl<'a> Tx<'a> {
         .map(drop)
     }
 
-    /// Stage an event; returns its row id (its seq comes with the sequencer).
-    pub(crate) async fn event(&mut self, kind: &str, data: &serde_json::Value) -> Result<i64> {
-        let row = self
-            .query_one(
-                "INSERT INTO events (kind, data_json) VALUES ($1, $2) RETURNING id",
-                &[&kind, &data.to_string()],
-            )
-            .await?;
-        self.staged = true;
-        col(&row, 0)
+    /// Stage an event, committed with the transaction (its seq comes with
+    /// the sequencer).
+    pub(crate) fn event(&mut self, kind: &str, data: &serde_json::Value) {
+        self.events.push((kind.to_owned(), data.to_string()));
     }
 
-    /// Stage an audit entry; returns its row id (the sequencer chains it).
-    pub(crate) async fn audit(&mut self, record: &AuditRecord) -> Result<i64> {
-        let row = self
-            .query_one(
-                "INSERT INTO audit (at, action, actor, data_json) VALUES ($1, $2, $3, $4) RETURNING id",
-                &[
-                    &rfc3339(OffsetDateTime::now_utc()),
-                    &record.action,
-                    &record.actor,
-                    &record.data.to_string(),
-                ],
-            )
-            .await?;
-        self.staged = true;
-        col(&row, 0)
+    /// Stage an audit entry, committed with the transaction (the sequencer
+    /// chains it).
+    pub(crate) fn audit(&mut self, record: &AuditRecord) {
+        self.audit.push((
+            rfc3339(OffsetDateTime::now_utc()),
+            record.action.clone(),
+            record.actor.clone(),
+            record.data.to_string(),
+        ));
     }
 
     /// Roll back everything this transaction did.
@@ -243,9 +254,40 @@ impl<'a> Tx<'a> {
         self.t.rollback().await.map_err(pg)
     }
 
-    /// Commit; returns whether anything was staged for the sequencer.
-    pub(crate) async fn commit(self) -> Result<bool> {
-        let staged = self.staged;
+    /// Insert what was staged (in staging order: the ids increase), then
+    /// commit; returns the last ids.
+    pub(crate) async fn commit(self) -> Result<Staged> {
+        let mut staged = Staged::default();
+        if !self.events.is_empty() || !self.audit.is_empty() {
+            let (kinds, data): (Vec<&str>, Vec<&str>) = self
+                .events
+                .iter()
+                .map(|(k, d)| (k.as_str(), d.as_str()))
+                .unzip();
+            let mut at = Vec::with_capacity(self.audit.len());
+            let mut action = Vec::with_capacity(self.audit.len());
+            let mut actor = Vec::with_capacity(self.audit.len());
+            let mut audit_data = Vec::with_capacity(self.audit.len());
+            for (a, b, c, d) in &self.audit {
+                at.push(a.as_str());
+                action.push(b.as_str());
+                actor.push(c.as_str());
+                audit_data.push(d.as_str());
+            }
+            let row = query_one(
+                &self.t,
+                "WITH e AS (INSERT INTO events (kind, data_json)
+                            SELECT * FROM unnest($1::text[], $2::text[]) RETURNING id),
+                      a AS (INSERT INTO audit (at, action, actor, data_json)
+                            SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[])
+                            RETURNING id)
+                 SELECT (SELECT max(id) FROM e), (SELECT max(id) FROM a)",
+                &[&kinds, &data, &at, &action, &actor, &audit_data],
+            )
+            .await?;
+            staged.event = col(&row, 0)?;
+            staged.audit = col(&row, 1)?;
+        }
         self.t.commit().await.map_err(pg)?;
         Ok(staged)
     }

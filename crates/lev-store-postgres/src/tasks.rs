@@ -90,7 +90,7 @@ async fn announce(
     actor: String,
     mut data: Value,
 ) -> Result<()> {
-    tx.event("task.updated", &task_json(task)).await?;
+    tx.event("task.updated", &task_json(task));
     if let Value::Object(m) = &mut data {
         m.insert("task_id".into(), json!(task.id));
         m.insert("session_id".into(), json!(task.session_id));
@@ -100,8 +100,7 @@ async fn announce(
         action: action.to_owned(),
         actor,
         data,
-    })
-    .await?;
+    });
     Ok(())
 }
 
@@ -135,7 +134,7 @@ impl PostgresStore {
         };
         let (_, task) = task_from_row(&row)?;
         announce(&mut tx, &task, action, actor.to_owned(), data).await?;
-        let staged = tx.commit().await?;
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(TaskChange::Done(Box::new(task)))
@@ -176,7 +175,7 @@ impl TaskStore for PostgresStore {
             json!({"spawn": t.spawn}),
         )
         .await?;
-        let staged = tx.commit().await?;
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(task)
@@ -317,16 +316,18 @@ impl TaskStore for PostgresStore {
     async fn append_event(&self, kind: &str, data: Value, actor: Option<&str>) -> Result<i64> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        let id = tx.event(kind, &data).await?;
+        tx.event(kind, &data);
         if let Some(actor) = actor {
             tx.audit(&AuditRecord {
                 action: kind.to_owned(),
                 actor: actor.to_owned(),
                 data,
-            })
-            .await?;
+            });
         }
-        tx.commit().await?;
+        let id =
+            tx.commit().await?.event.ok_or_else(|| {
+                lev_store::StoreError::Database("the event was not inserted".into())
+            })?;
         drop(client);
         self.sequenced_for_sure().await?;
         let client = self.client().await?;
@@ -388,16 +389,15 @@ impl TaskStore for PostgresStore {
             )
             .await?;
         let (_, view) = view_from_row(&row)?;
-        tx.event("interaction.escalated", &view_json(&view)).await?;
+        tx.event("interaction.escalated", &view_json(&view));
         let mut data = audit_summary(&view);
         data.insert("reason".into(), json!(reason));
         tx.audit(&AuditRecord {
             action: "interaction.escalated".into(),
             actor: actor.to_owned(),
             data: Value::Object(data),
-        })
-        .await?;
-        let staged = tx.commit().await?;
+        });
+        let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(Some(view))
