@@ -571,3 +571,44 @@ async fn throughput() {
         assert_eq!(u64::try_from(events).unwrap(), total * 2);
     }
 }
+
+/// A rough figure, not a gate: how long after an answer is given on one
+/// handle a subscriber of another hears of it (from the call's start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run by hand"]
+async fn wake_latency() {
+    let db = TestDb::new().await;
+    let waiter = PostgresStore::connect(&db.url).await.unwrap();
+    let answerer = PostgresStore::connect(&db.url).await.unwrap();
+    let mut live = waiter.subscribe();
+    let mut took = Vec::new();
+    for i in 0..300 {
+        let id = format!("ir_{i}");
+        answerer.create_interaction(free_text(&id)).await.unwrap();
+        let answer = lev_store::NewAnswer {
+            id: id.clone(),
+            response: lev_protocol::InteractionResponse::text(&id, "ok"),
+            approval: None,
+            answered_by: "bob".into(),
+            answered_at: OffsetDateTime::now_utc(),
+            audit: Default::default(),
+        };
+        let started = std::time::Instant::now();
+        answerer.answer_interaction(answer).await.unwrap();
+        loop {
+            let event = live.recv().await.unwrap();
+            if event.kind == "interaction.answered" && event.data["request"]["id"] == id.as_str() {
+                break;
+            }
+        }
+        took.push(started.elapsed());
+    }
+    took.sort();
+    let at = |q: f64| took[((took.len() as f64 - 1.0) * q) as usize];
+    eprintln!(
+        "cross-handle wake after an answer: p50 {:?}, p99 {:?}, max {:?}",
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+}
