@@ -29,9 +29,11 @@ pub async fn admin() -> tokio_postgres::Client {
     let (client, connection) = match tokio_postgres::connect(&url, NoTls).await {
         Ok(c) => c,
         Err(e) => panic!(
-            "PostgreSQL is not reachable at {url} ({e}: {:?}): run `bash scripts/services.sh` \
+            "PostgreSQL is not reachable at {url} ({e}: {}): run `bash scripts/services.sh` \
              (or set LEV_TEST_POSTGRES_URL to a server the tests may create databases on)",
-            std::error::Error::source(&e).map(ToString::to_string)
+            std::error::Error::source(&e)
+                .map(ToString::to_string)
+                .unwrap_or_default()
         ),
     };
     tokio::spawn(async move {
