@@ -19,9 +19,11 @@
 //!   [sequencer](sequencer) numbers and chains them in one serialised pass
 //!   (see there), and a write returns once its rows are sequenced. Readers
 //!   see only sequenced rows.
-//! - **Announced after commit**: a [listener](listener) per process LISTENs
-//!   for the sequencer's notifications and broadcasts the new events in seq
-//!   order.
+//! - **Announced after commit**: each sequencer pass announces, after its
+//!   commit, what was sequenced and not yet announced in this process, before
+//!   the writers it serves return; a [listener](listener) per process LISTENs
+//!   for every process's passes and announces the rest. One announcer keeps
+//!   one order: each event once, in seq order, without a gap.
 //!
 //! Connections per process: a pool ([`Options::max_connections`], 16 by
 //! default), one for the sequencer and one that listens; migrations use one
@@ -277,9 +279,13 @@ impl PostgresStore {
         // The sequencer's own connection: its passes never queue behind the
         // writers they sequence.
         let sequencer_pool = build_pool(&config, 1, options.wait)?;
-        let sequencer = Sequencer::new(sequencer_pool);
-        // Rows a crashed writer left unsequenced, then where announcing starts.
-        sequencer.run().await?;
+        // Where announcing starts: what is sequenced now (after a pass
+        // for rows a crashed writer left unsequenced).
+        sequencer::pass(
+            &sequencer_pool,
+            &listener::Announcer::new(i64::MAX, broadcast::channel(1).0),
+        )
+        .await?;
         let last = {
             let client = pool.get().await.map_err(sql::pool)?;
             let row =
@@ -287,12 +293,13 @@ impl PostgresStore {
             col::<i64>(&row, 0)?
         };
         let (events, _) = broadcast::channel(4096);
+        let announcer = Arc::new(listener::Announcer::new(last, events.clone()));
+        let sequencer = Sequencer::new(sequencer_pool, Arc::clone(&announcer));
         let (shutdown, shutdown_rx) = watch::channel(());
         let listener = listener::Listener {
             config,
-            events: events.clone(),
+            announcer,
             sequencer: Arc::clone(&sequencer),
-            last,
             shutdown: shutdown_rx,
         };
         tokio::spawn(listener.run());

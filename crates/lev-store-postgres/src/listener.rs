@@ -7,8 +7,15 @@
 //!
 //! The same tick sequences rows a crashed writer left behind (committed,
 //! but its process died before its sequencer pass).
+//!
+//! This process's own sequencer passes announce what they sequenced right
+//! after their commit, through the same [`Announcer`], before the writers
+//! they serve return: a local waiter is woken without a round trip, and a
+//! subscriber that subscribes after a local write returned is never told
+//! of it. The announcer keeps one order for both: each event once, by seq,
+//! without a gap.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lev_store::StoredEvent;
@@ -23,12 +30,54 @@ const TICK: Duration = Duration::from_secs(1);
 /// Most events read at once.
 const PAGE: i64 = 1000;
 
+/// Where committed events are announced, in seq order, each once.
+#[derive(Debug)]
+pub(crate) struct Announcer {
+    /// The last seq announced (or known when the store opened).
+    last: Mutex<i64>,
+    events: broadcast::Sender<StoredEvent>,
+}
+
+impl Announcer {
+    pub(crate) fn new(last: i64, events: broadcast::Sender<StoredEvent>) -> Self {
+        Self {
+            last: Mutex::new(last),
+            events,
+        }
+    }
+
+    /// The last seq announced.
+    pub(crate) fn last(&self) -> i64 {
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Announce `rows` (`seq`, kind, data as stored), in seq order: those
+    /// already announced are skipped, and a gap stops the run (the listener
+    /// reads on from the last announced one). An event whose data does not
+    /// parse is passed over (it stays readable, as an error, through
+    /// `events_after`).
+    pub(crate) fn announce(&self, mut rows: Vec<(i64, String, String)>) {
+        rows.sort_by_key(|(seq, _, _)| *seq);
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        for (seq, kind, data) in rows {
+            if seq <= *last {
+                continue;
+            }
+            if Some(seq) != last.checked_add(1) {
+                break;
+            }
+            *last = seq;
+            if let Ok(data) = serde_json::from_str(&data) {
+                let _ = self.events.send(StoredEvent { seq, kind, data });
+            }
+        }
+    }
+}
+
 pub(crate) struct Listener {
     pub(crate) config: tokio_postgres::Config,
-    pub(crate) events: broadcast::Sender<StoredEvent>,
+    pub(crate) announcer: Arc<Announcer>,
     pub(crate) sequencer: Arc<Sequencer>,
-    /// The last seq announced (or known before the store opened).
-    pub(crate) last: i64,
     /// Ends the listener when the store's last handle is dropped.
     pub(crate) shutdown: watch::Receiver<()>,
 }
@@ -144,26 +193,21 @@ impl Listener {
     }
 
     /// Announce every sequenced event after the last announced one.
-    async fn fetch(&mut self, client: &Client) -> Result<(), tokio_postgres::Error> {
+    async fn fetch(&self, client: &Client) -> Result<(), tokio_postgres::Error> {
         loop {
+            let last = self.announcer.last();
             let rows = client
                 .query(
                     "SELECT seq, kind, data_json FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
-                    &[&self.last, &PAGE],
+                    &[&last, &PAGE],
                 )
                 .await?;
             let n = rows.len();
-            for row in rows {
-                let seq: i64 = row.try_get(0)?;
-                let kind: String = row.try_get(1)?;
-                let data: String = row.try_get(2)?;
-                self.last = seq;
-                // An event whose data does not parse is skipped here (it
-                // stays readable as an error through events_after).
-                if let Ok(data) = serde_json::from_str(&data) {
-                    let _ = self.events.send(StoredEvent { seq, kind, data });
-                }
-            }
+            let rows = rows
+                .iter()
+                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
+                .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+            self.announcer.announce(rows);
             if i64::try_from(n).unwrap_or(i64::MAX) < PAGE {
                 return Ok(());
             }

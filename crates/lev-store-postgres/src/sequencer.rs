@@ -25,6 +25,7 @@ use lev_approval::audit::{GENESIS_HASH, entry_hash};
 use lev_store::{Result, StoreError};
 use tokio::sync::watch;
 
+use crate::listener::Announcer;
 use crate::sql::{col, corrupt, pg, pool};
 
 /// The advisory lock key of the sequencer (`lev:sequencer`), the same on
@@ -52,14 +53,16 @@ struct Done {
 #[derive(Debug)]
 pub(crate) struct Sequencer {
     pool: Pool,
+    announcer: Arc<Announcer>,
     state: Mutex<State>,
     done: watch::Sender<Done>,
 }
 
 impl Sequencer {
-    pub(crate) fn new(pool: Pool) -> Arc<Self> {
+    pub(crate) fn new(pool: Pool, announcer: Arc<Announcer>) -> Arc<Self> {
         Arc::new(Self {
             pool,
+            announcer,
             state: Mutex::new(State {
                 next: 1,
                 ..State::default()
@@ -104,7 +107,7 @@ impl Sequencer {
                 s.next += 1;
                 s.next - 1
             };
-            let ok = match pass(&self.pool).await {
+            let ok = match pass(&self.pool, &self.announcer).await {
                 Ok(_) => true,
                 Err(e) => {
                     // The rows are committed: the next pass (here or on any
@@ -124,8 +127,15 @@ impl Sequencer {
     }
 }
 
-/// One pass; returns the greatest seq it gave (0 when none).
-pub(crate) async fn pass(pool_: &Pool) -> Result<i64> {
+/// Most events a pass reads to announce them itself (more are left to the
+/// listener).
+const CATCH_UP: i64 = 10_000;
+
+/// One pass; returns the greatest seq it gave (0 when none). After its
+/// commit it announces what it sequenced (and what other processes did
+/// before it, not yet announced here), in seq order.
+pub(crate) async fn pass(pool_: &Pool, announcer: &Announcer) -> Result<i64> {
+    let announced = announcer.last();
     let mut client = pool_.get().await.map_err(pool)?;
     let tx = client.transaction().await.map_err(pg)?;
     let stmt = tx
@@ -149,6 +159,27 @@ pub(crate) async fn pass(pool_: &Pool) -> Result<i64> {
     let mut top = 0_i64;
     for row in tx.query(&stmt, &[]).await.map_err(pg)? {
         top = top.max(col::<i64>(&row, 0)?);
+    }
+    // Every event sequenced and not yet announced here: ours, and those
+    // other processes' passes sequenced (this process's writers among
+    // them), so that a writer returns after its events were announced here.
+    let stmt = tx
+        .prepare_cached(
+            "SELECT seq, kind, data_json FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+        )
+        .await
+        .map_err(pg)?;
+    let mut sequenced = Vec::new();
+    for row in tx
+        .query(&stmt, &[&announced, &CATCH_UP])
+        .await
+        .map_err(pg)?
+    {
+        sequenced.push((
+            col::<i64>(&row, 0)?,
+            col::<String>(&row, 1)?,
+            col::<String>(&row, 2)?,
+        ));
     }
 
     let stmt = tx
@@ -216,5 +247,6 @@ pub(crate) async fn pass(pool_: &Pool) -> Result<i64> {
         tx.execute(&stmt, &[&top.to_string()]).await.map_err(pg)?;
     }
     tx.commit().await.map_err(pg)?;
+    announcer.announce(sequenced);
     Ok(top)
 }

@@ -612,3 +612,31 @@ async fn wake_latency() {
         at(1.0)
     );
 }
+
+/// This server's own writes are announced by its sequencer pass before the
+/// write returns: a subscriber that subscribes afterwards is told only of
+/// what comes after (as on SQLite), and a local waiter needs no round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_write_is_announced_before_it_returns() {
+    let db = TestDb::new().await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    let mut early = store.subscribe();
+    for i in 0..20 {
+        store
+            .create_interaction(free_text(&format!("ir_{i}")))
+            .await
+            .unwrap();
+        let event = early
+            .try_recv()
+            .expect("announced before the write returned");
+        assert_eq!(event.data["request"]["id"], format!("ir_{i}"));
+        let mut late = store.subscribe();
+        store
+            .append_event("test.next", json!({"i": i}), None)
+            .await
+            .unwrap();
+        let event = late.try_recv().unwrap();
+        assert_eq!(event.kind, "test.next", "nothing from before it subscribed");
+        assert_eq!(early.try_recv().unwrap().seq, event.seq);
+    }
+}
