@@ -16,12 +16,12 @@
 //!   are compared as JSON values.
 //! - **Event order and the audit chain**: writers insert their event and
 //!   audit rows unsequenced, in parallel; after they commit, the
-//!   [sequencer](sequencer) numbers and chains them in one serialised pass
+//!   sequencer (module `sequencer`) numbers and chains them in one serialised pass
 //!   (see there), and a write returns once its rows are sequenced. Readers
 //!   see only sequenced rows.
 //! - **Announced after commit**: each sequencer pass announces, after its
 //!   commit, what was sequenced and not yet announced in this process, before
-//!   the writers it serves return; a [listener](listener) per process LISTENs
+//!   the writers it serves return; a listener (module `listener`) per process LISTENs
 //!   for every process's passes and announces the rest. One announcer keeps
 //!   one order: each event once, in seq order, without a gap.
 //!
