@@ -120,6 +120,13 @@ enum Command {
     /// `lev hook claude-code` reads a PreToolUse or PermissionRequest event
     /// on stdin and prints the decision for Claude Code to act on.
     Hook(cmd::hook::Args),
+    /// Migrate a PostgreSQL database to this lev's schema, without serving.
+    ///
+    /// `lev serve --database URL` migrates at start too (under an advisory
+    /// lock, so replicas starting at once are safe); run this first in a
+    /// deploy that migrates before it starts servers. A schema newer than
+    /// this lev is refused.
+    Migrate(cmd::migrate::Args),
     /// Load generator: starts `lev serve` as a child and drives it over HTTP.
     ///
     /// `lev bench cycles --workers 64` loops create -> respond -> wait and
@@ -148,6 +155,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Audit(args) => cmd::audit::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Hook(args) => cmd::hook::run(args),
+        Command::Migrate(args) => cmd::migrate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     }
 }

@@ -54,6 +54,7 @@ pub use kek::Kek;
 pub use keys::KeyRing;
 pub use operators::OperatorSettings;
 pub use state::{AppState, Settings};
+pub use store::migrate as migrate_database;
 
 /// How long shutdown waits for requests in flight before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -83,7 +84,8 @@ pub struct Config {
     pub listen: String,
     /// The data dir: database, keys, attachments, `admin.token`.
     pub data_dir: PathBuf,
-    /// A database URL; only the default SQLite file is supported yet.
+    /// A postgres:// URL to keep everything in PostgreSQL (several servers
+    /// may share it); `None` for SQLite in the data dir.
     pub database: Option<String>,
     /// The key-encryption key's file: signing keys are stored sealed with
     /// it (required with PostgreSQL; optional with SQLite).
@@ -275,9 +277,14 @@ impl Server {
             Some((cert, key)) => Some(tls::acceptor(cert, key).map_err(ServeError::Config)?),
             None => None,
         };
+        // A database that cannot be opened is a flag's fault when it is a
+        // URL (the message names its host), the data dir's otherwise.
         let store = store::open(config.database.as_deref(), &config.data_dir)
             .await
-            .map_err(data_err)?;
+            .map_err(|message| match config.database {
+                Some(_) => ServeError::Config(message),
+                None => data_err(message),
+            })?;
         let keys = keys::load_or_create(Arc::clone(&store), kek)
             .await
             .map_err(|e| data_err(e.to_string()))?;

@@ -6,13 +6,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use lev_store::Store;
+use lev_store_postgres::PostgresStore;
 use lev_store_sqlite::SqliteStore;
 
-/// Open the store: SQLite in `data_dir` when `database` is unset.
+/// Open the store: SQLite in `data_dir` when `database` is unset, else
+/// PostgreSQL at the URL (migrated first, under an advisory lock).
 ///
 /// # Errors
-/// A URL of an unknown or unsupported kind, or a store that cannot be opened
-/// (the message names the cause).
+/// A URL of an unknown kind, or a store that cannot be opened (the message
+/// names the cause; for PostgreSQL, the host too).
 pub async fn open(database: Option<&str>, data_dir: &Path) -> Result<Arc<dyn Store>, String> {
     match database {
         None => {
@@ -25,9 +27,27 @@ pub async fn open(database: Option<&str>, data_dir: &Path) -> Result<Arc<dyn Sto
         }
         Some(url) => {
             check_url(url)?;
-            Err("--database: PostgreSQL is not supported yet".to_owned())
+            let store = PostgresStore::connect(url)
+                .await
+                .map_err(|e| format!("--database: {}", plain(e)))?;
+            Ok(Arc::new(store))
         }
     }
+}
+
+/// A store error's message without the variant's prefix, where the
+/// message says it all (the PostgreSQL backend's name the host and cause).
+fn plain(e: lev_store::StoreError) -> String {
+    match e {
+        lev_store::StoreError::Database(m) | lev_store::StoreError::Unavailable(m) => m,
+        other => other.to_string(),
+    }
+}
+
+/// Whether `url` names PostgreSQL.
+#[must_use]
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 /// Check a `--database` URL before any state is made.
@@ -35,16 +55,36 @@ pub async fn open(database: Option<&str>, data_dir: &Path) -> Result<Arc<dyn Sto
 /// # Errors
 /// A URL lev has no backend for.
 pub fn check_url(url: &str) -> Result<(), String> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Err(
-            "--database: PostgreSQL is not supported yet; leave --database unset to use SQLite \
-             in the data dir"
-                .to_owned(),
-        )
+    if is_postgres(url) {
+        Ok(())
     } else {
         Err(format!(
             "--database: expected a postgres:// URL, found {url:?}\nhint: leave it unset to use \
              SQLite in the data dir"
         ))
     }
+}
+
+/// Run the migrations of the PostgreSQL database at `url` alone (`lev
+/// migrate`), under the same advisory lock servers take at start; returns
+/// what was done, for people.
+///
+/// # Errors
+/// A URL that is not PostgreSQL's, does not connect (the message names the
+/// host and the cause), or holds a schema newer than this build.
+pub async fn migrate(url: &str) -> Result<String, String> {
+    check_url(url)?;
+    let report = lev_store_postgres::migrate(url)
+        .await
+        .map_err(|e| format!("--database: {}", plain(e)))?;
+    Ok(if report.applied.is_empty() {
+        format!("the schema is up to date (version {})", report.version)
+    } else {
+        let applied: Vec<String> = report.applied.iter().map(ToString::to_string).collect();
+        format!(
+            "applied migration {}: the schema is at version {}",
+            applied.join(", "),
+            report.version
+        )
+    })
 }

@@ -246,7 +246,11 @@ pub trait Store:
     /// `sqlite` or `postgres`, as `/v1/health` reports it.
     fn kind(&self) -> &'static str;
 
-    /// Committed events, as they commit (on any replica sharing the database).
+    /// Committed events, as they commit (on any replica sharing the
+    /// database), in increasing seq. Another replica's events reach this
+    /// one's subscribers shortly after their commit, so a new subscriber may
+    /// also be told of events committed just before it subscribed: skip
+    /// seqs already seen.
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<StoredEvent>;
 
     /// Store a new interaction, idempotently by id.

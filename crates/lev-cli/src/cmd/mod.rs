@@ -10,6 +10,7 @@ pub mod hook;
 pub mod keys;
 pub mod ls;
 pub mod mcp;
+pub mod migrate;
 pub mod policy;
 pub mod respond;
 pub mod run;

@@ -23,9 +23,15 @@ pub struct Args {
     /// [default: $XDG_DATA_HOME/lev, else ~/.local/share/lev].
     #[arg(long, env = "LEV_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// A postgres:// URL to keep everything in PostgreSQL (not supported yet);
-    /// unset, SQLite in the data dir.
-    #[arg(long, env = "LEV_DATABASE_URL", value_name = "URL")]
+    /// A postgres:// URL to keep everything in PostgreSQL, where several
+    /// servers may share it; unset, SQLite in the data dir.
+    // The URL may hold a password: --help does not show its value.
+    #[arg(
+        long,
+        env = "LEV_DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
     pub database: Option<String>,
     /// The key-encryption key (32 random bytes, base64; `lev keys kek --out
     /// FILE` makes one): signing keys are stored sealed with it. Every server

@@ -153,9 +153,17 @@ fn serve_refuses_what_it_cannot_do_safely() {
         err.contains("--tls-cert") && err.contains("--insecure-http"),
         "{err}"
     );
-    let (code, err) = run(&["--database", "postgres://db.invalid/lev"]);
+    // A database that does not connect: the host and the cause, no secret.
+    let (code, err) = run(&["--database", "postgres://lev:hunter2@127.0.0.1:1/lev"]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("not supported yet"), "{err}");
+    assert!(
+        err.contains("127.0.0.1:1") && err.contains("refused"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2"), "{err}");
+    let (code, err) = run(&["--database", "mysql://db.example/lev"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("expected a postgres:// URL"), "{err}");
     let (code, err) = run(&["--tls-cert", "cert.pem"]);
     assert_eq!(code, Some(2), "clap: --tls-cert needs --tls-key: {err}");
 }

@@ -92,8 +92,16 @@ async fn refuses_plain_http_beyond_loopback_and_bad_setups() {
     );
 
     let mut config = base.clone();
-    config.database = Some("postgres://db.invalid/lev".into());
-    assert!(refused(Server::bind(config).await).contains("not supported yet"));
+    config.database = Some("postgres://lev@127.0.0.1:1/lev".into());
+    let message = refused(Server::bind(config).await);
+    assert!(
+        message.contains("127.0.0.1:1") && message.contains("refused"),
+        "{message}"
+    );
+
+    let mut config = base.clone();
+    config.database = Some("mysql://db.example/lev".into());
+    assert!(refused(Server::bind(config).await).contains("expected a postgres:// URL"));
 
     let mut config = base.clone();
     config.listen = "127.0.0.1:0".into();

@@ -20,6 +20,7 @@ mod gate;
 mod interactions;
 mod operators;
 mod parts;
+mod replicas;
 mod tasks;
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ pub use gate::*;
 pub use interactions::*;
 pub use operators::*;
 pub use parts::*;
+pub use replicas::*;
 pub use tasks::*;
 
 /// One test's database, on some backend.
@@ -80,6 +82,12 @@ macro_rules! conformance_suite {
             an_operator_reply_races_a_withdrawal,
             operator_presence_follows_connections,
             operator_signals_reach_every_server,
+            the_live_stream_is_one_gapless_order,
+            appended_entries_are_returned_as_stored,
+            first_starts_at_once_make_one_signing_key,
+            one_grant_per_key_under_concurrent_approvals,
+            expiry_races_answers_once,
+            any_text_comes_back_as_it_went,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

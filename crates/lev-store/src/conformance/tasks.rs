@@ -225,3 +225,43 @@ pub async fn a_task_finishes_once(b: &dyn Backend) {
     let stored = stores[0].get_task("tk_r").await.unwrap().unwrap();
     assert_eq!(stored.status, done[0]);
 }
+
+/// Free text a sub-agent or a worker sends may hold any character, a NUL
+/// too (which some databases' text types refuse): it comes back as it went.
+pub async fn any_text_comes_back_as_it_went(b: &dyn Backend) {
+    let store = b.open().await;
+    let odd = "nul:\u{0} bell:\u{7} emoji:\u{1F600} rtl:\u{202E} quote:\"'\\";
+    let mut new = crate::conformance::fixtures::free_text("ir_odd");
+    new.interaction.request.metadata = Some(json!({ "text": odd }));
+    new.interaction.request.kind = InteractionKind::FreeText { prompt: odd.into() };
+    assert!(matches!(
+        store.create_interaction(new).await.unwrap(),
+        CreateOutcome::Created(_)
+    ));
+    let view = store.get_interaction("ir_odd").await.unwrap().unwrap();
+    assert_eq!(view.request.request.metadata.unwrap()["text"], odd);
+    store
+        .answer_interaction(crate::conformance::fixtures::answer("ir_odd", odd, "bob"))
+        .await
+        .unwrap();
+    let view = store.get_interaction("ir_odd").await.unwrap().unwrap();
+    assert_eq!(view.response.unwrap().value.as_deref(), Some(odd));
+    store.create_task(task("tk_odd", "s-1")).await.unwrap();
+    let mut posted = result("tk_odd", json!(odd));
+    posted.output_tail = Some(odd.into());
+    store.post_task_result(posted).await.unwrap();
+    let mut done = finish("tk_odd", TaskStatus::Failed);
+    done.error = Some(odd.into());
+    store.finish_task(done).await.unwrap();
+    let t = store.get_task("tk_odd").await.unwrap().unwrap();
+    assert_eq!(t.output_tail.as_deref(), Some(odd));
+    assert_eq!(t.error.as_deref(), Some(odd));
+    assert_eq!(t.last_result.unwrap()["value"], odd);
+    let audit = store.audit_after(0, 100).await.unwrap();
+    assert!(
+        audit.iter().any(|e| e.data["error"] == odd),
+        "the audit entry keeps it too"
+    );
+    let events = store.events_after(0, 100).await.unwrap();
+    assert_eq!(events.last().unwrap().data["error"], odd);
+}

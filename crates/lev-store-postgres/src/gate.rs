@@ -1,0 +1,392 @@
+//! The gate's tables: `gate_calls`, `grants`, `nonces`.
+
+use async_trait::async_trait;
+use lev_protocol::ApprovalScope;
+use lev_protocol::api::{GateResponse, Grant};
+use serde_json::Value;
+use time::OffsetDateTime;
+use tokio_postgres::Row;
+
+use crate::sql::{Tx, col, corrupt, parse_time, rfc3339};
+use crate::{InsertOutcome, PostgresStore, answer_in, insert_interaction, session_lock, sql};
+use lev_store::gate::{
+    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
+};
+use lev_store::{AuditRecord, NewAnswer, Result, TransitionOutcome};
+
+const GATE_COLUMNS: &str = "session_id, request_id, call_json, decision_json, created_at";
+
+fn gate_from_row(row: &Row) -> Result<GateCallRecord> {
+    let session_id: String = col(row, 0)?;
+    let request_id: String = col(row, 1)?;
+    let what = format!("gate call {session_id}/{request_id}");
+    let call: Value =
+        serde_json::from_str(&col::<String>(row, 2)?).map_err(|e| corrupt(&what, e))?;
+    let decision: GateResponse =
+        serde_json::from_str(&col::<String>(row, 3)?).map_err(|e| corrupt(&what, e))?;
+    let created_at = parse_time(&what, &col::<String>(row, 4)?)?;
+    Ok(GateCallRecord {
+        session_id,
+        request_id,
+        call,
+        decision,
+        created_at,
+    })
+}
+
+async fn load_gate(
+    tx: &Tx<'_>,
+    session_id: &str,
+    request_id: &str,
+) -> Result<Option<GateCallRecord>> {
+    tx.query_opt(
+        &format!("SELECT {GATE_COLUMNS} FROM gate_calls WHERE session_id = $1 AND request_id = $2"),
+        &[&session_id, &request_id],
+    )
+    .await?
+    .as_ref()
+    .map(gate_from_row)
+    .transpose()
+}
+
+const GRANT_COLUMNS: &str = "id, scope, caller, conversation_id, sandbox_mode, tool_name, covered_json, grant_args_json, approver, interaction_id, created_at";
+
+fn grant_from_row(row: &Row) -> Result<Grant> {
+    let id: String = col(row, 0)?;
+    let what = format!("grant {id}");
+    let scope = match col::<String>(row, 1)?.as_str() {
+        "session" => ApprovalScope::Session,
+        "always" => ApprovalScope::Always,
+        other => return Err(corrupt(&what, format!("unknown scope {other:?}"))),
+    };
+    let covered_capabilities: Vec<String> =
+        serde_json::from_str(&col::<String>(row, 6)?).map_err(|e| corrupt(&what, e))?;
+    let grant_args = col::<Option<String>>(row, 7)?
+        .map(|s| serde_json::from_str(&s))
+        .transpose()
+        .map_err(|e| corrupt(&what, e))?;
+    let created_at = parse_time(&what, &col::<String>(row, 10)?)?;
+    Ok(Grant {
+        id,
+        scope,
+        caller: col(row, 2)?,
+        conversation_id: col(row, 3)?,
+        sandbox_mode: col(row, 4)?,
+        tool_name: col(row, 5)?,
+        covered_capabilities,
+        grant_args,
+        approver: col(row, 8)?,
+        interaction_id: col(row, 9)?,
+        created_at,
+    })
+}
+
+async fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
+    let g = &new.grant;
+    let covered = serde_json::to_string(&g.covered_capabilities).map_err(|e| corrupt(&g.id, e))?;
+    let grant_args = g
+        .grant_args
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| corrupt(&g.id, e))?;
+    // One grant per key, also when two approvals of it commit at once on
+    // two servers: look for the twin under a lock on the key.
+    let key = serde_json::json!([
+        g.scope.as_str(),
+        g.caller,
+        g.conversation_id,
+        g.sandbox_mode,
+        g.tool_name,
+        covered,
+        grant_args
+    ]);
+    tx.lock(&format!("lev:grant:{key}")).await?;
+    // The same approval again renews the grant in force (its approver,
+    // interaction and time) rather than adding a twin.
+    let twin = tx
+        .query_opt(
+            "SELECT id FROM grants WHERE revoked_at IS NULL AND scope = $1 AND caller = $2
+               AND conversation_id IS NOT DISTINCT FROM $3 AND sandbox_mode = $4 AND tool_name = $5
+               AND covered_json = $6 AND grant_args_json IS NOT DISTINCT FROM $7
+             ORDER BY seq LIMIT 1",
+            &[
+                &g.scope.as_str(),
+                &g.caller,
+                &g.conversation_id,
+                &g.sandbox_mode,
+                &g.tool_name,
+                &covered,
+                &grant_args,
+            ],
+        )
+        .await?;
+    if let Some(twin) = twin {
+        let twin: String = col(&twin, 0)?;
+        tx.execute(
+            "UPDATE grants SET approver = $2, interaction_id = $3, created_at = $4 WHERE id = $1",
+            &[
+                &twin,
+                &g.approver,
+                &g.interaction_id,
+                &rfc3339(g.created_at),
+            ],
+        )
+        .await?;
+        let mut renewed = g.clone();
+        renewed.id = twin;
+        tx.audit(&AuditRecord {
+            action: "grant.renewed".into(),
+            actor: new.actor.clone(),
+            data: serde_json::to_value(&renewed).unwrap_or(Value::Null),
+        });
+        return Ok(());
+    }
+    tx.execute(
+        &format!(
+            "INSERT INTO grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+        ),
+        &[
+            &g.id,
+            &g.scope.as_str(),
+            &g.caller,
+            &g.conversation_id,
+            &g.sandbox_mode,
+            &g.tool_name,
+            &covered,
+            &grant_args,
+            &g.approver,
+            &g.interaction_id,
+            &rfc3339(g.created_at),
+        ],
+    )
+    .await?;
+    tx.audit(&AuditRecord {
+        action: "grant.created".into(),
+        actor: new.actor.clone(),
+        data: serde_json::to_value(g).unwrap_or(Value::Null),
+    });
+    Ok(())
+}
+
+#[async_trait]
+impl GateStore for PostgresStore {
+    async fn record_gate_decision(&self, new: NewGateDecision) -> Result<GateRecordOutcome> {
+        let call_json = new.record.call.to_string();
+        let decision_json = serde_json::to_string(&new.record.decision)
+            .map_err(|e| corrupt(&new.record.request_id, e))?;
+        let created_at = rfc3339(new.record.created_at);
+        let NewGateDecision {
+            record,
+            interaction,
+            audit,
+        } = new;
+        let replay = |existing: GateCallRecord| {
+            if existing.call == record.call {
+                GateRecordOutcome::Existing(Box::new(existing))
+            } else {
+                GateRecordOutcome::Conflict(Box::new(existing))
+            }
+        };
+        let mut client = self.client().await?;
+        let mut tx = Tx::begin(&mut client).await?;
+        // The idempotency key's session and the interaction's, in one order
+        // (they are the same in practice).
+        let mut sessions = vec![record.session_id.as_str()];
+        if let Some(i) = &interaction {
+            sessions.push(i.interaction.request.session_id.as_str());
+        }
+        sessions.sort_unstable();
+        sessions.dedup();
+        for session in sessions {
+            tx.lock(&session_lock(session)).await?;
+        }
+        // Look for a replay first, so a retry never opens a second
+        // interaction (nor hits the pending limit).
+        if let Some(existing) = load_gate(&tx, &record.session_id, &record.request_id).await? {
+            tx.commit().await?;
+            return Ok(replay(existing));
+        }
+        let opened = match &interaction {
+            Some(i) => {
+                let request_json = serde_json::to_string(&i.interaction.request)
+                    .map_err(|e| corrupt(i.interaction.id(), e))?;
+                match insert_interaction(&mut tx, i, &request_json).await? {
+                    InsertOutcome::Created(view) => Some(view),
+                    InsertOutcome::TooManyPending => {
+                        tx.commit().await?;
+                        return Ok(GateRecordOutcome::TooManyPending);
+                    }
+                    InsertOutcome::IdTaken => {
+                        return Err(corrupt(
+                            i.interaction.id(),
+                            "a gate's new interaction id is taken",
+                        ));
+                    }
+                }
+            }
+            None => None,
+        };
+        let interaction_id = match &record.decision {
+            GateResponse::Ask { interaction_id } => Some(interaction_id.as_str()),
+            _ => None,
+        };
+        let inserted = tx
+            .execute(
+                "INSERT INTO gate_calls (session_id, request_id, call_json, decision_json, interaction_id, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (session_id, request_id) DO NOTHING",
+                &[
+                    &record.session_id,
+                    &record.request_id,
+                    &call_json,
+                    &decision_json,
+                    &interaction_id,
+                    &created_at,
+                ],
+            )
+            .await?;
+        if inserted == 0 {
+            // Under the session's lock nobody else records this key, so
+            // only an edit of the database gets here; roll back whatever
+            // this transaction opened, and answer with the record.
+            tx.rollback().await?;
+            drop(client);
+            let client = self.client().await?;
+            let row = sql::query_opt(
+                &client,
+                &format!(
+                    "SELECT {GATE_COLUMNS} FROM gate_calls WHERE session_id = $1 AND request_id = $2"
+                ),
+                &[&record.session_id, &record.request_id],
+            )
+            .await?
+            .ok_or_else(|| corrupt(&record.request_id, "conflicting gate call vanished"))?;
+            return Ok(replay(gate_from_row(&row)?));
+        }
+        tx.audit(&audit);
+        let staged = tx.commit().await?.any();
+        drop(client);
+        self.sequenced(staged).await;
+        Ok(GateRecordOutcome::Recorded {
+            record: Box::new(record),
+            interaction: opened,
+        })
+    }
+
+    async fn gate_call_by_interaction(
+        &self,
+        interaction_id: &str,
+    ) -> Result<Option<GateCallRecord>> {
+        let client = self.client().await?;
+        sql::query_opt(
+            &client,
+            &format!("SELECT {GATE_COLUMNS} FROM gate_calls WHERE interaction_id = $1 LIMIT 1"),
+            &[&interaction_id],
+        )
+        .await?
+        .as_ref()
+        .map(gate_from_row)
+        .transpose()
+    }
+
+    async fn answer_tool_approval(
+        &self,
+        answer: NewAnswer,
+        grant: Option<NewGrant>,
+    ) -> Result<TransitionOutcome> {
+        let mut client = self.client().await?;
+        let mut tx = Tx::begin(&mut client).await?;
+        let outcome = answer_in(&mut tx, answer).await?;
+        if let (TransitionOutcome::Done(_), Some(grant)) = (&outcome, &grant) {
+            insert_grant(&mut tx, grant).await?;
+        }
+        let staged = tx.commit().await?.any();
+        drop(client);
+        self.sequenced(staged).await;
+        Ok(outcome)
+    }
+
+    async fn grants_for(
+        &self,
+        caller: &str,
+        conversation_id: &str,
+        sandbox_mode: &str,
+        tool_name: &str,
+    ) -> Result<Vec<Grant>> {
+        let client = self.client().await?;
+        sql::query(
+            &client,
+            &format!(
+                "SELECT {GRANT_COLUMNS} FROM grants
+                 WHERE caller = $1 AND tool_name = $4 AND sandbox_mode = $3 AND revoked_at IS NULL
+                   AND (conversation_id IS NULL OR conversation_id = $2)
+                 ORDER BY seq"
+            ),
+            &[&caller, &conversation_id, &sandbox_mode, &tool_name],
+        )
+        .await?
+        .iter()
+        .map(grant_from_row)
+        .collect()
+    }
+
+    async fn list_grants(&self) -> Result<Vec<Grant>> {
+        let client = self.client().await?;
+        sql::query(
+            &client,
+            &format!("SELECT {GRANT_COLUMNS} FROM grants WHERE revoked_at IS NULL ORDER BY seq"),
+            &[],
+        )
+        .await?
+        .iter()
+        .map(grant_from_row)
+        .collect()
+    }
+
+    async fn revoke_grant(&self, id: &str, actor: &str) -> Result<Option<Grant>> {
+        let mut client = self.client().await?;
+        let mut tx = Tx::begin(&mut client).await?;
+        // Compare-and-set: of two revokes, one revokes and audits.
+        let Some(row) = tx
+            .query_opt(
+                &format!(
+                    "UPDATE grants SET revoked_at = $2, revoked_by = $3
+                     WHERE id = $1 AND revoked_at IS NULL
+                     RETURNING {GRANT_COLUMNS}"
+                ),
+                &[&id, &rfc3339(OffsetDateTime::now_utc()), &actor],
+            )
+            .await?
+        else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let grant = grant_from_row(&row)?;
+        tx.audit(&AuditRecord {
+            action: "grant.revoked".into(),
+            actor: actor.to_owned(),
+            data: serde_json::to_value(&grant).unwrap_or(Value::Null),
+        });
+        let staged = tx.commit().await?.any();
+        drop(client);
+        self.sequenced(staged).await;
+        Ok(Some(grant))
+    }
+
+    async fn consume_nonce(&self, nonce: &str, actor: &str) -> Result<NonceOutcome> {
+        let client = self.client().await?;
+        let n = sql::execute(
+            &client,
+            "INSERT INTO nonces (nonce, spent_at, spent_by) VALUES ($1, $2, $3)
+             ON CONFLICT (nonce) DO NOTHING",
+            &[&nonce, &rfc3339(OffsetDateTime::now_utc()), &actor],
+        )
+        .await?;
+        Ok(if n == 1 {
+            NonceOutcome::Spent
+        } else {
+            NonceOutcome::AlreadySpent
+        })
+    }
+}

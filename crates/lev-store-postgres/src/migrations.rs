@@ -1,0 +1,297 @@
+//! PostgreSQL schema migrations, run under an advisory lock so that several
+//! servers starting at once apply each exactly once. Released migrations
+//! are never edited: a change is a new migration appended to [`MIGRATIONS`].
+//!
+//! Times are kept as RFC 3339 text (as SQLite keeps them: exact to the
+//! nanosecond) beside integer milliseconds where they are compared; JSON
+//! as text, compared as values in Rust; free text that may hold any
+//! character (a task's output tail and error) as JSON strings.
+
+use lev_store::{Result, StoreError};
+use tokio_postgres::Client;
+
+use crate::sql::pg;
+
+/// The advisory lock key migrations run under (`lev:migrate`).
+pub(crate) const MIGRATE_LOCK: i64 = 0x6c65_766d_6967_0001;
+
+/// `(version, SQL)`, applied in order, each in its own transaction.
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        r"
+CREATE TABLE interactions (
+    seq                   bigserial PRIMARY KEY,
+    id                    text NOT NULL UNIQUE,
+    session_id            text NOT NULL,
+    request_json          text NOT NULL,
+    original_request_json text,
+    status                text NOT NULL,
+    created_at            text NOT NULL,
+    expires_at            text,
+    expires_at_ms         bigint,
+    answered_at           text,
+    answered_by           text,
+    response_json         text,
+    approval_json         text
+);
+CREATE INDEX interactions_by_status ON interactions (status, seq);
+CREATE INDEX interactions_by_session ON interactions (session_id, status, seq);
+CREATE INDEX interactions_by_expiry ON interactions (expires_at_ms, id) WHERE status = 'pending';
+
+CREATE TABLE tokens (
+    name          text PRIMARY KEY,
+    role          text NOT NULL,
+    caller        text,
+    hash          text NOT NULL UNIQUE,
+    created_at    text NOT NULL,
+    sessions_json text
+);
+CREATE INDEX tokens_by_role ON tokens (role);
+
+-- Rows are inserted with seq NULL and numbered after their commit by the
+-- sequencer; readers see only numbered rows.
+CREATE TABLE events (
+    id        bigserial PRIMARY KEY,
+    seq       bigint UNIQUE,
+    kind      text NOT NULL,
+    data_json text NOT NULL
+);
+CREATE INDEX events_unsequenced ON events (id) WHERE seq IS NULL;
+
+-- Likewise chained (seq, prev_hash, hash) by the sequencer.
+CREATE TABLE audit (
+    id        bigserial PRIMARY KEY,
+    seq       bigint UNIQUE,
+    at        text NOT NULL,
+    action    text NOT NULL,
+    actor     text NOT NULL,
+    data_json text NOT NULL,
+    prev_hash text,
+    hash      text
+);
+CREATE INDEX audit_unchained ON audit (id) WHERE seq IS NULL;
+
+-- Append-only: a row may be chained once, and never changed or removed.
+CREATE FUNCTION lev_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE'
+       AND OLD.seq IS NULL AND NEW.seq IS NOT NULL
+       AND NEW.prev_hash IS NOT NULL AND NEW.hash IS NOT NULL
+       AND NEW.id = OLD.id AND NEW.at = OLD.at AND NEW.action = OLD.action
+       AND NEW.actor = OLD.actor AND NEW.data_json = OLD.data_json THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'the audit log is append-only';
+END
+$$;
+CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON audit
+    FOR EACH ROW EXECUTE FUNCTION lev_audit_append_only();
+CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
+    FOR EACH STATEMENT EXECUTE FUNCTION lev_audit_append_only();
+
+-- put_blob keeps the bytes; a row of blobs (written by the winning answer
+-- whose parts name it) makes them servable.
+CREATE TABLE blob_data (
+    sha256 text PRIMARY KEY,
+    bytes  bytea NOT NULL
+);
+CREATE TABLE blobs (
+    sha256     text PRIMARY KEY,
+    media_type text NOT NULL,
+    size       bigint NOT NULL
+);
+
+CREATE TABLE gate_calls (
+    seq            bigserial PRIMARY KEY,
+    session_id     text NOT NULL,
+    request_id     text NOT NULL,
+    call_json      text NOT NULL,
+    decision_json  text NOT NULL,
+    interaction_id text,
+    created_at     text NOT NULL,
+    UNIQUE (session_id, request_id)
+);
+CREATE INDEX gate_calls_by_interaction ON gate_calls (interaction_id)
+    WHERE interaction_id IS NOT NULL;
+
+CREATE TABLE grants (
+    seq             bigserial PRIMARY KEY,
+    id              text NOT NULL UNIQUE,
+    scope           text NOT NULL,
+    caller          text NOT NULL,
+    conversation_id text,
+    sandbox_mode    text NOT NULL,
+    tool_name       text NOT NULL,
+    covered_json    text NOT NULL,
+    grant_args_json text,
+    approver        text NOT NULL,
+    interaction_id  text,
+    created_at      text NOT NULL,
+    revoked_at      text,
+    revoked_by      text
+);
+CREATE INDEX grants_in_force ON grants (caller, tool_name, sandbox_mode)
+    WHERE revoked_at IS NULL;
+
+CREATE TABLE nonces (
+    nonce    text PRIMARY KEY,
+    spent_at text NOT NULL,
+    spent_by text NOT NULL
+);
+
+CREATE TABLE tasks (
+    seq              bigserial PRIMARY KEY,
+    id               text NOT NULL UNIQUE,
+    session_id       text NOT NULL,
+    status           text NOT NULL,
+    spawn_json       text NOT NULL,
+    token_hash       text NOT NULL UNIQUE,
+    caller           text,
+    last_result_json text,
+    output_tail_json text,
+    error_json       text,
+    result_json      text,
+    created_at       text NOT NULL,
+    updated_at       text NOT NULL
+);
+CREATE INDEX tasks_by_session ON tasks (session_id, seq);
+CREATE INDEX tasks_by_status ON tasks (status, seq);
+
+-- Exactly one active key once any is stored.
+CREATE TABLE signing_keys (
+    kid      text PRIMARY KEY,
+    material text NOT NULL,
+    active   boolean NOT NULL DEFAULT false
+);
+CREATE UNIQUE INDEX signing_keys_one_active ON signing_keys ((true)) WHERE active;
+
+CREATE TABLE dashboard_sessions (
+    id_hash       text PRIMARY KEY,
+    token_hash    text NOT NULL,
+    csrf          text NOT NULL,
+    created_at    text NOT NULL,
+    created_at_ms bigint NOT NULL,
+    last_seen     text NOT NULL,
+    last_seen_ms  bigint NOT NULL
+);
+CREATE INDEX dashboard_sessions_by_last_seen ON dashboard_sessions (last_seen_ms);
+",
+    ),
+    (
+        2,
+        // The operators' relay: messages waiting for a session's operator and
+        // their replies (kept an hour after they are resolved, to tell a late
+        // reply from a made-up one), and where each session's operator is.
+        r"
+CREATE TABLE operator_requests (
+    req_id       text PRIMARY KEY,
+    session_id   text NOT NULL,
+    reply_type   text NOT NULL,
+    frame        text NOT NULL,
+    posted_at    text NOT NULL,
+    posted_ms    bigint NOT NULL,
+    state        text NOT NULL CHECK (state IN ('pending', 'replied', 'withdrawn')),
+    reply_json   text,
+    replied_by   text,
+    resolved_ms  bigint
+);
+CREATE INDEX operator_requests_pending ON operator_requests (session_id, posted_ms)
+    WHERE state = 'pending';
+CREATE INDEX operator_requests_resolved ON operator_requests (resolved_ms)
+    WHERE state <> 'pending';
+CREATE TABLE operator_presence (
+    session_id text PRIMARY KEY,
+    conn       text,
+    operator   text NOT NULL,
+    since      text NOT NULL
+);
+",
+    ),
+];
+
+/// The newest schema version this build knows.
+#[must_use]
+pub fn schema_version() -> i64 {
+    MIGRATIONS.iter().map(|(v, _)| *v).max().unwrap_or_default()
+}
+
+/// What [`crate::migrate`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrateReport {
+    /// The versions applied now, in order (empty when up to date).
+    pub applied: Vec<i64>,
+    /// The schema version the database has now.
+    pub version: i64,
+}
+
+/// Bring the database up to the newest schema, under the migration lock
+/// (held on this connection until it is released or the connection ends).
+pub(crate) async fn run(client: &mut Client) -> Result<MigrateReport> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATE_LOCK])
+        .await
+        .map_err(pg)?;
+    let result = run_locked(client).await;
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATE_LOCK])
+        .await
+        .map_err(pg);
+    let report = result?;
+    unlock?;
+    Ok(report)
+}
+
+async fn run_locked(client: &mut Client) -> Result<MigrateReport> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS lev_schema_migrations (
+                 version    bigint PRIMARY KEY,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             )",
+        )
+        .await
+        .map_err(pg)?;
+    let applied: Vec<i64> = client
+        .query("SELECT version FROM lev_schema_migrations", &[])
+        .await
+        .map_err(pg)?
+        .iter()
+        .map(|row| crate::sql::col::<i64>(row, 0))
+        .collect::<Result<_>>()?;
+    // Every migration not yet applied, not only those past the newest.
+    if let Some(newer) = applied
+        .iter()
+        .filter(|v| !MIGRATIONS.iter().any(|(known, _)| known == *v))
+        .max()
+    {
+        return Err(StoreError::Database(format!(
+            "the database has schema version {newer}, newer than this lev knows \
+             (up to {}): run the lev that wrote it, or a newer one",
+            schema_version()
+        )));
+    }
+    let mut todo: Vec<&(i64, &str)> = MIGRATIONS
+        .iter()
+        .filter(|(v, _)| !applied.contains(v))
+        .collect();
+    todo.sort_by_key(|(v, _)| *v);
+    let mut report = MigrateReport {
+        applied: Vec::new(),
+        version: applied.iter().copied().max().unwrap_or_default(),
+    };
+    for (version, sql) in todo {
+        let tx = client.transaction().await.map_err(pg)?;
+        tx.batch_execute(sql).await.map_err(pg)?;
+        tx.execute(
+            "INSERT INTO lev_schema_migrations (version) VALUES ($1)",
+            &[version],
+        )
+        .await
+        .map_err(pg)?;
+        tx.commit().await.map_err(pg)?;
+        report.applied.push(*version);
+        report.version = report.version.max(*version);
+    }
+    Ok(report)
+}

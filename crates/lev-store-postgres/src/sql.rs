@@ -1,0 +1,294 @@
+//! What every part of the backend shares: error mapping, statements through
+//! the connection's statement cache, row decoding, and [`Tx`], a write
+//! transaction that stages its events and audit entries unsequenced.
+
+use deadpool_postgres::GenericClient;
+use lev_store::{AuditRecord, Result, StoreError};
+use time::OffsetDateTime;
+use tokio_postgres::Row;
+use tokio_postgres::types::{FromSql, ToSql};
+
+/// Parameters of a statement.
+pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// SQLSTATE classes and codes that mean "the server cannot serve now":
+/// connection exceptions (08), operator intervention (57P01..57P03: shut
+/// down, crashed, starting up), too many connections (53300).
+fn unavailable_code(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "57P05")
+}
+
+/// `e` and its causes, as one line.
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// A database error's text: severity, message, SQLSTATE (never a parameter).
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => chain(e),
+    }
+}
+
+/// Whether `e` means the server could not be reached or went away.
+pub(crate) fn is_unavailable(e: &tokio_postgres::Error) -> bool {
+    if let Some(db) = e.as_db_error() {
+        return unavailable_code(db.code().code());
+    }
+    if e.is_closed() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if cause.is::<std::io::Error>() {
+            return true;
+        }
+        source = cause.source();
+    }
+    let text = e.to_string();
+    text.starts_with("error communicating")
+        || text.starts_with("error connecting")
+        || text.starts_with("timeout")
+}
+
+/// A `tokio_postgres` error as the contract's: unreachable is
+/// [`StoreError::Unavailable`], the rest a database fault.
+pub(crate) fn pg(e: tokio_postgres::Error) -> StoreError {
+    if is_unavailable(&e) {
+        StoreError::Unavailable(describe(&e))
+    } else {
+        StoreError::Database(describe(&e))
+    }
+}
+
+/// A pool error: no connection in time, or none could be made, is
+/// [`StoreError::Unavailable`].
+pub(crate) fn pool(e: deadpool_postgres::PoolError) -> StoreError {
+    use deadpool_postgres::PoolError;
+    match e {
+        PoolError::Timeout(kind) => StoreError::Unavailable(format!(
+            "no database connection in time ({})",
+            match kind {
+                deadpool_postgres::TimeoutType::Wait => "all connections busy",
+                deadpool_postgres::TimeoutType::Create => "connecting",
+                deadpool_postgres::TimeoutType::Recycle => "checking a connection",
+            }
+        )),
+        PoolError::Backend(e) => {
+            StoreError::Unavailable(format!("cannot connect: {}", describe(&e)))
+        }
+        PoolError::Closed => StoreError::Closed,
+        PoolError::NoRuntimeSpecified => StoreError::Database("the pool has no runtime".into()),
+        PoolError::PostCreateHook(e) => StoreError::Unavailable(format!("cannot connect: {e}")),
+    }
+}
+
+pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        what: what.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+/// Column `i` of `row`, or a [`StoreError::Corrupt`] (never a panic).
+pub(crate) fn col<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
+    row.try_get(i).map_err(|e| corrupt("row", chain(&e)))
+}
+
+pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+pub(crate) fn parse_time(what: &str, s: &str) -> Result<OffsetDateTime> {
+    OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| corrupt(what, e))
+}
+
+pub(crate) fn millis(t: OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+/// Free text that may hold any character (a NUL, which PostgreSQL's `text`
+/// refuses), kept as a JSON string.
+pub(crate) fn text_in(s: Option<&str>) -> Option<String> {
+    s.map(|s| serde_json::Value::from(s).to_string())
+}
+
+/// The inverse of [`text_in`].
+pub(crate) fn text_out(what: &str, s: Option<String>) -> Result<Option<String>> {
+    s.map(|s| serde_json::from_str::<String>(&s).map_err(|e| corrupt(what, e)))
+        .transpose()
+}
+
+/// Run `sql` (through the statement cache), returning its rows.
+pub(crate) async fn query<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: Params<'_>,
+) -> Result<Vec<Row>> {
+    let stmt = c.prepare_cached(sql).await.map_err(pg)?;
+    c.query(&stmt, params).await.map_err(pg)
+}
+
+/// Run `sql`, returning its first row, if any.
+pub(crate) async fn query_opt<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: Params<'_>,
+) -> Result<Option<Row>> {
+    Ok(query(c, sql, params).await?.into_iter().next())
+}
+
+/// Run `sql`, which must return a row.
+pub(crate) async fn query_one<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: Params<'_>,
+) -> Result<Row> {
+    query_opt(c, sql, params)
+        .await?
+        .ok_or_else(|| StoreError::Database(format!("no row from: {sql}")))
+}
+
+/// Run `sql`, returning how many rows it changed.
+pub(crate) async fn execute<C: GenericClient>(c: &C, sql: &str, params: Params<'_>) -> Result<u64> {
+    let stmt = c.prepare_cached(sql).await.map_err(pg)?;
+    c.execute(&stmt, params).await.map_err(pg)
+}
+
+/// A write transaction (READ COMMITTED). Its events and audit entries are
+/// staged, and inserted unsequenced by one statement just before the
+/// commit; the sequencer numbers and chains them after it.
+pub(crate) struct Tx<'a> {
+    t: deadpool_postgres::Transaction<'a>,
+    events: Vec<(String, String)>,
+    audit: Vec<(String, String, String, String)>,
+}
+
+/// The row ids of the last event and audit entry a transaction inserted.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Staged {
+    pub(crate) event: Option<i64>,
+    pub(crate) audit: Option<i64>,
+}
+
+impl Staged {
+    /// Whether a sequencer pass is due.
+    pub(crate) fn any(self) -> bool {
+        self.event.is_some() || self.audit.is_some()
+    }
+}
+
+impl<'a> Tx<'a> {
+    pub(crate) async fn begin(client: &'a mut deadpool_postgres::Object) -> Result<Self> {
+        let t = client.transaction().await.map_err(pg)?;
+        Ok(Self {
+            t,
+            events: Vec::new(),
+            audit: Vec::new(),
+        })
+    }
+
+    /// The open transaction, for reads.
+    pub(crate) fn client(&self) -> &deadpool_postgres::Transaction<'a> {
+        &self.t
+    }
+
+    pub(crate) async fn query(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        query(&self.t, sql, params).await
+    }
+
+    pub(crate) async fn query_opt(&self, sql: &str, params: Params<'_>) -> Result<Option<Row>> {
+        query_opt(&self.t, sql, params).await
+    }
+
+    pub(crate) async fn query_one(&self, sql: &str, params: Params<'_>) -> Result<Row> {
+        query_one(&self.t, sql, params).await
+    }
+
+    pub(crate) async fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64> {
+        execute(&self.t, sql, params).await
+    }
+
+    /// Serialise on `key` until this transaction ends (every process).
+    pub(crate) async fn lock(&self, key: &str) -> Result<()> {
+        self.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            &[&key],
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Stage an event, committed with the transaction (its seq comes with
+    /// the sequencer).
+    pub(crate) fn event(&mut self, kind: &str, data: &serde_json::Value) {
+        self.events.push((kind.to_owned(), data.to_string()));
+    }
+
+    /// Stage an audit entry, committed with the transaction (the sequencer
+    /// chains it).
+    pub(crate) fn audit(&mut self, record: &AuditRecord) {
+        self.audit.push((
+            rfc3339(OffsetDateTime::now_utc()),
+            record.action.clone(),
+            record.actor.clone(),
+            record.data.to_string(),
+        ));
+    }
+
+    /// Roll back everything this transaction did.
+    pub(crate) async fn rollback(self) -> Result<()> {
+        self.t.rollback().await.map_err(pg)
+    }
+
+    /// Insert what was staged (in staging order: the ids increase), then
+    /// commit; returns the last ids.
+    pub(crate) async fn commit(self) -> Result<Staged> {
+        let mut staged = Staged::default();
+        if !self.events.is_empty() || !self.audit.is_empty() {
+            let (kinds, data): (Vec<&str>, Vec<&str>) = self
+                .events
+                .iter()
+                .map(|(k, d)| (k.as_str(), d.as_str()))
+                .unzip();
+            let mut at = Vec::with_capacity(self.audit.len());
+            let mut action = Vec::with_capacity(self.audit.len());
+            let mut actor = Vec::with_capacity(self.audit.len());
+            let mut audit_data = Vec::with_capacity(self.audit.len());
+            for (a, b, c, d) in &self.audit {
+                at.push(a.as_str());
+                action.push(b.as_str());
+                actor.push(c.as_str());
+                audit_data.push(d.as_str());
+            }
+            let row = query_one(
+                &self.t,
+                "WITH e AS (INSERT INTO events (kind, data_json)
+                            SELECT * FROM unnest($1::text[], $2::text[]) RETURNING id),
+                      a AS (INSERT INTO audit (at, action, actor, data_json)
+                            SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[])
+                            RETURNING id)
+                 SELECT (SELECT max(id) FROM e), (SELECT max(id) FROM a)",
+                &[&kinds, &data, &at, &action, &actor, &audit_data],
+            )
+            .await?;
+            staged.event = col(&row, 0)?;
+            staged.audit = col(&row, 1)?;
+        }
+        self.t.commit().await.map_err(pg)?;
+        Ok(staged)
+    }
+}

@@ -1,0 +1,405 @@
+//! [`TaskStore`]: the `tasks` table, events with no row of their own, and
+//! the escalation note on an interaction.
+
+use async_trait::async_trait;
+use lev_protocol::api::{InteractionView, Task, TaskStatus};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use tokio_postgres::Row;
+
+use crate::sql::{Tx, col, corrupt, parse_time, rfc3339, text_in, text_out};
+use crate::{PostgresStore, audit_summary, sql, view_from_row, view_json};
+use lev_store::tasks::{
+    NewTask, TaskChange, TaskFilter, TaskFinish, TaskPage, TaskResult, TaskStore,
+};
+use lev_store::{AuditRecord, Result};
+
+const TASK_COLUMNS: &str = "seq, id, session_id, status, spawn_json, last_result_json, output_tail_json, error_json, created_at, updated_at, caller";
+
+fn status_str(s: TaskStatus) -> &'static str {
+    match s {
+        TaskStatus::Pending => "pending",
+        TaskStatus::Running => "running",
+        TaskStatus::Succeeded => "succeeded",
+        TaskStatus::Failed => "failed",
+    }
+}
+
+fn parse_status(s: &str) -> Option<TaskStatus> {
+    Some(match s {
+        "pending" => TaskStatus::Pending,
+        "running" => TaskStatus::Running,
+        "succeeded" => TaskStatus::Succeeded,
+        "failed" => TaskStatus::Failed,
+        _ => return None,
+    })
+}
+
+fn task_from_row(row: &Row) -> Result<(i64, Task)> {
+    let seq: i64 = col(row, 0)?;
+    let id: String = col(row, 1)?;
+    let what = format!("task {id}");
+    let status_text: String = col(row, 3)?;
+    let status = parse_status(&status_text).ok_or_else(|| corrupt(&what, "unknown status"))?;
+    let spawn: Value =
+        serde_json::from_str(&col::<String>(row, 4)?).map_err(|e| corrupt(&what, e))?;
+    let last_result: Option<Value> = col::<Option<String>>(row, 5)?
+        .map(|s| serde_json::from_str(&s))
+        .transpose()
+        .map_err(|e| corrupt(&what, e))?;
+    let created_at = parse_time(&what, &col::<String>(row, 8)?)?;
+    let updated_at = parse_time(&what, &col::<String>(row, 9)?)?;
+    Ok((
+        seq,
+        Task {
+            session_id: col(row, 2)?,
+            status,
+            spawn,
+            last_result,
+            output_tail: text_out(&what, col(row, 6)?)?,
+            error: text_out(&what, col(row, 7)?)?,
+            caller: col(row, 10)?,
+            created_at,
+            updated_at,
+            id,
+        },
+    ))
+}
+
+async fn load_task(tx: &Tx<'_>, id: &str) -> Result<Option<Task>> {
+    tx.query_opt(
+        &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"),
+        &[&id],
+    )
+    .await?
+    .as_ref()
+    .map(|row| task_from_row(row).map(|(_, t)| t))
+    .transpose()
+}
+
+fn task_json(task: &Task) -> Value {
+    serde_json::to_value(task).unwrap_or(Value::Null)
+}
+
+/// Commit the `task.updated` event of `task` as it now is, and its audit
+/// entry `action`.
+async fn announce(
+    tx: &mut Tx<'_>,
+    task: &Task,
+    action: &str,
+    actor: String,
+    mut data: Value,
+) -> Result<()> {
+    tx.event("task.updated", &task_json(task));
+    if let Value::Object(m) = &mut data {
+        m.insert("task_id".into(), json!(task.id));
+        m.insert("session_id".into(), json!(task.session_id));
+        m.insert("status".into(), json!(status_str(task.status)));
+    }
+    tx.audit(&AuditRecord {
+        action: action.to_owned(),
+        actor,
+        data,
+    });
+    Ok(())
+}
+
+/// Why a conditional update of task `id` changed nothing.
+async fn unchanged(tx: &Tx<'_>, id: &str) -> Result<TaskChange> {
+    Ok(match load_task(tx, id).await? {
+        None => TaskChange::NotFound,
+        Some(task) if task.status.is_finished() => TaskChange::Finished(Box::new(task)),
+        Some(task) => TaskChange::Done(Box::new(task)),
+    })
+}
+
+impl PostgresStore {
+    /// Run `update` (returning [`TASK_COLUMNS`], or no row when its
+    /// condition failed), then announce the change.
+    async fn change_task(
+        &self,
+        id: &str,
+        update: &str,
+        params: sql::Params<'_>,
+        action: &str,
+        actor: &str,
+        data: Value,
+    ) -> Result<TaskChange> {
+        let mut client = self.client().await?;
+        let mut tx = Tx::begin(&mut client).await?;
+        let Some(row) = tx.query_opt(update, params).await? else {
+            let outcome = unchanged(&tx, id).await?;
+            tx.commit().await?;
+            return Ok(outcome);
+        };
+        let (_, task) = task_from_row(&row)?;
+        announce(&mut tx, &task, action, actor.to_owned(), data).await?;
+        let staged = tx.commit().await?.any();
+        drop(client);
+        self.sequenced(staged).await;
+        Ok(TaskChange::Done(Box::new(task)))
+    }
+}
+
+#[async_trait]
+impl TaskStore for PostgresStore {
+    async fn create_task(&self, new: NewTask) -> Result<Task> {
+        let t = &new.task;
+        let spawn = serde_json::to_string(&t.spawn).map_err(|e| corrupt(&t.id, e))?;
+        let mut client = self.client().await?;
+        let mut tx = Tx::begin(&mut client).await?;
+        let row = tx
+            .query_one(
+                &format!(
+                    "INSERT INTO tasks (id, session_id, status, spawn_json, token_hash, created_at, updated_at, caller)
+                     VALUES ($1, $2, $3, $4, $5, $6, $6, $7)
+                     RETURNING {TASK_COLUMNS}"
+                ),
+                &[
+                    &t.id,
+                    &t.session_id,
+                    &status_str(t.status),
+                    &spawn,
+                    &new.token_hash,
+                    &rfc3339(t.created_at),
+                    &t.caller,
+                ],
+            )
+            .await?;
+        let (_, task) = task_from_row(&row)?;
+        announce(
+            &mut tx,
+            &task,
+            "task.created",
+            new.actor.clone(),
+            json!({"spawn": t.spawn}),
+        )
+        .await?;
+        let staged = tx.commit().await?.any();
+        drop(client);
+        self.sequenced(staged).await;
+        Ok(task)
+    }
+
+    async fn get_task(&self, id: &str) -> Result<Option<Task>> {
+        let client = self.client().await?;
+        sql::query_opt(
+            &client,
+            &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"),
+            &[&id],
+        )
+        .await?
+        .as_ref()
+        .map(|row| task_from_row(row).map(|(_, t)| t))
+        .transpose()
+    }
+
+    async fn list_tasks(&self, filter: TaskFilter) -> Result<TaskPage> {
+        let limit = i64::from(filter.limit.clamp(1, 500));
+        let status = filter.status.map(status_str);
+        let before = filter.before.unwrap_or(i64::MAX);
+        let client = self.client().await?;
+        let rows = sql::query(
+            &client,
+            &format!(
+                "SELECT {TASK_COLUMNS} FROM tasks
+                 WHERE seq < $1 AND ($2::text IS NULL OR status = $2)
+                   AND ($3::text IS NULL OR session_id = $3)
+                   AND ($5::text IS NULL OR caller = $5)
+                 ORDER BY seq DESC LIMIT $4"
+            ),
+            &[
+                &before,
+                &status,
+                &filter.session_id,
+                &(limit + 1),
+                &filter.caller,
+            ],
+        )
+        .await?;
+        let mut items = Vec::new();
+        let mut last_seq = None;
+        for row in &rows {
+            if items.len() as i64 == limit {
+                return Ok(TaskPage {
+                    items,
+                    next_before: last_seq,
+                });
+            }
+            let (seq, task) = task_from_row(row)?;
+            last_seq = Some(seq);
+            items.push(task);
+        }
+        Ok(TaskPage {
+            items,
+            next_before: None,
+        })
+    }
+
+    async fn task_by_token_hash(&self, hash: &str) -> Result<Option<Task>> {
+        let client = self.client().await?;
+        sql::query_opt(
+            &client,
+            &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE token_hash = $1"),
+            &[&hash],
+        )
+        .await?
+        .as_ref()
+        .map(|row| task_from_row(row).map(|(_, t)| t))
+        .transpose()
+    }
+
+    async fn start_task(&self, id: &str, actor: &str) -> Result<TaskChange> {
+        self.change_task(
+            id,
+            &format!(
+                "UPDATE tasks SET status = 'running', updated_at = $2
+                 WHERE id = $1 AND status = 'pending'
+                 RETURNING {TASK_COLUMNS}"
+            ),
+            &[&id, &rfc3339(OffsetDateTime::now_utc())],
+            "task.started",
+            actor,
+            json!({}),
+        )
+        .await
+    }
+
+    async fn post_task_result(&self, result: TaskResult) -> Result<TaskChange> {
+        let text = result.last_result.to_string();
+        let tail = text_in(result.output_tail.as_deref());
+        self.change_task(
+            &result.task_id,
+            &format!(
+                "UPDATE tasks SET last_result_json = $2, output_tail_json = COALESCE($3, output_tail_json),
+                     updated_at = $4
+                 WHERE id = $1 AND status IN ('pending', 'running')
+                 RETURNING {TASK_COLUMNS}"
+            ),
+            &[
+                &result.task_id,
+                &text,
+                &tail,
+                &rfc3339(OffsetDateTime::now_utc()),
+            ],
+            "task.result",
+            &result.actor,
+            json!({"last_result": result.last_result}),
+        )
+        .await
+    }
+
+    async fn finish_task(&self, finish: TaskFinish) -> Result<TaskChange> {
+        let result = finish.result.as_ref().map(Value::to_string);
+        let error = text_in(finish.error.as_deref());
+        self.change_task(
+            &finish.task_id,
+            &format!(
+                "UPDATE tasks SET status = $2, result_json = $3, error_json = $4, updated_at = $5
+                 WHERE id = $1 AND status IN ('pending', 'running')
+                 RETURNING {TASK_COLUMNS}"
+            ),
+            &[
+                &finish.task_id,
+                &status_str(finish.status),
+                &result,
+                &error,
+                &rfc3339(OffsetDateTime::now_utc()),
+            ],
+            "task.finished",
+            &finish.actor,
+            json!({"result": finish.result, "error": finish.error}),
+        )
+        .await
+    }
+
+    async fn append_event(&self, kind: &str, data: Value, actor: Option<&str>) -> Result<i64> {
+        let mut client = self.client().await?;
+        let mut tx = Tx::begin(&mut client).await?;
+        tx.event(kind, &data);
+        if let Some(actor) = actor {
+            tx.audit(&AuditRecord {
+                action: kind.to_owned(),
+                actor: actor.to_owned(),
+                data,
+            });
+        }
+        let id =
+            tx.commit().await?.event.ok_or_else(|| {
+                lev_store::StoreError::Database("the event was not inserted".into())
+            })?;
+        drop(client);
+        self.sequenced_for_sure().await?;
+        let client = self.client().await?;
+        let row = sql::query_one(
+            &client,
+            "SELECT seq FROM events WHERE id = $1 AND seq IS NOT NULL",
+            &[&id],
+        )
+        .await?;
+        col(&row, 0)
+    }
+
+    async fn escalate_interaction(
+        &self,
+        id: &str,
+        reason: &str,
+        actor: &str,
+    ) -> Result<Option<InteractionView>> {
+        let mut client = self.client().await?;
+        let mut tx = Tx::begin(&mut client).await?;
+        // Locked while pending: an answer waits for this note, or wins first.
+        let Some(row) = tx
+            .query_opt(
+                "SELECT request_json FROM interactions WHERE id = $1 AND status = 'pending' FOR UPDATE",
+                &[&id],
+            )
+            .await?
+        else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let mut request: lev_protocol::InteractionRequest =
+            serde_json::from_str(&col::<String>(&row, 0)?).map_err(|e| corrupt(id, e))?;
+        let note = json!({
+            "reason": reason,
+            "by": actor,
+            "at": rfc3339(OffsetDateTime::now_utc()),
+        });
+        request.metadata = Some(match request.metadata.take() {
+            None => json!({ "escalation": note }),
+            Some(Value::Object(mut m)) => {
+                m.insert("escalation".into(), note);
+                Value::Object(m)
+            }
+            Some(other) => json!({ "escalation": note, "metadata": other }),
+        });
+        let text = serde_json::to_string(&request).map_err(|e| corrupt(id, e))?;
+        let row = tx
+            .query_one(
+                &format!(
+                    "UPDATE interactions
+                     SET original_request_json = COALESCE(original_request_json, request_json),
+                         request_json = $2
+                     WHERE id = $1
+                     RETURNING {}",
+                    crate::VIEW_COLUMNS
+                ),
+                &[&id, &text],
+            )
+            .await?;
+        let (_, view) = view_from_row(&row)?;
+        tx.event("interaction.escalated", &view_json(&view));
+        let mut data = audit_summary(&view);
+        data.insert("reason".into(), json!(reason));
+        tx.audit(&AuditRecord {
+            action: "interaction.escalated".into(),
+            actor: actor.to_owned(),
+            data: Value::Object(data),
+        });
+        let staged = tx.commit().await?.any();
+        drop(client);
+        self.sequenced(staged).await;
+        Ok(Some(view))
+    }
+}

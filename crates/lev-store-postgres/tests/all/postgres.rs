@@ -1,0 +1,642 @@
+//! What only the PostgreSQL backend promises: migrations that several
+//! servers may start at once, a newer schema refused, clear errors for a bad
+//! URL and an unreachable server (also at run time, and back by itself), an
+//! append-only audit table, and one gapless event order (and one audit
+//! chain) when transactions commit out of id order.
+
+use std::net::SocketAddr;
+use std::str::FromStr as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lev_approval::audit::{GENESIS_HASH, entry_hash};
+use lev_protocol::api::AuditEntry;
+use lev_protocol::{Interaction, InteractionKind, InteractionRequest, InteractionStatus};
+use lev_store::{CreateOutcome, NewInteraction, Store, StoreError, TaskStore};
+use lev_store_postgres::{Options, PostgresStore, migrate, schema_version};
+use serde_json::json;
+use time::OffsetDateTime;
+use tokio_postgres::NoTls;
+
+use super::db::{TestDb, admin_url};
+
+/// A raw connection to `url`, outside the store.
+async fn raw(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+fn free_text(id: &str) -> NewInteraction {
+    let mut request = InteractionRequest::new(
+        "s-1",
+        InteractionKind::FreeText {
+            prompt: "why?".into(),
+        },
+    );
+    request.id = Some(id.to_owned());
+    NewInteraction {
+        interaction: Interaction {
+            request,
+            status: InteractionStatus::Pending,
+            created_at: OffsetDateTime::now_utc(),
+            expires_at: None,
+            answered_at: None,
+            answered_by: None,
+        },
+        max_pending_per_session: 100,
+        actor: "worker".into(),
+    }
+}
+
+/// Check that `entries` are the whole chain: seqs 1, 2, 3..., each hashing
+/// the one before.
+fn check_chain(entries: &[AuditEntry]) {
+    let mut prev = GENESIS_HASH.to_owned();
+    for (i, e) in entries.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1, "seqs are 1, 2, 3...");
+        assert_eq!(e.prev_hash, prev, "entry {} follows the one before", e.seq);
+        assert_eq!(
+            entry_hash(e.seq, &e.at, &e.action, &e.actor, &e.data, &e.prev_hash),
+            e.hash,
+            "entry {} hashes to its hash",
+            e.seq
+        );
+        prev.clone_from(&e.hash);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrations_started_at_once_apply_once() {
+    let db = TestDb::new().await;
+    let (a, b, c, d) = tokio::join!(
+        migrate(&db.url),
+        migrate(&db.url),
+        PostgresStore::connect(&db.url),
+        PostgresStore::connect(&db.url),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let (c, d) = (c.unwrap(), d.unwrap());
+    assert_eq!(a.version, schema_version());
+    assert_eq!(b.version, schema_version());
+    assert!(
+        a.applied.is_empty() || b.applied.is_empty(),
+        "applied twice: {a:?} {b:?}"
+    );
+    let versions: Vec<i64> = raw(&db.url)
+        .await
+        .query(
+            "SELECT version FROM lev_schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=schema_version()).collect::<Vec<_>>());
+    // Both servers work on the one schema.
+    c.create_interaction(free_text("ir_1")).await.unwrap();
+    assert!(d.get_interaction("ir_1").await.unwrap().is_some());
+    assert_eq!(c.kind(), "postgres");
+    // And again: nothing to do.
+    assert!(migrate(&db.url).await.unwrap().applied.is_empty());
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let db = TestDb::new().await;
+    migrate(&db.url).await.unwrap();
+    raw(&db.url)
+        .await
+        .execute(
+            "INSERT INTO lev_schema_migrations (version) VALUES (999)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let err = PostgresStore::connect(&db.url)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("schema version 999"), "{err}");
+    assert!(
+        err.contains(&format!("up to {}", schema_version())),
+        "{err}"
+    );
+    let err = migrate(&db.url).await.unwrap_err().to_string();
+    assert!(err.contains("schema version 999"), "{err}");
+}
+
+#[tokio::test]
+async fn a_bad_url_names_the_host_and_the_cause() {
+    let err = PostgresStore::connect("postgres://lev:hunter2@db.example:notaport/lev")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("db.example"), "{err}");
+    assert!(err.contains("port"), "the cause: {err}");
+    assert!(!err.contains("hunter2"), "no password in messages: {err}");
+    let err = migrate("mysql://somewhere/db")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("somewhere"), "{err}");
+    assert!(err.contains("postgres://"), "{err}");
+}
+
+/// A port nobody listens on.
+async fn closed_port() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    port
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_unavailable() {
+    let port = closed_port().await;
+    let url = format!("postgres://lev:hunter2@127.0.0.1:{port}/lev");
+    let err = PostgresStore::connect(&url).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("127.0.0.1:{port}")),
+        "names the host: {text}"
+    );
+    assert!(
+        text.to_lowercase().contains("refused"),
+        "names the cause: {text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+    let err = migrate(&url).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}
+
+/// A TCP proxy to PostgreSQL that can be cut (every connection closed, no
+/// new ones) and restored on the same port.
+struct Proxy {
+    port: u16,
+    target: SocketAddr,
+    tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(port: u16, target: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let handles = Arc::clone(&tasks);
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                let conn = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                handles.lock().unwrap().push(conn.abort_handle());
+            }
+        });
+        tasks.lock().unwrap().push(accept.abort_handle());
+        Self {
+            port,
+            target,
+            tasks,
+        }
+    }
+
+    fn cut(&self) {
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+
+    async fn restore(&self) -> Self {
+        Self::start(self.port, self.target).await
+    }
+}
+
+/// The test server's address (host and port of the admin URL).
+fn server_addr() -> SocketAddr {
+    let config = tokio_postgres::Config::from_str(&admin_url()).unwrap();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(_) => panic!("the tests need a TCP URL"),
+    };
+    let host = if host == "localhost" {
+        "127.0.0.1".to_owned()
+    } else {
+        host
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}").parse().unwrap()
+}
+
+/// `url` with its host and port replaced.
+fn via(url: &str, port: u16) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let user = authority
+        .rsplit_once('@')
+        .map(|(user, _)| format!("{user}@"));
+    format!(
+        "{scheme}://{}127.0.0.1:{port}/{path}",
+        user.unwrap_or_default()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_server_is_unavailable_and_it_comes_back_by_itself() {
+    let db = TestDb::new().await;
+    let proxy = Proxy::start(0, server_addr()).await;
+    let options = Options {
+        max_connections: 4,
+        wait: Duration::from_secs(2),
+    };
+    let store = PostgresStore::connect_with(&via(&db.url, proxy.port), options)
+        .await
+        .unwrap();
+    store.create_interaction(free_text("ir_1")).await.unwrap();
+    let mut live = store.subscribe();
+
+    proxy.cut();
+    let started = std::time::Instant::now();
+    for _ in 0..3 {
+        let err = store.get_interaction("ir_1").await.unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("closed") || text.contains(&format!("127.0.0.1:{}", proxy.port)),
+            "{text}"
+        );
+        let err = store
+            .create_interaction(free_text("ir_2"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "failed fast enough: {:?}",
+        started.elapsed()
+    );
+
+    let _restored = proxy.restore().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match store.get_interaction("ir_1").await {
+            Ok(found) => {
+                assert!(found.is_some());
+                break;
+            }
+            Err(StoreError::Unavailable(_)) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("not back: {e:?}"),
+        }
+    }
+    // The listener is back too: another server's commit wakes this one.
+    let direct = PostgresStore::connect(&db.url).await.unwrap();
+    direct.create_interaction(free_text("ir_3")).await.unwrap();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(20), live.recv())
+            .await
+            .expect("the listener reconnected")
+            .unwrap();
+        if event.data["request"]["id"] == "ir_3" {
+            break;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_audit_table_is_append_only() {
+    let db = TestDb::new().await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    store
+        .append_audit(lev_store::AuditRecord {
+            action: "test".into(),
+            actor: "me".into(),
+            data: json!({}),
+        })
+        .await
+        .unwrap();
+    let conn = raw(&db.url).await;
+    for sql in [
+        "UPDATE audit SET actor = 'mallory' WHERE seq = 1",
+        "UPDATE audit SET seq = 7 WHERE seq = 1",
+        "DELETE FROM audit",
+        "TRUNCATE audit",
+    ] {
+        let err = conn.batch_execute(sql).await.unwrap_err();
+        let text = format!("{:?}", err.as_db_error());
+        assert!(text.contains("append-only"), "{sql}: {text}");
+    }
+}
+
+/// Two transactions insert events and audit rows; the one that inserted
+/// first (lower ids) commits last. A follower resuming by seq sees every
+/// event once, in one order, and the chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_committed_out_of_id_order_get_one_gapless_order() {
+    let db = TestDb::new().await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    let follower = PostgresStore::connect(&db.url).await.unwrap();
+    let mut live = follower.subscribe();
+    let stage = |kind: &str| {
+        format!(
+            "INSERT INTO events (kind, data_json) VALUES ('{kind}', '{{\"k\":\"{kind}\"}}');
+             INSERT INTO audit (at, action, actor, data_json)
+                 VALUES ('2026-12-01T00:00:00Z', '{kind}', 'test', '{{}}');"
+        )
+    };
+    let early = raw(&db.url).await;
+    let late = raw(&db.url).await;
+    early
+        .batch_execute(&format!("BEGIN; {}", stage("early")))
+        .await
+        .unwrap();
+    late.batch_execute(&format!("BEGIN; {} COMMIT;", stage("late")))
+        .await
+        .unwrap();
+    // A write here sequences what has committed: "late", then its own.
+    let c = store
+        .append_event("c", json!({"k": "c"}), Some("test"))
+        .await
+        .unwrap();
+    let page = follower.events_after(0, 100).await.unwrap();
+    let seen: Vec<_> = page.iter().map(|e| (e.seq, e.kind.as_str())).collect();
+    assert_eq!(seen, [(1, "late"), (2, "c")]);
+    assert_eq!(c, 2, "append_event returns its final seq");
+    let resume_from = page.last().unwrap().seq;
+
+    early.batch_execute("COMMIT").await.unwrap();
+    let d = store
+        .append_event("d", json!({"k": "d"}), Some("test"))
+        .await
+        .unwrap();
+    let after: Vec<_> = follower
+        .events_after(resume_from, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.seq, e.kind))
+        .collect();
+    assert_eq!(after, [(3, "early".to_owned()), (4, "d".to_owned())]);
+    assert_eq!(d, 4);
+    assert_eq!(follower.last_event_seq().await.unwrap(), 4);
+
+    // The live stream: the same four, in the same order.
+    let mut streamed = Vec::new();
+    while streamed.len() < 4 {
+        let event = tokio::time::timeout(Duration::from_secs(10), live.recv())
+            .await
+            .expect("announced")
+            .unwrap();
+        streamed.push((event.seq, event.kind));
+    }
+    let kinds: Vec<_> = streamed.iter().map(|(s, k)| (*s, k.as_str())).collect();
+    assert_eq!(kinds, [(1, "late"), (2, "c"), (3, "early"), (4, "d")]);
+
+    let audit = follower.audit_after(0, 100).await.unwrap();
+    let actions: Vec<_> = audit.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(actions, ["late", "c", "early", "d"]);
+    check_chain(&audit);
+    assert_eq!(
+        follower.audit_head().await.unwrap(),
+        (4, audit[3].hash.clone())
+    );
+}
+
+/// Rows whose writer died between its commit and its sequencer pass are
+/// sequenced by any live server, within seconds, without a write of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_left_by_a_dead_writer_are_sequenced_and_announced() {
+    let db = TestDb::new().await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    let mut live = store.subscribe();
+    raw(&db.url)
+        .await
+        .batch_execute(
+            "INSERT INTO events (kind, data_json) VALUES ('orphan', '{}');
+             INSERT INTO audit (at, action, actor, data_json)
+                 VALUES ('2026-12-01T00:00:00Z', 'orphan', 'test', '{}');",
+        )
+        .await
+        .unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(10), live.recv())
+        .await
+        .expect("sequenced by the listener's safety net")
+        .unwrap();
+    assert_eq!((event.seq, event.kind.as_str()), (1, "orphan"));
+    let audit = store.audit_after(0, 10).await.unwrap();
+    assert_eq!(audit.len(), 1);
+    check_chain(&audit);
+    // A restart finds nothing left to do, and numbering goes on.
+    drop(store);
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    let seq = store.append_event("next", json!({}), None).await.unwrap();
+    assert_eq!(seq, 2);
+}
+
+/// Free text that PostgreSQL's `text` cannot hold as is (a NUL) round-trips.
+#[tokio::test]
+async fn any_text_round_trips() {
+    let db = TestDb::new().await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    let mut new = free_text("ir_nul");
+    new.interaction.request.metadata = Some(json!({"text": "a\u{0}b \u{1F600}"}));
+    assert!(matches!(
+        store.create_interaction(new).await.unwrap(),
+        CreateOutcome::Created(_)
+    ));
+    let view = store.get_interaction("ir_nul").await.unwrap().unwrap();
+    assert_eq!(
+        view.request.request.metadata.unwrap()["text"],
+        "a\u{0}b \u{1F600}"
+    );
+    let now = OffsetDateTime::now_utc();
+    store
+        .create_task(lev_store::tasks::NewTask {
+            task: lev_protocol::api::Task {
+                id: "tk_1".into(),
+                session_id: "s-1".into(),
+                status: lev_protocol::api::TaskStatus::Pending,
+                spawn: json!({}),
+                last_result: None,
+                output_tail: None,
+                error: None,
+                caller: None,
+                created_at: now,
+                updated_at: now,
+            },
+            token_hash: "h".into(),
+            actor: "w".into(),
+        })
+        .await
+        .unwrap();
+    store
+        .post_task_result(lev_store::tasks::TaskResult {
+            task_id: "tk_1".into(),
+            last_result: json!("x\u{0}y"),
+            output_tail: Some("out\u{0}put".into()),
+            actor: "w".into(),
+        })
+        .await
+        .unwrap();
+    store
+        .finish_task(lev_store::tasks::TaskFinish {
+            task_id: "tk_1".into(),
+            status: lev_protocol::api::TaskStatus::Failed,
+            result: None,
+            error: Some("bad\u{0}".into()),
+            actor: "w".into(),
+        })
+        .await
+        .unwrap();
+    let task = store.get_task("tk_1").await.unwrap().unwrap();
+    assert_eq!(task.output_tail.as_deref(), Some("out\u{0}put"));
+    assert_eq!(task.error.as_deref(), Some("bad\u{0}"));
+    assert_eq!(task.last_result, Some(json!("x\u{0}y")));
+}
+
+/// A rough figure, not a gate: create + answer pairs per second from 32
+/// concurrent writers on one handle, then on two (two servers). Run with
+/// `cargo test --release -p lev-store-postgres --test all throughput --
+/// --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run by hand"]
+async fn throughput() {
+    for handles in [1, 2] {
+        let db = TestDb::new().await;
+        let mut stores = Vec::new();
+        for _ in 0..handles {
+            stores.push(Arc::new(
+                PostgresStore::connect_with(
+                    &db.url,
+                    Options {
+                        max_connections: 16,
+                        ..Options::default()
+                    },
+                )
+                .await
+                .unwrap(),
+            ));
+        }
+        let workers = 32;
+        let run_for = Duration::from_secs(5);
+        let started = std::time::Instant::now();
+        let mut tasks = Vec::new();
+        for w in 0..workers {
+            let store = Arc::clone(&stores[w % handles]);
+            tasks.push(tokio::spawn(async move {
+                let mut done = 0_u64;
+                while started.elapsed() < run_for {
+                    let id = format!("ir_{w}_{done}");
+                    let mut new = free_text(&id);
+                    new.interaction.request.session_id = format!("s-{w}");
+                    store.create_interaction(new).await.unwrap();
+                    let answer = lev_store::NewAnswer {
+                        id: id.clone(),
+                        response: lev_protocol::InteractionResponse::text(&id, "ok"),
+                        approval: None,
+                        answered_by: "bob".into(),
+                        answered_at: OffsetDateTime::now_utc(),
+                        audit: Default::default(),
+                    };
+                    store.answer_interaction(answer).await.unwrap();
+                    done += 1;
+                }
+                done
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "{handles} handle(s), {workers} writers: {total} create+answer in {secs:.1} s = {:.0}/s",
+            total as f64 / secs
+        );
+        let events = stores[0].last_event_seq().await.unwrap();
+        assert_eq!(u64::try_from(events).unwrap(), total * 2);
+    }
+}
+
+/// A rough figure, not a gate: how long after an answer is given on one
+/// handle a subscriber of another hears of it (from the call's start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run by hand"]
+async fn wake_latency() {
+    let db = TestDb::new().await;
+    let waiter = PostgresStore::connect(&db.url).await.unwrap();
+    let answerer = PostgresStore::connect(&db.url).await.unwrap();
+    let mut live = waiter.subscribe();
+    let mut took = Vec::new();
+    for i in 0..300 {
+        let id = format!("ir_{i}");
+        answerer.create_interaction(free_text(&id)).await.unwrap();
+        let answer = lev_store::NewAnswer {
+            id: id.clone(),
+            response: lev_protocol::InteractionResponse::text(&id, "ok"),
+            approval: None,
+            answered_by: "bob".into(),
+            answered_at: OffsetDateTime::now_utc(),
+            audit: Default::default(),
+        };
+        let started = std::time::Instant::now();
+        answerer.answer_interaction(answer).await.unwrap();
+        loop {
+            let event = live.recv().await.unwrap();
+            if event.kind == "interaction.answered" && event.data["request"]["id"] == id.as_str() {
+                break;
+            }
+        }
+        took.push(started.elapsed());
+    }
+    took.sort();
+    let at = |q: f64| took[((took.len() as f64 - 1.0) * q) as usize];
+    eprintln!(
+        "cross-handle wake after an answer: p50 {:?}, p99 {:?}, max {:?}",
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+}
+
+/// This server's own writes are announced by its sequencer pass before the
+/// write returns: a subscriber that subscribes afterwards is told only of
+/// what comes after (as on SQLite), and a local waiter needs no round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_write_is_announced_before_it_returns() {
+    let db = TestDb::new().await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    let mut early = store.subscribe();
+    for i in 0..20 {
+        store
+            .create_interaction(free_text(&format!("ir_{i}")))
+            .await
+            .unwrap();
+        let event = early
+            .try_recv()
+            .expect("announced before the write returned");
+        assert_eq!(event.data["request"]["id"], format!("ir_{i}"));
+        let mut late = store.subscribe();
+        store
+            .append_event("test.next", json!({"i": i}), None)
+            .await
+            .unwrap();
+        let event = late.try_recv().unwrap();
+        assert_eq!(event.kind, "test.next", "nothing from before it subscribed");
+        assert_eq!(early.try_recv().unwrap().seq, event.seq);
+    }
+}
