@@ -51,6 +51,8 @@ mod newcomer;
 mod operators;
 #[path = "all/python_signer.rs"]
 mod python_signer;
+#[path = "all/replicas.rs"]
+mod replicas;
 #[path = "all/run.rs"]
 mod run;
 #[path = "all/sdk.rs"]

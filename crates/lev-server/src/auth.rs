@@ -247,6 +247,13 @@ pub async fn ensure_admin_token(
             hash: token_hash(&secret),
         };
         if store.create_token(record, "system").await? == TokenCreateOutcome::NameTaken {
+            // Another server on the same database made it first (both
+            // started on an empty database): its admin token stands, and
+            // this file would name no token.
+            let _ = std::fs::remove_file(&path);
+            if store.has_token_with_role(Role::Admin).await? {
+                return Ok(None);
+            }
             return Err(BootstrapError::NameTaken);
         }
         return Ok(Some(secret));
