@@ -39,6 +39,10 @@ pub struct Health {
     pub version: String,
     /// `sqlite` or `postgres`.
     pub store: String,
+    /// The answering server's id among the replicas sharing its store,
+    /// made when it started (empty from a server that predates it).
+    #[serde(default)]
+    pub replica_id: String,
 }
 
 /// `GET /v1/keys`: the trusted public keys.

@@ -38,6 +38,7 @@ mod shutdown;
 mod state;
 mod store;
 mod tls;
+mod tokens;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -55,6 +56,7 @@ pub use keys::KeyRing;
 pub use operators::OperatorSettings;
 pub use state::{AppState, Settings};
 pub use store::migrate as migrate_database;
+pub use tokens::create_in_database as create_token_in_database;
 
 /// How long shutdown waits for requests in flight before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -231,6 +233,15 @@ impl Server {
         check_config(&config).map_err(ServeError::Config)?;
         if let Some(url) = &config.database {
             store::check_url(url).map_err(ServeError::Config)?;
+            // A dump of a shared database alone must not be able to sign.
+            if config.key_encryption_key.is_none() {
+                return Err(ServeError::Config(
+                    "--database: signing keys kept in PostgreSQL are sealed with a \
+                     key-encryption key: give every server the same \
+                     --key-encryption-key-file\nhint: lev keys kek --out FILE makes one"
+                        .into(),
+                ));
+            }
         }
         let kek = config
             .key_encryption_key
@@ -427,6 +438,11 @@ where
 {
     let data_dir = config.data_dir.clone();
     let server = Server::bind(config).await?;
+    log::info(&format!(
+        "store {}, replica {}",
+        server.state().store().kind(),
+        server.state().replica_id()
+    ));
     log::info(&format!("listening on {}", server.base_url()));
     match server.admin_token() {
         Some(_) => log::info(&format!("dashboard: {}", server.dashboard_url())),

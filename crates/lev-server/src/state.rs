@@ -62,6 +62,8 @@ impl Default for Settings {
 pub struct AppState(Arc<Inner>);
 
 struct Inner {
+    /// This process's id among the servers sharing a store (`/v1/health`).
+    replica_id: String,
     store: Arc<dyn Store>,
     keys: KeyRing,
     hub: Arc<Hub>,
@@ -96,7 +98,11 @@ impl AppState {
         let expiry = Arc::new(Expiry::default());
         tokio::spawn(Arc::clone(&hub).run(store.subscribe(), shutdown.clone()));
         tokio::spawn(Arc::clone(&expiry).run(Arc::clone(&store), shutdown.clone()));
+        // Without randomness the id is still this process's own.
+        let replica_id = crate::ids::new_id("rp_", time::OffsetDateTime::now_utc())
+            .unwrap_or_else(|_| format!("rp_pid{}", std::process::id()));
         Self(Arc::new(Inner {
+            replica_id,
             store,
             keys,
             hub,
@@ -107,6 +113,12 @@ impl AppState {
             shutdown_tx,
             shutdown,
         }))
+    }
+
+    /// This server's id among the replicas sharing its store, made at
+    /// start.
+    pub fn replica_id(&self) -> &str {
+        &self.0.replica_id
     }
 
     /// The store.

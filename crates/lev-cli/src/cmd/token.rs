@@ -41,6 +41,12 @@ enum TokenCommand {
         /// Print JSON: {"name", "role", "token", "login_url"}.
         #[arg(long)]
         json: bool,
+        /// Write the token straight into the PostgreSQL database that
+        /// servers share (a postgres:// URL), with no server running: the
+        /// first admin of a new deployment, or a way back in. Not read from
+        /// the environment.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -96,25 +102,42 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             caller,
             sessions,
             json,
+            database,
             client,
         } => {
-            let client = client.client()?;
             let role = Role::from(role);
-            let created = runtime()?
-                .block_on(client.create_token(&TokenCreate {
-                    name: name.clone(),
-                    role,
-                    caller,
-                    sessions: sessions.map(|list| {
-                        list.into_iter()
-                            .map(|p| p.trim().to_owned())
-                            .filter(|p| !p.is_empty())
-                            .collect()
-                    }),
-                }))
-                .with_context(|| format!("token create {}", term::one_line(&name)))?;
-            let login_url = matches!(role, Role::Approver | Role::Admin)
-                .then(|| format!("{}/#token={}", client.base_url(), created.token));
+            let req = TokenCreate {
+                name: name.clone(),
+                role,
+                caller,
+                sessions: sessions.map(|list| {
+                    list.into_iter()
+                        .map(|p| p.trim().to_owned())
+                        .filter(|p| !p.is_empty())
+                        .collect()
+                }),
+            };
+            let context = || format!("token create {}", term::one_line(&name));
+            let (created, base) = match database {
+                Some(url) => {
+                    let created = runtime()?
+                        .block_on(lev_server::create_token_in_database(&url, req))
+                        .map_err(|message| anyhow::anyhow!(message))
+                        .with_context(context)?;
+                    (created, None)
+                }
+                None => {
+                    let client = client.client()?;
+                    let created = runtime()?
+                        .block_on(client.create_token(&req))
+                        .with_context(context)?;
+                    (created, Some(client.base_url().to_owned()))
+                }
+            };
+            let dashboard = matches!(role, Role::Approver | Role::Admin);
+            let login_url = base
+                .filter(|_| dashboard)
+                .map(|base| format!("{base}/#token={}", created.token));
             if json {
                 let out = serde_json::json!({
                     "name": created.name,
@@ -132,6 +155,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("secret (shown once): {}", created.token);
                 if let Some(url) = login_url {
                     println!("dashboard login: {url}");
+                } else if dashboard {
+                    println!(
+                        "dashboard login: any server's URL followed by /#token={}",
+                        created.token
+                    );
                 }
             }
         }

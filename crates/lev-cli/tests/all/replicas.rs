@@ -1,8 +1,11 @@
 //! Several `lev serve` replicas on one PostgreSQL database (SPEC section
-//! 11), as processes: an answer given on one wakes the waiter on the other;
+//! 11), as processes: an answer given on one wakes the waiter on another;
 //! the operator connected to one answers the asks of workers on the other;
 //! when its replica is killed it reconnects to the other, gets `hello` with
-//! the unresolved req_ids, and its reply completes the waiting call.
+//! the unresolved req_ids, and its reply completes the waiting call. Under
+//! load, a replica killed with SIGKILL and PostgreSQL itself crashed and
+//! restarted lose nothing acknowledged; while the database is down requests
+//! answer 503 `store_unavailable`, and the servers reconnect by themselves.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -64,6 +67,9 @@ impl Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
+        if self.name.is_empty() {
+            return;
+        }
         let _ = Command::new("psql")
             .args([
                 admin_url().as_str(),
@@ -143,12 +149,16 @@ impl Cluster {
     }
 
     async fn token(&self, name: &str, role: &str) -> String {
+        self.token_at(self.a.url(), name, role).await
+    }
+
+    async fn token_at(&self, base: &str, name: &str, role: &str) -> String {
         let mut body = json!({"name": name, "role": role});
         if role == "operator" {
             body["sessions"] = json!(["*"]);
         }
         let (status, v) = self
-            .call(self.a.url(), "POST", "/v1/tokens", &self.admin, Some(body))
+            .call(base, "POST", "/v1/tokens", &self.admin, Some(body))
             .await;
         assert_eq!(status, 201, "{v}");
         v["token"].as_str().unwrap().to_owned()
@@ -156,7 +166,7 @@ impl Cluster {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_answer_on_one_replica_wakes_the_waiter_on_the_other() {
+async fn an_answer_on_one_replica_wakes_the_waiter_on_another() {
     let c = Cluster::start("wake");
     let worker = c.token("agent", "worker").await;
     let alice = c.token("alice", "approver").await;
@@ -167,6 +177,7 @@ async fn an_answer_on_one_replica_wakes_the_waiter_on_the_other() {
     let (_, health) = c.call(c.b.url(), "GET", "/v1/health", "", None).await;
     assert_eq!(health["store"], "postgres", "{health}");
 
+    let third = replica(&c._dir, "c", &c._db);
     let mut waits = Vec::new();
     for i in 0..5 {
         let (status, created) = c
@@ -180,7 +191,8 @@ async fn an_answer_on_one_replica_wakes_the_waiter_on_the_other() {
             .await;
         assert_eq!(status, 201, "{created}");
         let id = created["id"].as_str().unwrap().to_owned();
-        let (http, base, token) = (c.http.clone(), c.a.url().to_owned(), worker.clone());
+        // Created on A, waited for on C, answered on B.
+        let (http, base, token) = (c.http.clone(), third.url().to_owned(), worker.clone());
         let wid = id.clone();
         waits.push((
             id,
@@ -228,6 +240,41 @@ async fn an_answer_on_one_replica_wakes_the_waiter_on_the_other() {
         latencies.push(woke.saturating_duration_since(answered_at));
     }
     eprintln!("cross-replica wake latencies: {latencies:?}");
+
+    // Three answers race on three replicas: one wins, the others see it.
+    for i in 0..10 {
+        let (_, created) = c
+            .call(
+                c.a.url(),
+                "POST",
+                "/v1/interactions",
+                &worker,
+                Some(json!({"session_id": "s-race", "kind": {"type": "free_text", "prompt": format!("r{i}")}})),
+            )
+            .await;
+        let id = created["id"].as_str().unwrap().to_owned();
+        let path = format!("/v1/interactions/{id}/respond");
+        let body = |v: &str| Some(json!({"request_id": id, "value": v}));
+        let (ra, rb, rc) = tokio::join!(
+            c.call(c.a.url(), "POST", &path, &alice, body("a")),
+            c.call(c.b.url(), "POST", &path, &alice, body("b")),
+            c.call(third.url(), "POST", &path, &alice, body("c")),
+        );
+        let all = [ra, rb, rc];
+        let winners: Vec<&Value> = all
+            .iter()
+            .filter(|(s, _)| *s == 200)
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(winners.len(), 1, "{all:?}");
+        let won = winners[0]["response"]["value"].clone();
+        for (status, v) in &all {
+            if *status != 200 {
+                assert_eq!(*status, 409, "{v}");
+                assert_eq!(v["response"]["value"], won, "{v}");
+            }
+        }
+    }
     // One audit chain that verifies, read through either replica.
     let out = Command::new(env!("CARGO_BIN_EXE_lev"))
         .args(["audit", "--verify", "--url", c.b.url(), "--token", &c.admin])
@@ -342,4 +389,474 @@ async fn an_operator_on_one_replica_answers_workers_on_the_other_and_survives_it
     .unwrap();
     let refused = next_of(&mut ws, "error").await;
     assert_eq!(refused["code"], "already_resolved", "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_made_without_a_server_and_replicas_that_must_agree_on_their_key() {
+    let c = Cluster::start("cfg");
+    // Each replica names itself in /v1/health.
+    let (_, a) = c.call(c.a.url(), "GET", "/v1/health", "", None).await;
+    let (_, b) = c.call(c.b.url(), "GET", "/v1/health", "", None).await;
+    let (ra, rb) = (
+        a["replica_id"].as_str().unwrap(),
+        b["replica_id"].as_str().unwrap(),
+    );
+    assert!(ra.starts_with("rp_") && rb.starts_with("rp_"), "{a} {b}");
+    assert_ne!(ra, rb);
+    assert!(c.a.log().contains(ra), "{}", c.a.log());
+
+    // `lev token create --database` writes into the shared database with no
+    // server; both replicas take the token at once.
+    let out = lev([
+        "token",
+        "create",
+        "bob",
+        "--role",
+        "approver",
+        "--json",
+        "--database",
+        c._db.url.as_str(),
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let made: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(made["login_url"], Value::Null, "no server URL is known");
+    let bob = made["token"].as_str().unwrap();
+    for base in [c.a.url(), c.b.url()] {
+        let (status, v) = c.call(base, "GET", "/v1/interactions", bob, None).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    // The name is taken now, on the server and offline alike.
+    let again = lev([
+        "token",
+        "create",
+        "bob",
+        "--role",
+        "approver",
+        "--database",
+        c._db.url.as_str(),
+    ]);
+    assert_ne!(again.code, 0);
+    assert!(again.stderr.contains("name_taken"), "{again:?}");
+    let (status, v) = c
+        .call(
+            c.b.url(),
+            "POST",
+            "/v1/tokens",
+            &c.admin,
+            Some(json!({"name": "bob", "role": "approver"})),
+        )
+        .await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (409, Some("name_taken"))
+    );
+    // Bad input offline is refused as the API refuses it.
+    let bad = lev([
+        "token",
+        "create",
+        "policy",
+        "--role",
+        "admin",
+        "--database",
+        c._db.url.as_str(),
+    ]);
+    assert!(bad.stderr.contains("reserved"), "{bad:?}");
+
+    // A third replica given another key-encryption key cannot open the
+    // shared signing key: it refuses to start and says why.
+    let dir = Scratch::new("cfg-other-kek");
+    let kek = lev(["keys", "kek", "--out", dir.path("kek").to_str().unwrap()]);
+    assert_eq!(kek.code, 0, "{kek:?}");
+    let refused = Command::new(env!("CARGO_BIN_EXE_lev"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database", &c._db.url])
+        .arg("--key-encryption-key-file")
+        .arg(dir.path("kek"))
+        .arg("--data-dir")
+        .arg(dir.path("data"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("does not open with this key-encryption key"),
+        "{err}"
+    );
+}
+
+/// What the load told its workers was committed, kept outside lev.
+#[derive(Default)]
+struct Ledger {
+    created: Vec<String>,
+    answered: Vec<(String, String)>,
+    /// Responses by status and error code, e.g. `201`, `503 store_unavailable`.
+    seen: std::collections::BTreeMap<String, u64>,
+    /// Requests that got no HTTP response (a replica gone).
+    unreachable: u64,
+}
+
+impl Ledger {
+    fn count(&mut self, status: u16, v: &Value) {
+        let key = match v["error"]["code"].as_str() {
+            Some(code) => format!("{status} {code}"),
+            None => status.to_string(),
+        };
+        *self.seen.entry(key).or_default() += 1;
+    }
+
+    /// Responses no client may ever see: a 5xx other than 503.
+    fn faults(&self) -> Vec<String> {
+        self.seen
+            .iter()
+            .filter(|(k, _)| k.starts_with('5') && !k.starts_with("503"))
+            .map(|(k, n)| format!("{k} x{n}"))
+            .collect()
+    }
+}
+
+/// Workers that create on one replica and answer on the next, round robin,
+/// until `stop`; every acknowledged write goes into the ledger.
+fn load(
+    bases: Vec<String>,
+    worker: String,
+    approver: String,
+    ledger: std::sync::Arc<std::sync::Mutex<Ledger>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    use std::sync::atomic::Ordering;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .unwrap();
+    (0..6)
+        .map(|w| {
+            let (http, bases, worker, approver, ledger, stop) = (
+                http.clone(),
+                bases.clone(),
+                worker.clone(),
+                approver.clone(),
+                ledger.clone(),
+                stop.clone(),
+            );
+            tokio::spawn(async move {
+                let mut i = w;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let create_on = &bases[i % bases.len()];
+                    let answer_on = &bases[(i + 1) % bases.len()];
+                    let sent = http
+                        .post(format!("{create_on}/v1/interactions"))
+                        .bearer_auth(&worker)
+                        .json(&json!({"session_id": format!("load-{w}"),
+                            "kind": {"type": "free_text", "prompt": format!("q {w} {i}")}}))
+                        .send()
+                        .await;
+                    let Ok(resp) = sent else {
+                        ledger.lock().unwrap().unreachable += 1;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    };
+                    let status = resp.status().as_u16();
+                    let v: Value = resp.json().await.unwrap_or(Value::Null);
+                    ledger.lock().unwrap().count(status, &v);
+                    if status != 201 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                    let id = v["id"].as_str().unwrap().to_owned();
+                    ledger.lock().unwrap().created.push(id.clone());
+                    let value = format!("a {w} {i}");
+                    let sent = http
+                        .post(format!("{answer_on}/v1/interactions/{id}/respond"))
+                        .bearer_auth(&approver)
+                        .json(&json!({"request_id": id, "value": value}))
+                        .send()
+                        .await;
+                    let Ok(resp) = sent else {
+                        ledger.lock().unwrap().unreachable += 1;
+                        continue;
+                    };
+                    let status = resp.status().as_u16();
+                    let v: Value = resp.json().await.unwrap_or(Value::Null);
+                    let mut ledger = ledger.lock().unwrap();
+                    ledger.count(status, &v);
+                    if status == 200 {
+                        ledger.answered.push((id, value));
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// Every acknowledged create is there, every acknowledged answer is the
+/// one answer its interaction has, and the audit chain verifies.
+async fn check_ledger(c: &Cluster, base: &str, ledger: &Ledger) {
+    let approver = c.token_at(base, "checker", "approver").await;
+    let answered: std::collections::HashMap<&str, &str> = ledger
+        .answered
+        .iter()
+        .map(|(id, v)| (id.as_str(), v.as_str()))
+        .collect();
+    for id in &ledger.created {
+        let (status, v) = c
+            .call(
+                base,
+                "GET",
+                &format!("/v1/interactions/{id}"),
+                &approver,
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "acknowledged {id} is lost: {v}");
+        if let Some(value) = answered.get(id.as_str()) {
+            assert_eq!(v["request"]["status"], "answered", "{v}");
+            assert_eq!(v["response"]["value"], *value, "{v}");
+        }
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_lev"))
+        .args(["audit", "--verify", "--url", base, "--token", &c.admin])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_killed_under_load_loses_nothing_acknowledged() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let mut c = Cluster::start("kill");
+    let worker = c.token("agent", "worker").await;
+    let approver = c.token("alice", "approver").await;
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = load(
+        vec![c.a.url().to_owned(), c.b.url().to_owned()],
+        worker,
+        approver,
+        ledger.clone(),
+        stop.clone(),
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    c.a.kill();
+    let before = ledger.lock().unwrap().answered.len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let ledger = Arc::try_unwrap(ledger).ok().unwrap().into_inner().unwrap();
+    eprintln!(
+        "kill -9 of a replica: {} created, {} answered, {} unreachable, {:?}",
+        ledger.created.len(),
+        ledger.answered.len(),
+        ledger.unreachable,
+        ledger.seen
+    );
+    assert!(ledger.faults().is_empty(), "{:?}", ledger.seen);
+    assert!(ledger.unreachable > 0, "the killed replica was in the load");
+    assert!(
+        ledger.answered.len() > before,
+        "the other replica kept working"
+    );
+    let b = c.b.url().to_owned();
+    check_ledger(&c, &b, &ledger).await;
+}
+
+/// A PostgreSQL of the test's own, on its own port, so that it may be
+/// stopped and started without disturbing other tests.
+struct PrivatePostgres {
+    dir: tempfile::TempDir,
+    bin: std::path::PathBuf,
+    port: u16,
+}
+
+impl PrivatePostgres {
+    fn bin_dir() -> std::path::PathBuf {
+        if let Ok(dir) = std::env::var("LEV_TEST_POSTGRES_BIN") {
+            return dir.into();
+        }
+        let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL's server programs under /usr/lib/postgresql (Debian's postgresql package), or LEV_TEST_POSTGRES_BIN")
+            .filter_map(Result::ok)
+            .map(|e| e.path().join("bin"))
+            .filter(|p| p.join("initdb").is_file())
+            .collect();
+        found.sort();
+        found.pop().expect("initdb under /usr/lib/postgresql/*/bin")
+    }
+
+    /// Run a server program, as `postgres` when this is root (PostgreSQL
+    /// refuses to run as root).
+    fn run(&self, program: &str, args: &[&str]) {
+        let path = self.bin.join(program);
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| o.stdout == b"0\n")
+            .unwrap_or(false);
+        let mut cmd = if root {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(&path);
+            cmd
+        } else {
+            Command::new(&path)
+        };
+        let out = cmd.args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("lev-pg-")
+            .tempdir()
+            .unwrap();
+        let _ = Command::new("chown")
+            .args(["-R", "postgres"])
+            .arg(dir.path())
+            .output();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let pg = Self {
+            dir,
+            bin: Self::bin_dir(),
+            port,
+        };
+        let data = pg.data();
+        pg.run(
+            "initdb",
+            &["-D", &data, "--auth=trust", "-U", "postgres", "--no-sync"],
+        );
+        pg.start();
+        pg
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn start(&self) {
+        let opts = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=60",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("log").display().to_string();
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "start"],
+        );
+    }
+
+    /// Stop as a crash would: no checkpoint, recovery from the WAL at the
+    /// next start.
+    fn crash(&self) {
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data(), "-m", "immediate", "-w", "stop"],
+        );
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let path = self.bin.join("pg_ctl");
+        let data = self.data();
+        let _ = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(&path)
+            .args(["-D", &data, "-m", "immediate", "stop"])
+            .output();
+        let _ = Command::new(&path)
+            .args(["-D", &data, "-m", "immediate", "stop"])
+            .output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_restarted_under_load_answers_503_then_recovers_and_loses_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let pg = PrivatePostgres::new();
+    let dir = Scratch::new("pgrestart");
+    let kek = lev(["keys", "kek", "--out", dir.path("kek").to_str().unwrap()]);
+    assert_eq!(kek.code, 0, "{kek:?}");
+    let db = Database {
+        name: String::new(),
+        url: pg.url(),
+    };
+    let a = replica(&dir, "a", &db);
+    let b = replica(&dir, "b", &db);
+    let admin = a.admin_token().or_else(|_| b.admin_token()).unwrap();
+    let c = Cluster {
+        a,
+        b,
+        admin,
+        http: plain_http_client(),
+        _db: db,
+        _dir: dir,
+    };
+    let worker = c.token("agent", "worker").await;
+    let approver = c.token("alice", "approver").await;
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = load(
+        vec![c.a.url().to_owned(), c.b.url().to_owned()],
+        worker,
+        approver,
+        ledger.clone(),
+        stop.clone(),
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    pg.crash();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let while_down = ledger.lock().unwrap().seen.clone();
+    pg.start();
+    let after_restart = ledger.lock().unwrap().answered.len();
+    // The servers reconnect by themselves: answers flow again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ledger.lock().unwrap().answered.len() < after_restart + 20 {
+        assert!(
+            Instant::now() < deadline,
+            "no answers after PostgreSQL came back: {:?}",
+            ledger.lock().unwrap().seen
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let ledger = Arc::try_unwrap(ledger).ok().unwrap().into_inner().unwrap();
+    eprintln!(
+        "PostgreSQL restarted: {} created, {} answered, {:?}",
+        ledger.created.len(),
+        ledger.answered.len(),
+        ledger.seen
+    );
+    assert!(ledger.faults().is_empty(), "{:?}", ledger.seen);
+    assert!(
+        while_down.keys().any(|k| k == "503 store_unavailable"),
+        "requests while PostgreSQL was down answer 503 store_unavailable: {while_down:?}"
+    );
+    assert_eq!(ledger.unreachable, 0, "the servers stayed up");
+    let base = c.b.url().to_owned();
+    check_ledger(&c, &base, &ledger).await;
 }

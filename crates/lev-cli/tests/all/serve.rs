@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use lev_test_support::Spawned;
 
-use crate::support::Scratch;
+use crate::support::{Scratch, lev};
 
 /// A running `lev serve` (lev-test-support's), and its address.
 struct Served {
@@ -153,8 +153,20 @@ fn serve_refuses_what_it_cannot_do_safely() {
         err.contains("--tls-cert") && err.contains("--insecure-http"),
         "{err}"
     );
-    // A database that does not connect: the host and the cause, no secret.
+    // PostgreSQL needs the key-encryption key the replicas share.
     let (code, err) = run(&["--database", "postgres://lev:hunter2@127.0.0.1:1/lev"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--key-encryption-key-file"), "{err}");
+    let kek = scratch.path("kek");
+    let made = lev(["keys", "kek", "--out", kek.to_str().unwrap()]);
+    assert_eq!(made.code, 0, "{made:?}");
+    // A database that does not connect: the host and the cause, no secret.
+    let (code, err) = run(&[
+        "--database",
+        "postgres://lev:hunter2@127.0.0.1:1/lev",
+        "--key-encryption-key-file",
+        kek.to_str().unwrap(),
+    ]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("127.0.0.1:1") && err.contains("refused"),

@@ -20,6 +20,7 @@ pub async fn health(State(state): State<AppState>) -> Json<Health> {
         status: "ok".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         store: state.store().kind().into(),
+        replica_id: state.replica_id().into(),
     })
 }
 

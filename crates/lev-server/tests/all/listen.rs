@@ -91,8 +91,17 @@ async fn refuses_plain_http_beyond_loopback_and_bad_setups() {
         "{message}"
     );
 
+    // PostgreSQL without a key-encryption key: refused before connecting.
     let mut config = base.clone();
     config.database = Some("postgres://lev@127.0.0.1:1/lev".into());
+    let message = refused(Server::bind(config.clone()).await);
+    assert!(
+        message.contains("--key-encryption-key-file") && message.contains("lev keys kek"),
+        "{message}"
+    );
+    let kek = dir.path().join("kek");
+    std::fs::write(&kek, lev_server::Kek::generate_base64().unwrap()).unwrap();
+    config.key_encryption_key = Some(kek);
     let message = refused(Server::bind(config).await);
     assert!(
         message.contains("127.0.0.1:1") && message.contains("refused"),
