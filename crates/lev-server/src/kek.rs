@@ -96,7 +96,7 @@ impl Kek {
     pub fn open(&self, kid: &str, sealed: &str) -> Result<String, String> {
         let wrong = || {
             format!(
-                "signing key {kid} does not open with this key-encryption key: every server \
+                "does not open with this key-encryption key (kid {kid}): every server \
                  sharing the database must be given the same --key-encryption-key-file"
             )
         };

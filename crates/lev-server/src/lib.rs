@@ -298,7 +298,10 @@ impl Server {
             })?;
         let keys = keys::load_or_create(Arc::clone(&store), kek)
             .await
-            .map_err(|e| data_err(e.to_string()))?;
+            .map_err(|e| match config.database {
+                Some(_) => ServeError::Config(format!("--database: {e}")),
+                None => data_err(e.to_string()),
+            })?;
         let admin_token = auth::ensure_admin_token(store.as_ref(), &config.data_dir)
             .await
             .map_err(|e| data_err(e.to_string()))?;

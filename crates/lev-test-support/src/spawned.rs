@@ -12,7 +12,12 @@ use std::time::{Duration, Instant};
 pub enum SpawnError {
     /// The program could not be started.
     Start(std::io::Error),
-    /// It exited, or said nothing, before it said where it listens.
+    /// It exited before it said where it listens.
+    Exited {
+        /// Its log.
+        log: String,
+    },
+    /// It said nothing of where it listens in the time it was given.
     NoAddress {
         /// How long it was given.
         waited: Duration,
@@ -27,6 +32,9 @@ impl std::fmt::Display for SpawnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Start(e) => write!(f, "starting lev serve: {e}"),
+            Self::Exited { log } => {
+                write!(f, "lev serve exited before it listened; its log:\n{log}")
+            }
             Self::NoAddress { waited, log } => write!(
                 f,
                 "lev serve did not say where it listens within {waited:?}; its log:\n{log}"
@@ -135,13 +143,16 @@ impl SpawnedBuilder {
                         break rest.trim().to_owned();
                     }
                 }
-                Err(_) => {
+                Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
                     let log = log.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                    return Err(SpawnError::NoAddress {
-                        waited: self.timeout,
-                        log,
+                    return Err(match e {
+                        mpsc::RecvTimeoutError::Disconnected => SpawnError::Exited { log },
+                        mpsc::RecvTimeoutError::Timeout => SpawnError::NoAddress {
+                            waited: self.timeout,
+                            log,
+                        },
                     });
                 }
             }

@@ -10,6 +10,12 @@
 //!   answered; prints the server's RSS while they wait and the wake latency
 //!   (respond sent -> waiter woken) p50 and p99.
 //!
+//! With `--database postgres://...` the servers keep everything in that
+//! PostgreSQL database, and `--replicas N` starts N of them on it (one
+//! key-encryption key): a worker creates and waits on one replica and its
+//! answer is given on the next, so `waiters` measures the cross-replica
+//! wake. `gate` drives the first replica.
+//!
 //! Run it by hand on a release build; CI may smoke-run it with small numbers.
 //! It is never a pass/fail test of speed.
 
@@ -34,6 +40,18 @@ pub struct Args {
     /// Client runtime threads in this process.
     #[arg(long, global = true, default_value_t = 1, value_name = "N")]
     client_threads: usize,
+    /// Keep everything in this PostgreSQL database (a scratch one: the
+    /// bench's rows stay) instead of SQLite in a temporary data dir.
+    #[arg(long, global = true, value_name = "URL")]
+    database: Option<String>,
+    /// How many `lev serve` replicas share the database (needs --database).
+    #[arg(long, global = true, default_value_t = 1, value_name = "N")]
+    replicas: usize,
+    /// With --database: the key-encryption key the database's signing key
+    /// is sealed with (from an earlier run on it); unset, a new one, which
+    /// needs a database no server has used.
+    #[arg(long, global = true, value_name = "FILE")]
+    key_encryption_key_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -76,25 +94,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Mode::Gate(_) => Some(super::bench_gate::POLICY),
         _ => None,
     };
-    let server = ServerChild::start(policy)?;
-    eprintln!(
-        "lev bench: server pid {} at {} (open-file limit {limit})",
-        server.pid(),
-        server.url
-    );
+    if args.replicas == 0 || (args.replicas > 1 && args.database.is_none()) {
+        bail!(
+            "--replicas {}: expected 1, or more with --database postgres://... (replicas share \
+             a PostgreSQL database)",
+            args.replicas
+        );
+    }
+    let server = rt.block_on(Servers::start(
+        policy,
+        args.database.as_deref(),
+        args.replicas,
+        args.key_encryption_key_file,
+    ))?;
+    for (child, url) in server.children.iter().zip(&server.urls) {
+        eprintln!(
+            "lev bench: server pid {} at {url} (open-file limit {limit})",
+            child.pid()
+        );
+    }
     let result = rt.block_on(async {
-        let admin = Client::new(&server.url, Some(server.admin_token.clone()))?;
-        let worker = token(&admin, "bench-worker", Role::Worker).await?;
-        let approver = token(&admin, "bench-approver", Role::Approver).await?;
+        let admin = Client::new(&server.urls[0], Some(server.admin_token.clone()))?;
+        let worker = token(&admin, &server.name("bench-worker"), Role::Worker).await?;
+        let approver = token(&admin, &server.name("bench-approver"), Role::Approver).await?;
         match args.mode {
             Mode::Cycles {
                 workers,
                 duration,
                 warmup,
-            } => cycles(&server, worker, approver, workers, duration, warmup).await,
+            } => cycles(&server, &worker, &approver, workers, duration, warmup).await,
             Mode::Gate(gate) => super::bench_gate::gate(worker, &gate).await,
             Mode::Waiters { count, concurrency } => {
-                waiters(&server, worker, approver, count, concurrency).await
+                waiters(&server, &worker, &approver, count, concurrency).await
             }
         }
     });
@@ -127,9 +158,9 @@ fn question(session: String, n: usize) -> InteractionRequest {
 }
 
 async fn cycles(
-    server: &ServerChild,
-    worker: Client,
-    approver: Client,
+    server: &Servers,
+    worker: &Client,
+    approver: &Client,
     workers: usize,
     duration: u64,
     warmup: u64,
@@ -139,8 +170,9 @@ async fn cycles(
     let end = measure_from + Duration::from_secs(duration);
     let mut tasks = tokio::task::JoinSet::new();
     for w in 0..workers {
-        let worker = worker.clone();
-        let approver = approver.clone();
+        // Created and waited for on one replica, answered on the next.
+        let worker = server.on(worker, w)?;
+        let approver = server.on(approver, w + 1)?;
         tasks.spawn(async move {
             let mut latencies = Vec::new();
             let mut n = 0usize;
@@ -175,7 +207,8 @@ async fn cycles(
     let rss = server.rss_kib();
     all.sort();
     println!(
-        "cycles: {workers} workers, {duration} s measured after {warmup} s warm-up: {} cycles, {:.0} cycles/s, p50 {}, p99 {}, max {}; server RSS {}",
+        "cycles: {workers} workers, {duration} s measured after {warmup} s warm-up{}: {} cycles, {:.0} cycles/s, p50 {}, p99 {}, max {}; server RSS {}",
+        server.describe(),
         all.len(),
         all.len() as f64 / duration as f64,
         ms(percentile(&all, 0.50)),
@@ -187,9 +220,9 @@ async fn cycles(
 }
 
 async fn waiters(
-    server: &ServerChild,
-    worker: Client,
-    approver: Client,
+    server: &Servers,
+    worker: &Client,
+    approver: &Client,
     count: usize,
     concurrency: usize,
 ) -> anyhow::Result<()> {
@@ -199,11 +232,22 @@ async fn waiters(
 
     // 1. Create them.
     let t = Instant::now();
+    let workers: Arc<Vec<Client>> = Arc::new(
+        (0..server.urls.len())
+            .map(|r| server.on(worker, r))
+            .collect::<anyhow::Result<_>>()?,
+    );
+    let approvers: Arc<Vec<Client>> = Arc::new(
+        (0..server.urls.len())
+            .map(|r| server.on(approver, r))
+            .collect::<anyhow::Result<_>>()?,
+    );
+    let replicas = server.urls.len();
     let ids = Arc::new(
         run_bounded(count, concurrency, {
-            let worker = worker.clone();
+            let workers = workers.clone();
             move |i| {
-                let worker = worker.clone();
+                let worker = workers[i % replicas].clone();
                 async move {
                     let created = worker
                         .create_interaction(&question(format!("wait-{}", i % 64), i))
@@ -224,7 +268,8 @@ async fn waiters(
     let failed = Arc::new(AtomicUsize::new(0));
     let mut waiters = tokio::task::JoinSet::new();
     for i in 0..count {
-        let worker = worker.clone();
+        // Waiting on the replica it was created on.
+        let worker = workers[i % replicas].clone();
         let ids = ids.clone();
         let woken = woken.clone();
         let failed = failed.clone();
@@ -248,10 +293,16 @@ async fn waiters(
         }
     }
     // Every waiter is in once the server counts it (its `lev_waiters` gauge).
-    let admin = approver.with_token(Some(server.admin_token.clone()));
+    let admins: Vec<Client> = approvers
+        .iter()
+        .map(|a| a.with_token(Some(server.admin_token.clone())))
+        .collect();
     let t = Instant::now();
     loop {
-        let waiting = gauge(&admin.metrics().await?, "lev_waiters");
+        let mut waiting = 0;
+        for admin in &admins {
+            waiting += gauge(&admin.metrics().await?, "lev_waiters");
+        }
         if waiting >= count as u64 {
             break;
         }
@@ -273,11 +324,12 @@ async fn waiters(
     let sent: Arc<Vec<AtomicU64>> = Arc::new((0..count).map(|_| AtomicU64::new(0)).collect());
     let t = Instant::now();
     run_bounded(count, concurrency, {
-        let approver = approver.clone();
+        let approvers = approvers.clone();
         let ids = ids.clone();
         let sent = sent.clone();
         move |i| {
-            let approver = approver.clone();
+            // Answered on the next replica: with several, a cross-replica wake.
+            let approver = approvers[(i + 1) % replicas].clone();
             let ids = ids.clone();
             let sent = sent.clone();
             async move {
@@ -301,7 +353,8 @@ async fn waiters(
         .collect();
     wakes.sort();
     println!(
-        "waiters: {count} waiting; server RSS {} idle, {} with all waiting (peak {}); answered all in {:.2} s ({:.0}/s); wake latency (respond sent -> waiter woken) p50 {}, p99 {}, max {}; {} wait retries",
+        "waiters: {count} waiting{}; server RSS {} idle, {} with all waiting (peak {}); answered all in {:.2} s ({:.0}/s); wake latency (respond sent -> waiter woken) p50 {}, p99 {}, max {}; {} wait retries",
+        server.describe(),
         mib(rss_idle),
         mib(rss_waiting),
         mib(server.peak_rss_kib()),
@@ -389,54 +442,152 @@ fn raise_open_files() -> u64 {
     }
 }
 
-/// `lev serve` on a temporary data dir and port 0, killed when dropped.
-struct ServerChild {
-    child: Spawned,
-    url: String,
+/// `lev serve` on temporary data dirs and port 0, killed when dropped:
+/// one on SQLite, or `--replicas` on one PostgreSQL database.
+struct Servers {
+    children: Vec<Spawned>,
+    urls: Vec<String>,
     admin_token: String,
+    /// Token names get it, so that a bench may run again on one database.
+    suffix: String,
+    postgres: bool,
     _data: tempfile::TempDir,
 }
 
-impl ServerChild {
-    fn start(policy: Option<&str>) -> anyhow::Result<Self> {
+impl Servers {
+    async fn start(
+        policy: Option<&str>,
+        database: Option<&str>,
+        replicas: usize,
+        kek: Option<std::path::PathBuf>,
+    ) -> anyhow::Result<Self> {
         let data = tempfile::Builder::new()
             .prefix("lev-bench-")
             .tempdir()
             .context("making a temporary data dir")?;
-        if let Some(policy) = policy {
-            std::fs::write(data.path().join("policy.toml"), policy)
-                .context("writing the bench policy")?;
-        }
         let exe = std::env::current_exe().context("finding the lev binary")?;
-        let child = Spawned::builder(exe, data.path()).start()?;
-        let url = child.url().to_owned();
-        let admin_token = child.admin_token()?;
+        let suffix = format!(
+            "{:x}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis()
+        );
+        let kek = match kek {
+            Some(file) => file,
+            None => {
+                let file = data.path().join("kek");
+                if database.is_some() {
+                    let key = lev_server::Kek::generate_base64().map_err(anyhow::Error::msg)?;
+                    std::fs::write(&file, key).context("writing the key-encryption key")?;
+                }
+                file
+            }
+        };
+        let mut children = Vec::new();
+        for r in 0..replicas {
+            let dir = data.path().join(format!("replica-{r}"));
+            std::fs::create_dir_all(&dir).context("making a data dir")?;
+            if let Some(policy) = policy {
+                std::fs::write(dir.join("policy.toml"), policy)
+                    .context("writing the bench policy")?;
+            }
+            let mut builder = Spawned::builder(&exe, &dir);
+            if let Some(url) = database {
+                builder = builder
+                    .args(["--database", url, "--key-encryption-key-file"])
+                    .arg(&kek);
+            }
+            children.push(builder.start().with_context(|| {
+                if database.is_some() {
+                    format!(
+                        "starting replica {r} (a database an earlier bench used needs that \
+                         run's --key-encryption-key-file)"
+                    )
+                } else {
+                    "starting lev serve".to_owned()
+                }
+            })?);
+        }
+        let urls = children.iter().map(|c| c.url().to_owned()).collect();
+        // On a database used before, no replica made an admin token: the
+        // bench writes its own into the database.
+        let admin_token = match (children.iter().find_map(|c| c.admin_token().ok()), database) {
+            (Some(token), _) => token,
+            (None, Some(url)) => {
+                lev_server::create_token_in_database(
+                    url,
+                    TokenCreate {
+                        name: format!("bench-admin-{suffix}"),
+                        role: Role::Admin,
+                        caller: None,
+                        sessions: None,
+                    },
+                )
+                .await
+                .map_err(anyhow::Error::msg)?
+                .token
+            }
+            (None, None) => bail!("the server wrote no admin token"),
+        };
         Ok(Self {
-            child,
-            url,
+            children,
+            urls,
             admin_token,
+            suffix,
+            postgres: database.is_some(),
             _data: data,
         })
     }
 
-    fn pid(&self) -> u32 {
-        self.child.pid()
+    /// A token name of this run.
+    fn name(&self, base: &str) -> String {
+        if self.postgres {
+            format!("{base}-{}", self.suffix)
+        } else {
+            base.to_owned()
+        }
     }
 
-    fn status_field(&self, field: &str) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
+    /// `client`'s token, against replica `n` (modulo their number).
+    fn on(&self, client: &Client, n: usize) -> anyhow::Result<Client> {
+        Ok(Client::new(
+            &self.urls[n % self.urls.len()],
+            client.token().map(str::to_owned),
+        )?)
     }
 
+    /// ", 2 replicas on PostgreSQL", or nothing for one server on SQLite.
+    fn describe(&self) -> String {
+        match (self.postgres, self.urls.len()) {
+            (false, _) => String::new(),
+            (true, 1) => ", 1 server on PostgreSQL".into(),
+            (true, n) => format!(", {n} replicas on PostgreSQL"),
+        }
+    }
+
+    /// The servers' resident memory, summed.
     fn rss_kib(&self) -> Option<u64> {
-        self.status_field("VmRSS:")
+        self.sum("VmRSS:")
     }
 
     fn peak_rss_kib(&self) -> Option<u64> {
-        self.status_field("VmHWM:")
+        self.sum("VmHWM:")
     }
+
+    fn sum(&self, field: &str) -> Option<u64> {
+        self.children
+            .iter()
+            .map(|c| status_field(c.pid(), field))
+            .sum()
+    }
+}
+
+fn status_field(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
 }
