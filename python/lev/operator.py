@@ -71,6 +71,7 @@ from websockets.exceptions import (
     InvalidURI,
     WebSocketException,
 )
+from websockets.protocol import State
 
 from . import types as t
 from ._client import DEFAULT_URL, AsyncClient, Client, _seg
@@ -495,11 +496,24 @@ class Operator:
         """One connection, until it ends: how `run` ends, or None when it
         dropped (or was refused by the server for now)."""
         assert self._stop_event is not None
-        ws = await self._open()
+        stopping = asyncio.ensure_future(self._stop_event.wait())
+        opening = asyncio.ensure_future(self._open())
+        try:
+            await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            opening.cancel()
+            stopping.cancel()
+            raise
+        if not opening.done():
+            opening.cancel()
+            return "stopped"
+        stopping.cancel()
+        ws = opening.result()
         self._connected_once = True
         self._ws = ws
         self._resent.clear()
         stopping = asyncio.ensure_future(self._stop_event.wait())
+        receiving: asyncio.Future[str | bytes] | None = None
         try:
             while True:
                 receiving = asyncio.ensure_future(ws.recv())
@@ -527,6 +541,11 @@ class Operator:
         finally:
             self._ws = None
             stopping.cancel()
+            if receiving is not None:
+                receiving.cancel()
+            if ws.state is not State.CLOSED:
+                # Cancelled (the program ends): drop the connection without waiting.
+                ws.transport.close()
 
     # ---- messages ----
 
