@@ -6,6 +6,8 @@ after the reconnect is handled once; refusals are typed errors."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -303,6 +305,8 @@ def test_a_deferred_ask_reaches_people_and_their_answer_completes_the_call(
 
     def decline(ask: Ask) -> Any:
         calls.append(ask)
+        if ask.question == "crash":
+            raise RuntimeError("the model is down")
         return Defer("a person should say")
 
     async def main() -> None:
@@ -322,7 +326,16 @@ def test_a_deferred_ask_reaches_people_and_their_answer_completes_the_call(
             await people.respond(req["id"], {"value": "not on a friday"})
             got = await asyncio.wait_for(call, LIMIT)
             assert got == {"answer": "not on a friday", "answered_by": approver_name}
-        assert len(calls) == 1
+
+            # A handler that raises defers too: people answer, the operator goes on.
+            call = asyncio.ensure_future(w.ask_operator(sid, "crash", timeout_s=20))
+            item = await pending_interaction(people, sid)
+            assert "crash" in item["request"]["kind"]["prompt"]
+            await people.respond(item["request"]["id"], {"value": "a person covers"})
+            got = await asyncio.wait_for(call, LIMIT)
+            assert got["answer"] == "a person covers"
+            assert op.connected
+        assert [a.question for a in calls] == ["ship on friday?", "crash"]
 
     run(main)
 
@@ -465,6 +478,23 @@ def test_a_new_connection_replaces_the_old_one(server: Server, sid: str) -> None
         assert first_name != second_name
 
     run(main)
+
+
+def test_stop_from_another_thread_ends_run_sync(server: Server, sid: str) -> None:
+    _, op_token = named_token(server, "operator")
+    op = Operator(sid, url=server.url, token=op_token)
+    hellos: list[Hello] = []
+    op.on_connect(hellos.append)
+    ended: list[Stopped] = []
+    th = threading.Thread(target=lambda: ended.append(op.run_sync()))
+    th.start()
+    deadline = time.monotonic() + LIMIT
+    while not hellos and time.monotonic() < deadline and th.is_alive():
+        time.sleep(0.02)
+    assert hellos and op.connected
+    op.stop()
+    th.join(LIMIT)
+    assert ended == ["stopped"] and not op.connected
 
 
 # ---- errors ----
