@@ -100,6 +100,8 @@ log = logging.getLogger("lev.operator")
 Stopped = Literal["stopped", "replaced"]
 
 REPLACED_CLOSE_CODE = 4000
+# How often a reply the server could not record (`store_unavailable`) is sent again.
+STORE_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -343,6 +345,8 @@ class Operator:
         # req_ids whose remembered reply was sent again after a reconnect: the
         # server's `already_resolved` for one of them is expected.
         self._resent: set[str] = set()
+        # req_id -> how often its reply was sent again after `store_unavailable`.
+        self._retries: dict[str, int] = {}
         self._ws: ClientConnection | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -577,7 +581,11 @@ class Operator:
             if err.code == "already_resolved" and err.req_id in self._resent:
                 # The reply sent again had reached the server before the drop.
                 log.debug("operator of %s: %s", self.session_id, err)
-            elif self._on_error is not None:
+                return
+            if err.code == "store_unavailable" and err.req_id is not None:
+                # The server could not record the reply and asks for it again.
+                self._send_again_later(err.req_id)
+            if self._on_error is not None:
                 self._guard("on_error", self._on_error, err)
             else:
                 log.warning("operator of %s: the server refused a frame: %s", self.session_id, err)
@@ -614,12 +622,16 @@ class Operator:
         try:
             reply = await self._reply(req_id, msg)
         except asyncio.CancelledError:
-            self._running.pop(req_id, None)
             raise
-        self._running.pop(req_id, None)
+        except Exception:
+            log.exception("operator of %s: no reply made to %s", self.session_id, req_id)
+            reply = None
+        finally:
+            self._running.pop(req_id, None)
         self._done[req_id] = reply
         while len(self._done) > self._remember:
-            self._done.popitem(last=False)
+            old, _ = self._done.popitem(last=False)
+            self._retries.pop(old, None)
         if reply is not None:
             self._send(reply)
 
@@ -748,6 +760,22 @@ class Operator:
                 name,
             )
             return Defer(f"the operator's {name} handler failed")
+
+    def _send_again_later(self, req_id: str) -> None:
+        """Send the reply to `req_id` again after a pause, a few times at most."""
+        reply = self._done.get(req_id)
+        tries = self._retries.get(req_id, 0)
+        if reply is None or tries >= STORE_RETRIES:
+            return
+        self._retries[req_id] = tries + 1
+
+        async def later() -> None:
+            await asyncio.sleep(self._first_backoff * 2**tries)
+            self._send(reply)
+
+        task = asyncio.ensure_future(later())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _send(self, text: str) -> None:
         """Send on the connection up now. Without one, or when the send fails,

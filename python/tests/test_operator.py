@@ -6,6 +6,7 @@ after the reconnect is handled once; refusals are typed errors."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import uuid
@@ -495,6 +496,67 @@ def test_stop_from_another_thread_ends_run_sync(server: Server, sid: str) -> Non
     op.stop()
     th.join(LIMIT)
     assert ended == ["stopped"] and not op.connected
+
+
+def test_a_reply_the_server_could_not_record_is_sent_again() -> None:
+    """Against a stand-in server (a real one cannot lose its database on cue):
+    `store_unavailable` for a reply makes the operator send it again; frames it
+    cannot use (not JSON, an unknown type) change nothing; close 4000 ends run()."""
+    from websockets.asyncio.server import ServerConnection, serve
+
+    received: list[Any] = []
+    asked: list[Any] = []
+    refusals: list[FrameRefused] = []
+
+    async def stand_in(ws: ServerConnection) -> None:
+        assert ws.request is not None
+        assert ws.request.headers["Authorization"] == "Bearer tok"
+        assert ws.request.path == "/v1/operators/s-1/ws"
+        await ws.send(json.dumps({"type": "hello", "session_id": "s-1", "pending": []}))
+        await ws.send(json.dumps({"type": "ask", "req_id": "r1", "question": "one"}))
+        received.append(json.loads(await ws.recv()))
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "error",
+                    "req_id": "r1",
+                    "code": "store_unavailable",
+                    "message": "the reply was not recorded, send it again",
+                }
+            )
+        )
+        received.append(json.loads(await ws.recv()))
+        await ws.send("not json")
+        await ws.send(json.dumps({"type": "from_the_future", "req_id": "r9"}))
+        await ws.send(json.dumps({"type": "ask", "req_id": "r1", "question": "one"}))
+        received.append(json.loads(await ws.recv()))  # the remembered reply, not a new call
+        await ws.send(json.dumps({"type": "ask", "req_id": "r2", "question": "two"}))
+        received.append(json.loads(await ws.recv()))
+        await ws.close(4000, "replaced by another connection")
+
+    async def main() -> None:
+        async with serve(stand_in, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+
+            def answer(ask: Ask) -> Any:
+                asked.append(ask.question)
+                return f"re: {ask.question}"
+
+            op = Operator(
+                "s-1",
+                url=f"http://127.0.0.1:{port}",
+                token="tok",
+                on_ask=answer,
+                on_error=refusals.append,
+                backoff=(0.01, 0.05),
+            )
+            assert await asyncio.wait_for(op.run(), LIMIT) == "replaced"
+
+    run(main)
+    one = {"type": "answer", "req_id": "r1", "value": "re: one"}
+    assert received == [one, one, one, {"type": "answer", "req_id": "r2", "value": "re: two"}]
+    assert asked == ["one", "two"]
+    assert [r.code for r in refusals] == ["store_unavailable"]
 
 
 # ---- errors ----
