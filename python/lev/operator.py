@@ -287,9 +287,11 @@ class Operator:
 
     `url` and `token` default to `LEV_URL` and `LEV_TOKEN`, like `lev.Client`.
     Handlers are given here or registered with the decorators `on_ask`,
-    `on_triage`, `on_hook`, `on_spawn`, `on_error` and `on_connect`; each may
-    be `async` or a plain function (run in a thread). Without a handler, asks
-    and hooks are deferred to people and spawns fail.
+    `on_triage`, `on_hook` and `on_spawn`; each may be `async` or a plain
+    function (run in a thread), and each message runs in a task of its own, so
+    a long spawn does not hold up the next ask. Without a handler, asks, hooks
+    and triages are deferred to people and spawns fail. `on_error` and
+    `on_connect` are plain functions called in the event loop: keep them short.
 
     Errors: `run()` raises `ApiError` (the server's `code` and `message`, and
     the HTTP status) when the server refuses the connection (a wrong token,
