@@ -6,7 +6,7 @@ verify the signed approvals offline.
     answer = client.ask("Deploy now?", session_id="s-1")
 """
 
-from . import types
+from . import operator, types
 from ._client import AsyncClient, Client
 from ._errors import (
     ApiError,
@@ -50,6 +50,7 @@ __all__ = [
     "VerificationError",
     "VerifiedResponse",
     "key_id",
+    "operator",
     "types",
     "verify",
     "verify_envelope",

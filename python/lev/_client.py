@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx
 
 from . import types as t
-from ._errors import ApiError, Denied, LevError, ServerUnreachable, TimedOut
+from ._errors import Denied, LevError, ServerUnreachable, TimedOut, api_error
 
 DEFAULT_URL = "http://127.0.0.1:7420"
 # Longest single long-poll the server allows.
@@ -84,17 +84,7 @@ class _Base:
     @staticmethod
     def _result(resp: httpx.Response, req: _Req) -> Any:
         if resp.status_code >= 400:
-            try:
-                body = resp.json()
-                err = body["error"]
-                code, message = str(err["code"]), str(err["message"])
-            except (ValueError, KeyError, TypeError):
-                body = None
-                code = f"http_{resp.status_code}"
-                message = resp.text[:300] or resp.reason_phrase
-            raise ApiError(
-                resp.status_code, code, message, body if isinstance(body, dict) else None
-            )
+            raise api_error(resp.status_code, resp.text, resp.reason_phrase)
         if req.raw:
             return resp.content
         if not resp.content:

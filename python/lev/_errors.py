@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -27,6 +28,17 @@ class ApiError(LevError):
 
     def __str__(self) -> str:
         return f"{self.code} (HTTP {self.status}): {self.message}"
+
+
+def api_error(status: int, text: str, reason: str = "") -> ApiError:
+    """The `ApiError` of a refusal whose body is `text`: the server's `{"error":
+    {"code", "message"}}`, else `http_<status>` and the start of the body."""
+    try:
+        body = json.loads(text)
+        err = body["error"]
+        return ApiError(status, str(err["code"]), str(err["message"]), body)
+    except (ValueError, KeyError, TypeError):
+        return ApiError(status, f"http_{status}", text[:300] or reason)
 
 
 class ServerUnreachable(LevError):
@@ -73,3 +85,14 @@ class Denied(LevError):
 
 class TimedOut(LevError):
     """Nobody answered in time (an ask, or a wait)."""
+
+
+class FrameRefused(LevError):
+    """The server refused a frame an operator sent: its `error` frame's `code`
+    (`already_resolved`, `unknown_req_id`, `wrong_reply_kind`, `malformed`,
+    `unknown_type`, `invalid_answer`, `store_unavailable`, ...), `message`, and
+    the `req_id` it concerns (None when the frame had none)."""
+
+    def __init__(self, code: str, message: str, req_id: str | None = None) -> None:
+        super().__init__(code, message)
+        self.req_id = req_id

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -28,11 +29,13 @@ def lev_bin() -> str:
 
 
 class Server:
-    """One `lev serve` on a scratch data dir, on a free port."""
+    """One `lev serve` on a scratch data dir, on a free port. `stop()` then
+    `start()` restarts it on the same data dir and port."""
 
     def __init__(self, data_dir: Path, *extra: str) -> None:
         self.data_dir = data_dir
         self.extra = extra
+        self.listen = "127.0.0.1:0"
         self.lines: list[str] = []
         self.start()
 
@@ -47,7 +50,7 @@ class Server:
                 lev_bin(),
                 "serve",
                 "--listen",
-                "127.0.0.1:0",
+                self.listen,
                 "--data-dir",
                 str(self.data_dir),
                 *self.extra,
@@ -73,6 +76,7 @@ class Server:
         except queue.Empty:
             self.stop()
             pytest.fail("lev serve did not say where it listens:\n" + "".join(self.lines))
+        self.listen = urlsplit(self.url).netloc
         self.admin = (self.data_dir / "admin.token").read_text().strip()
 
     def stop(self) -> None:
