@@ -860,3 +860,48 @@ async fn postgres_restarted_under_load_answers_503_then_recovers_and_loses_nothi
     let base = c.b.url().to_owned();
     check_ledger(&c, &base, &ledger).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_started_together_on_an_empty_database_make_one_admin_token() {
+    let dir = Scratch::new("together");
+    let kek = lev(["keys", "kek", "--out", dir.path("kek").to_str().unwrap()]);
+    assert_eq!(kek.code, 0, "{kek:?}");
+    let http = plain_http_client();
+    // A race: a few rounds, each on an empty database of its own.
+    for round in 0..4 {
+        let db = Database::new("together");
+        let started: Vec<Spawned> = std::thread::scope(|s| {
+            let handles: Vec<_> = ["a", "b", "c"]
+                .iter()
+                .map(|name| {
+                    let name = format!("{round}{name}");
+                    let (dir, db) = (&dir, &db);
+                    s.spawn(move || replica(dir, &name, db))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let tokens: Vec<String> = started
+            .iter()
+            .filter_map(|r| r.admin_token().ok())
+            .collect();
+        assert_eq!(tokens.len(), 1, "exactly one replica keeps an admin.token");
+        for r in &started {
+            let resp = http
+                .get(format!("{}/v1/tokens", r.url()))
+                .bearer_auth(&tokens[0])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status().as_u16(), 200);
+            let page: Value = resp.json().await.unwrap();
+            let admins = page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["role"] == "admin")
+                .count();
+            assert_eq!(admins, 1, "{page}");
+        }
+    }
+}
