@@ -9,6 +9,8 @@
 //! - `waiters`: N interactions with a waiter blocked on each, then all
 //!   answered; prints the server's RSS while they wait and the wake latency
 //!   (respond sent -> waiter woken) p50 and p99.
+//! - `chaos`: the server killed with SIGKILL under load and restarted, again
+//!   and again; every acknowledged write checked after each restart.
 //!
 //! With `--database postgres://...` the servers keep everything in that
 //! PostgreSQL database, and `--replicas N` starts N of them on it (one
@@ -71,6 +73,10 @@ enum Mode {
     /// The gate's allow path: N workers gating calls a policy rule allows
     /// (signed, audited, recorded); decisions/s and latency (bench_gate.rs).
     Gate(super::bench_gate::GateArgs),
+    /// Crash consistency: the server killed with SIGKILL under load, again
+    /// and again, every acknowledged write checked after each restart
+    /// (bench_chaos.rs). On SQLite.
+    Chaos(super::bench_chaos::ChaosArgs),
     /// N workers blocked in wait at once; then every one answered.
     Waiters {
         /// Waiting workers.
@@ -94,6 +100,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Mode::Gate(_) => Some(super::bench_gate::POLICY),
         _ => None,
     };
+    if let Mode::Chaos(chaos) = &args.mode {
+        if args.database.is_some() {
+            bail!("lev bench chaos: --database: the chaos mode runs on SQLite only, for now");
+        }
+        return rt
+            .block_on(super::bench_chaos::chaos(chaos))
+            .map(|()| ExitCode::SUCCESS);
+    }
     if args.replicas == 0 || (args.replicas > 1 && args.database.is_none()) {
         bail!(
             "--replicas {}: expected 1, or more with --database postgres://... (replicas share \
@@ -127,6 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Mode::Waiters { count, concurrency } => {
                 waiters(&server, &worker, &approver, count, concurrency).await
             }
+            Mode::Chaos(_) => bail!("lev bench chaos starts its own server"),
         }
     });
     drop(server);

@@ -3,6 +3,7 @@
 pub mod ask;
 pub mod audit;
 pub mod bench;
+pub mod bench_chaos;
 pub mod bench_gate;
 pub mod demo;
 pub mod grants;

@@ -39,3 +39,47 @@ fn bench_modes_run_and_report() {
     );
     assert!(run.stdout.contains("wake latency"), "{}", run.stdout);
 }
+
+/// The crash-consistency harness, short: three SIGKILLs under load, every
+/// acknowledged create, answer, gate decision, spent nonce and grant checked
+/// after each restart (the long run is by hand: README, Proof under faults).
+#[test]
+fn chaos_kills_the_server_under_load_and_finds_everything_acknowledged() {
+    let run = lev_env(
+        &[
+            "bench",
+            "chaos",
+            "--kills",
+            "3",
+            "--workers",
+            "4",
+            "--max-run-ms",
+            "800",
+        ],
+        &[],
+        b"",
+    );
+    assert_code(&run, 0);
+    assert!(
+        run.stdout.starts_with("chaos: 3 SIGKILLs"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("nothing acknowledged lost or doubled"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(run.stderr.matches("all there").count(), 3, "{}", run.stderr);
+}
+
+#[test]
+fn bench_refuses_replicas_without_a_database() {
+    let run = lev_env(&["bench", "cycles", "--replicas", "2"], &[], b"");
+    assert_code(&run, 1);
+    assert!(
+        run.stderr.contains("--database postgres://"),
+        "{}",
+        run.stderr
+    );
+}

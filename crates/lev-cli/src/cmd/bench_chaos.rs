@@ -1,0 +1,399 @@
+//! `lev bench chaos`: crash consistency under load. Workers create, answer,
+//! gate (allowed by a rule, and asked then approved for the session, which
+//! makes a grant) and spend nonces against `lev serve`, while it is killed
+//! with SIGKILL at random instants and restarted on the same data dir and
+//! port, again and again. Every acknowledged write goes into a ledger kept
+//! here, outside lev; after each restart the harness checks that every
+//! acknowledged create, answer, gate decision, grant and spent nonce is there
+//! exactly once, that no interaction was answered twice, and that the audit
+//! chain verifies. Any response other than the expected ones (a 5xx, a
+//! refusal of a valid request) fails the run at once.
+
+use std::collections::{HashMap, HashSet};
+
+/// A pause after a request the server did not acknowledge (it is down).
+const BACK_OFF: Duration = Duration::from_millis(20);
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use lev_approval::{TrustedKeys, verify};
+use lev_client::Client;
+use lev_protocol::api::{GateRequest, GateResponse, Role, TokenCreate};
+use lev_protocol::{ApprovalScope, InteractionKind, InteractionRequest, InteractionResponse};
+use lev_test_support::Spawned;
+use tokio::time::Instant;
+
+/// The server's policy: reads are allowed, deploys ask.
+const POLICY: &str = "[[rule]]\ntool = \"fs.read\"\ndecision = \"allow\"\nreason = \"chaos: reads are allowed\"\n\n[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\nreason = \"chaos: deploys ask\"\n";
+
+/// `lev bench chaos` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChaosArgs {
+    /// How many times the server is killed.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    kills: usize,
+    /// Concurrent workers.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    workers: usize,
+    /// The longest run between two kills, in milliseconds (each is random,
+    /// from a tenth of it up to it).
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    max_run_ms: u64,
+}
+
+/// What the server acknowledged, kept outside it.
+#[derive(Debug, Default)]
+struct Ledger {
+    created: Vec<String>,
+    answered: HashMap<String, String>,
+    /// Gate calls allowed, with the nonce of the signed decision given.
+    gated: Vec<(GateRequest, String)>,
+    spent: Vec<String>,
+    /// Session ids given a session grant for `deploy`.
+    granted: Vec<String>,
+    /// How many acknowledged writes were checked, in all.
+    checked: usize,
+}
+
+type Shared = Arc<Mutex<Ledger>>;
+
+fn ledger(shared: &Shared) -> std::sync::MutexGuard<'_, Ledger> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether an error means "not acknowledged" (the server went away, or is
+/// going away) rather than a wrong answer.
+fn unacknowledged(e: &lev_client::Error) -> bool {
+    match e.status() {
+        None => true,
+        Some(status) => status == 503,
+    }
+}
+
+fn gate_call(session: &str, tool: &str, n: usize, w: usize) -> GateRequest {
+    let (args, caps) = if tool == "deploy" {
+        (
+            format!(r#"{{"service":"svc-{w}","build":{n}}}"#),
+            vec!["net".to_owned()],
+        )
+    } else {
+        (
+            format!(r#"{{"path":"/srv/data/file-{n}.txt"}}"#),
+            vec!["fs-read".to_owned()],
+        )
+    };
+    GateRequest {
+        session_id: session.to_owned(),
+        conversation_id: session.to_owned(),
+        turn_id: format!("t-{n}"),
+        request_id: format!("{session}-{tool}-{n}"),
+        caller: "chaos".into(),
+        tool_name: tool.into(),
+        args_json: args,
+        sandbox_mode: "read-only".into(),
+        required_capabilities: caps,
+        timeout_s: Some(3600),
+        route: None,
+        reason: None,
+    }
+}
+
+/// One worker's loop, until `stop`: returns at the first wrong answer.
+async fn work(
+    w: usize,
+    epoch: usize,
+    worker: Client,
+    approver: Client,
+    keys: TrustedKeys,
+    shared: Shared,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let session = format!("chaos-{epoch}-{w}");
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        // A question, and its answer.
+        let id = format!("ir_chaos_{epoch}_{w}_{n}");
+        let mut q = InteractionRequest::new(
+            session.clone(),
+            InteractionKind::FreeText {
+                prompt: format!("question {n}"),
+            },
+        );
+        q.id = Some(id.clone());
+        match worker.create_interaction(&q).await {
+            Ok(_) => ledger(&shared).created.push(id.clone()),
+            Err(e) if unacknowledged(&e) => {
+                tokio::time::sleep(BACK_OFF).await;
+                continue;
+            }
+            Err(e) => bail!("create {id}: {e}"),
+        }
+        let value = format!("answer {epoch}/{w}/{n}");
+        match approver
+            .respond(&id, &InteractionResponse::text(id.clone(), value.clone()))
+            .await
+        {
+            Ok(_) => {
+                ledger(&shared).answered.insert(id.clone(), value);
+            }
+            Err(e) if unacknowledged(&e) => {
+                tokio::time::sleep(BACK_OFF).await;
+                continue;
+            }
+            Err(e) => bail!("respond {id}: {e}"),
+        }
+        // A call a rule allows: a signed decision, and its nonce spent.
+        let call = gate_call(&session, "fs.read", n, w);
+        let nonce = match worker.gate(&call).await {
+            Ok(GateResponse::Allow { approval }) => {
+                let verified = verify(&approval, &keys, time::OffsetDateTime::now_utc())
+                    .with_context(|| format!("gate {}: the approval", call.request_id))?;
+                let nonce = verified.payload.nonce;
+                ledger(&shared).gated.push((call.clone(), nonce.clone()));
+                nonce
+            }
+            Ok(other) => bail!("gate {}: expected allow, found {other:?}", call.request_id),
+            Err(e) if unacknowledged(&e) => {
+                tokio::time::sleep(BACK_OFF).await;
+                continue;
+            }
+            Err(e) => bail!("gate {}: {e}", call.request_id),
+        };
+        match worker.consume_nonce(&nonce).await {
+            Ok(()) => ledger(&shared).spent.push(nonce),
+            Err(e) if unacknowledged(&e) => {
+                tokio::time::sleep(BACK_OFF).await;
+                continue;
+            }
+            Err(e) => bail!("consume {nonce}: {e}"),
+        }
+        // Now and then a deploy that asks, approved for the session: a grant.
+        if n % 8 == 1 {
+            let call = gate_call(&session, "deploy", n, w);
+            match worker.gate(&call).await {
+                Ok(GateResponse::Ask { interaction_id }) => {
+                    let approve = InteractionResponse::approval(
+                        interaction_id.clone(),
+                        true,
+                        ApprovalScope::Session,
+                    );
+                    match approver.respond(&interaction_id, &approve).await {
+                        Ok(_) => ledger(&shared).granted.push(session.clone()),
+                        Err(e) if unacknowledged(&e) => {
+                            tokio::time::sleep(BACK_OFF).await;
+                            continue;
+                        }
+                        Err(e) if e.code() == Some("already_answered") => {}
+                        Err(e) => bail!("approve {interaction_id}: {e}"),
+                    }
+                }
+                // A grant from an earlier round covers it.
+                Ok(GateResponse::Allow { .. }) => {}
+                Ok(other) => bail!("gate {}: found {other:?}", call.request_id),
+                Err(e) if unacknowledged(&e) => {
+                    tokio::time::sleep(BACK_OFF).await;
+                    continue;
+                }
+                Err(e) => bail!("gate {}: {e}", call.request_id),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Check what was acknowledged since `from` (indices into the ledger's
+/// lists; maps are checked whole): returns the new `from`.
+async fn check(
+    admin: &Client,
+    worker: &Client,
+    keys: &TrustedKeys,
+    ledger: &mut Ledger,
+    from: [usize; 4],
+) -> anyhow::Result<[usize; 4]> {
+    let [created_from, spent_from, granted_from, gated_from] = from;
+    for id in &ledger.created[created_from..] {
+        let view = admin
+            .get_interaction(id)
+            .await
+            .with_context(|| format!("acknowledged create {id} is lost"))?;
+        if let Some(value) = ledger.answered.get(id) {
+            let got = view.response.as_ref().and_then(|r| r.value.as_deref());
+            if got != Some(value.as_str()) {
+                bail!("acknowledged answer to {id} is lost: found {got:?}, expected {value:?}");
+            }
+        }
+    }
+    for nonce in &ledger.spent[spent_from..] {
+        match worker.consume_nonce(nonce).await {
+            Err(e) if e.code() == Some("nonce_spent") => {}
+            Ok(()) => bail!("nonce {nonce} was acknowledged spent, and spent again"),
+            Err(e) => bail!("nonce {nonce}: {e}"),
+        }
+    }
+    // Every acknowledged decision is recorded: the same call under its
+    // request id gets the same signed decision back.
+    for (call, nonce) in &ledger.gated[gated_from..] {
+        let request_id = &call.request_id;
+        match worker.gate(call).await? {
+            GateResponse::Allow { approval } => {
+                let payload = verify(&approval, keys, time::OffsetDateTime::now_utc())?.payload;
+                if &payload.nonce != nonce {
+                    bail!(
+                        "gate {request_id}: decided twice (nonce {} then {nonce})",
+                        payload.nonce
+                    );
+                }
+            }
+            other => bail!("gate {request_id}: the recorded allow became {other:?}"),
+        }
+    }
+    let grants = admin.grants().await?;
+    let sessions: HashSet<&str> = grants
+        .iter()
+        .filter_map(|g| g.conversation_id.as_deref())
+        .collect();
+    for session in &ledger.granted[granted_from..] {
+        if !sessions.contains(session.as_str()) {
+            bail!("the acknowledged session grant of {session} is lost");
+        }
+    }
+    // One answer per interaction, and one chain.
+    let audit = admin.audit_all().await?;
+    lev_approval::audit::verify_chain(&audit.page.items, &audit.head, keys, None)
+        .map_err(|e| anyhow::anyhow!("the audit chain does not verify: {e}"))?;
+    let mut answered = HashSet::new();
+    for entry in &audit.page.items {
+        if entry.action != "interaction.answered" {
+            continue;
+        }
+        let id = entry
+            .data
+            .get("id")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        if !answered.insert(id.to_owned()) {
+            bail!("{id} was answered twice (audit entry {})", entry.seq);
+        }
+    }
+    ledger.checked += ledger.created.len() - created_from + ledger.spent.len() - spent_from
+        + ledger.granted.len()
+        - granted_from
+        + ledger.gated.len()
+        - gated_from;
+    Ok([
+        ledger.created.len(),
+        ledger.spent.len(),
+        ledger.granted.len(),
+        ledger.gated.len(),
+    ])
+}
+
+fn start(exe: &Path, data: &Path, listen: &str) -> anyhow::Result<Spawned> {
+    Ok(Spawned::builder(exe, data).listen(listen).start()?)
+}
+
+async fn token(admin: &Client, name: &str, role: Role) -> anyhow::Result<Client> {
+    let created = admin
+        .create_token(&TokenCreate {
+            name: name.into(),
+            role,
+            caller: None,
+            sessions: None,
+        })
+        .await?;
+    Ok(admin.with_token(Some(created.token)))
+}
+
+/// Run the chaos mode.
+///
+/// # Errors
+/// The first acknowledged write found lost or doubled, a wrong answer, a
+/// server that does not come back.
+pub async fn chaos(args: &ChaosArgs) -> anyhow::Result<()> {
+    let data = tempfile::Builder::new()
+        .prefix("lev-chaos-")
+        .tempdir()
+        .context("making a temporary data dir")?;
+    std::fs::write(data.path().join("policy.toml"), POLICY).context("writing the policy")?;
+    let exe = std::env::current_exe().context("finding the lev binary")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut server = start(&exe, data.path(), &listen)?;
+    let url = server.url().to_owned();
+    let admin = Client::new(&url, Some(server.admin_token()?))?;
+    let worker = token(&admin, "chaos-worker", Role::Worker).await?;
+    let approver = token(&admin, "chaos-approver", Role::Approver).await?;
+    let keys = TrustedKeys::parse(&serde_json::to_string(&admin.keys().await?)?)?;
+    let shared: Shared = Arc::default();
+    let mut from = [0; 4];
+    let t0 = Instant::now();
+    let mut seed = u64::from(port) ^ 0x9e37_79b9_7f4a_7c15;
+    for kill in 0..args.kills {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = tokio::task::JoinSet::new();
+        for w in 0..args.workers {
+            tasks.spawn(work(
+                w,
+                kill,
+                worker.clone(),
+                approver.clone(),
+                keys.clone(),
+                Arc::clone(&shared),
+                Arc::clone(&stop),
+            ));
+        }
+        // xorshift: a random instant, from a tenth of --max-run-ms up to it.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let max = args.max_run_ms.max(10);
+        let run = max / 10 + seed % (max - max / 10 + 1);
+        tokio::time::sleep(Duration::from_millis(run)).await;
+        server.kill();
+        stop.store(true, Ordering::Relaxed);
+        while let Some(joined) = tasks.join_next().await {
+            joined.context("a worker task")??;
+        }
+        server = start(&exe, data.path(), &listen)
+            .with_context(|| format!("restarting after kill {}", kill + 1))?;
+        let mut book = std::mem::take(&mut *ledger(&shared));
+        let checked = check(&admin, &worker, &keys, &mut book, from).await;
+        *ledger(&shared) = book;
+        from = checked.with_context(|| format!("after kill {}", kill + 1))?;
+        let l = ledger(&shared);
+        eprintln!(
+            "lev bench chaos: kill {} after {run} ms: {} created, {} answered, {} gated, {} nonces spent, {} grants acknowledged so far; all there",
+            kill + 1,
+            l.created.len(),
+            l.answered.len(),
+            l.gated.len(),
+            l.spent.len(),
+            l.granted.len()
+        );
+    }
+    // A last check of everything, from the start.
+    let mut book = std::mem::take(&mut *ledger(&shared));
+    check(&admin, &worker, &keys, &mut book, [0; 4])
+        .await
+        .context("the final check")?;
+    println!(
+        "chaos: {} SIGKILLs in {:.0} s, {} workers: {} creates, {} answers, {} gate decisions, {} nonces spent, {} session grants acknowledged; {} checks after restarts; nothing acknowledged lost or doubled, the audit chain verifies",
+        args.kills,
+        t0.elapsed().as_secs_f64(),
+        args.workers,
+        book.created.len(),
+        book.answered.len(),
+        book.gated.len(),
+        book.spent.len(),
+        book.granted.len(),
+        book.checked,
+    );
+    drop(server);
+    Ok(())
+}
