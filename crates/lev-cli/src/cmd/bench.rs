@@ -75,7 +75,8 @@ enum Mode {
     Gate(super::bench_gate::GateArgs),
     /// Crash consistency: the server killed with SIGKILL under load, again
     /// and again, every acknowledged write checked after each restart
-    /// (bench_chaos.rs). On SQLite.
+    /// (bench_chaos.rs). With --database and --replicas, a random replica
+    /// each time.
     Chaos(super::bench_chaos::ChaosArgs),
     /// N workers blocked in wait at once; then every one answered.
     Waiters {
@@ -100,20 +101,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Mode::Gate(_) => Some(super::bench_gate::POLICY),
         _ => None,
     };
-    if let Mode::Chaos(chaos) = &args.mode {
-        if args.database.is_some() {
-            bail!("lev bench chaos: --database: the chaos mode runs on SQLite only, for now");
-        }
-        return rt
-            .block_on(super::bench_chaos::chaos(chaos))
-            .map(|()| ExitCode::SUCCESS);
-    }
     if args.replicas == 0 || (args.replicas > 1 && args.database.is_none()) {
         bail!(
             "--replicas {}: expected 1, or more with --database postgres://... (replicas share \
              a PostgreSQL database)",
             args.replicas
         );
+    }
+    if let Mode::Chaos(chaos) = &args.mode {
+        return rt
+            .block_on(super::bench_chaos::chaos(
+                chaos,
+                args.database.as_deref(),
+                args.replicas,
+                args.key_encryption_key_file,
+            ))
+            .map(|()| ExitCode::SUCCESS);
     }
     let server = rt.block_on(Servers::start(
         policy,

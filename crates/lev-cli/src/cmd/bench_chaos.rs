@@ -8,12 +8,15 @@
 //! exactly once, that no interaction was answered twice, and that the audit
 //! chain verifies. Any response other than the expected ones (a 5xx, a
 //! refusal of a valid request) fails the run at once.
+//!
+//! With `--database postgres://... --replicas N`, N replicas share the
+//! database; each kill takes a random replica while the others keep serving,
+//! and the checks go through another replica.
 
 use std::collections::{HashMap, HashSet};
 
 /// A pause after a request the server did not acknowledge (it is down).
 const BACK_OFF: Duration = Duration::from_millis(20);
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -104,7 +107,7 @@ fn gate_call(session: &str, tool: &str, n: usize, w: usize) -> GateRequest {
 /// One worker's loop, until `stop`: returns at the first wrong answer.
 async fn work(
     w: usize,
-    epoch: usize,
+    epoch: String,
     worker: Client,
     approver: Client,
     keys: TrustedKeys,
@@ -112,6 +115,7 @@ async fn work(
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
     let session = format!("chaos-{epoch}-{w}");
+    let epoch = epoch.replace('-', "_");
     let mut n = 0usize;
     while !stop.load(Ordering::Relaxed) {
         n += 1;
@@ -292,8 +296,23 @@ async fn check(
     ])
 }
 
-fn start(exe: &Path, data: &Path, listen: &str) -> anyhow::Result<Spawned> {
-    Ok(Spawned::builder(exe, data).listen(listen).start()?)
+/// The servers under test: one on SQLite, or replicas on one PostgreSQL
+/// database, each on a port of its own that it keeps across restarts.
+struct Fleet {
+    exe: std::path::PathBuf,
+    dirs: Vec<std::path::PathBuf>,
+    listens: Vec<String>,
+    flags: Vec<std::ffi::OsString>,
+    running: Vec<Spawned>,
+}
+
+impl Fleet {
+    fn start_one(&self, r: usize) -> anyhow::Result<Spawned> {
+        Ok(Spawned::builder(&self.exe, &self.dirs[r])
+            .listen(&self.listens[r])
+            .args(self.flags.iter().cloned())
+            .start()?)
+    }
 }
 
 async fn token(admin: &Client, name: &str, role: Role) -> anyhow::Result<Client> {
@@ -313,62 +332,145 @@ async fn token(admin: &Client, name: &str, role: Role) -> anyhow::Result<Client>
 /// # Errors
 /// The first acknowledged write found lost or doubled, a wrong answer, a
 /// server that does not come back.
-pub async fn chaos(args: &ChaosArgs) -> anyhow::Result<()> {
+pub async fn chaos(
+    args: &ChaosArgs,
+    database: Option<&str>,
+    replicas: usize,
+    kek: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
     let data = tempfile::Builder::new()
         .prefix("lev-chaos-")
         .tempdir()
         .context("making a temporary data dir")?;
-    std::fs::write(data.path().join("policy.toml"), POLICY).context("writing the policy")?;
-    let exe = std::env::current_exe().context("finding the lev binary")?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut server = start(&exe, data.path(), &listen)?;
-    let url = server.url().to_owned();
-    let admin = Client::new(&url, Some(server.admin_token()?))?;
-    let worker = token(&admin, "chaos-worker", Role::Worker).await?;
-    let approver = token(&admin, "chaos-approver", Role::Approver).await?;
+    let mut flags: Vec<std::ffi::OsString> = Vec::new();
+    if let Some(url) = database {
+        let kek = match kek {
+            Some(file) => file,
+            None => {
+                let file = data.path().join("kek");
+                let key = lev_server::Kek::generate_base64().map_err(anyhow::Error::msg)?;
+                std::fs::write(&file, key).context("writing the key-encryption key")?;
+                file
+            }
+        };
+        flags.extend([
+            "--database".into(),
+            url.into(),
+            "--key-encryption-key-file".into(),
+        ]);
+        flags.push(kek.into_os_string());
+    }
+    let mut fleet = Fleet {
+        exe: std::env::current_exe().context("finding the lev binary")?,
+        dirs: Vec::new(),
+        listens: Vec::new(),
+        flags,
+        running: Vec::new(),
+    };
+    for r in 0..replicas.max(1) {
+        let dir = data.path().join(format!("replica-{r}"));
+        std::fs::create_dir_all(&dir).context("making a data dir")?;
+        std::fs::write(dir.join("policy.toml"), POLICY).context("writing the policy")?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        fleet.dirs.push(dir);
+        fleet.listens.push(format!("127.0.0.1:{port}"));
+    }
+    for r in 0..fleet.dirs.len() {
+        let started = fleet.start_one(r)?;
+        fleet.running.push(started);
+    }
+    let urls: Vec<String> = fleet.running.iter().map(|s| s.url().to_owned()).collect();
+    let admin_token = match fleet.running.iter().find_map(|s| s.admin_token().ok()) {
+        Some(token) => token,
+        None => match database {
+            Some(url) => {
+                let suffix = std::process::id();
+                lev_server::create_token_in_database(
+                    url,
+                    TokenCreate {
+                        name: format!("chaos-admin-{suffix}"),
+                        role: Role::Admin,
+                        caller: None,
+                        sessions: None,
+                    },
+                )
+                .await
+                .map_err(anyhow::Error::msg)?
+                .token
+            }
+            None => bail!("the server wrote no admin token"),
+        },
+    };
+    let admin = Client::new(&urls[0], Some(admin_token))?;
+    let tag = std::process::id();
+    let worker = token(&admin, &format!("chaos-worker-{tag}"), Role::Worker).await?;
+    let approver = token(&admin, &format!("chaos-approver-{tag}"), Role::Approver).await?;
+    let on = |client: &Client, r: usize| -> anyhow::Result<Client> {
+        Ok(Client::new(
+            &urls[r % urls.len()],
+            client.token().map(str::to_owned),
+        )?)
+    };
     let keys = TrustedKeys::parse(&serde_json::to_string(&admin.keys().await?)?)?;
     let shared: Shared = Arc::default();
     let mut from = [0; 4];
     let t0 = Instant::now();
-    let mut seed = u64::from(port) ^ 0x9e37_79b9_7f4a_7c15;
+    let mut seed = u64::from(tag) ^ 0x9e37_79b9_7f4a_7c15;
+    let replicas = urls.len();
+    let mut next = move || {
+        // xorshift
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
     for kill in 0..args.kills {
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = tokio::task::JoinSet::new();
         for w in 0..args.workers {
+            // Asking on one replica, answered on the next.
             tasks.spawn(work(
                 w,
-                kill,
-                worker.clone(),
-                approver.clone(),
+                format!("{tag}-{kill}"),
+                on(&worker, w)?,
+                on(&approver, w + 1)?,
                 keys.clone(),
                 Arc::clone(&shared),
                 Arc::clone(&stop),
             ));
         }
-        // xorshift: a random instant, from a tenth of --max-run-ms up to it.
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
+        // A random instant, from a tenth of --max-run-ms up to it; a random
+        // replica.
         let max = args.max_run_ms.max(10);
-        let run = max / 10 + seed % (max - max / 10 + 1);
+        let run = max / 10 + next() % (max - max / 10 + 1);
+        let victim = usize::try_from(next() % replicas as u64).unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(run)).await;
-        server.kill();
+        fleet.running[victim].kill();
         stop.store(true, Ordering::Relaxed);
         while let Some(joined) = tasks.join_next().await {
             joined.context("a worker task")??;
         }
-        server = start(&exe, data.path(), &listen)
-            .with_context(|| format!("restarting after kill {}", kill + 1))?;
+        fleet.running[victim] = fleet
+            .start_one(victim)
+            .with_context(|| format!("restarting replica {victim} after kill {}", kill + 1))?;
+        // Checked through another replica than the one that died, if any.
+        let through = (victim + 1) % replicas;
         let mut book = std::mem::take(&mut *ledger(&shared));
-        let checked = check(&admin, &worker, &keys, &mut book, from).await;
+        let checked = check(
+            &on(&admin, through)?,
+            &on(&worker, through)?,
+            &keys,
+            &mut book,
+            from,
+        )
+        .await;
         *ledger(&shared) = book;
         from = checked.with_context(|| format!("after kill {}", kill + 1))?;
         let l = ledger(&shared);
         eprintln!(
-            "lev bench chaos: kill {} after {run} ms: {} created, {} answered, {} gated, {} nonces spent, {} grants acknowledged so far; all there",
+            "lev bench chaos: kill {} (replica {victim}) after {run} ms: {} created, {} answered, {} gated, {} nonces spent, {} grants acknowledged so far; all there",
             kill + 1,
             l.created.len(),
             l.answered.len(),
@@ -382,8 +484,12 @@ pub async fn chaos(args: &ChaosArgs) -> anyhow::Result<()> {
     check(&admin, &worker, &keys, &mut book, [0; 4])
         .await
         .context("the final check")?;
+    let on_what = match (database, replicas) {
+        (None, _) => "SQLite".to_owned(),
+        (Some(_), n) => format!("PostgreSQL, {n} replicas"),
+    };
     println!(
-        "chaos: {} SIGKILLs in {:.0} s, {} workers: {} creates, {} answers, {} gate decisions, {} nonces spent, {} session grants acknowledged; {} checks after restarts; nothing acknowledged lost or doubled, the audit chain verifies",
+        "chaos: {} SIGKILLs in {:.0} s ({on_what}), {} workers: {} creates, {} answers, {} gate decisions, {} nonces spent, {} session grants acknowledged; {} checks after restarts; nothing acknowledged lost or doubled, the audit chain verifies",
         args.kills,
         t0.elapsed().as_secs_f64(),
         args.workers,
@@ -394,6 +500,6 @@ pub async fn chaos(args: &ChaosArgs) -> anyhow::Result<()> {
         book.granted.len(),
         book.checked,
     );
-    drop(server);
+    drop(fleet);
     Ok(())
 }

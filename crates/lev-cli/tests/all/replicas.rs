@@ -905,3 +905,35 @@ async fn replicas_started_together_on_an_empty_database_make_one_admin_token() {
         }
     }
 }
+
+#[test]
+fn chaos_on_two_replicas_finds_everything_acknowledged() {
+    let db = Database::new("chaos");
+    let out = Command::new(env!("CARGO_BIN_EXE_lev"))
+        .args([
+            "bench",
+            "chaos",
+            "--kills",
+            "3",
+            "--workers",
+            "4",
+            "--max-run-ms",
+            "1000",
+            "--replicas",
+            "2",
+            "--database",
+            db.url.as_str(),
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("chaos: 3 SIGKILLs") && stdout.contains("(PostgreSQL, 2 replicas)"),
+        "{stdout}"
+    );
+    assert_eq!(stderr.matches("all there").count(), 3, "{stderr}");
+}
