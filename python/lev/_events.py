@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -245,6 +246,18 @@ class _State:
         return base * (1.0 + random.random() / 4)
 
 
+def _shut_down(resp: httpx.Response | None) -> None:
+    """Shut down the socket `resp` is read from, so a read blocked on it in
+    another thread returns."""
+    stream = resp.extensions.get("network_stream") if resp is not None else None
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if isinstance(sock, socket.socket):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def _ended(resp: httpx.Response) -> str:
     return f"the server ended the stream (HTTP {resp.status_code})"
 
@@ -264,6 +277,7 @@ class EventStream(Iterator[Event]):
         self._resp: httpx.Response | None = None
         self._lines: Iterator[str] | None = None
         self._wake = threading.Event()
+        self._reading = False
         self._connect()
 
     @property
@@ -279,7 +293,12 @@ class EventStream(Iterator[Event]):
     def close(self) -> None:
         self._state.closed = True
         self._wake.set()
-        self._hang_up()
+        if self._reading:
+            # Another thread is blocked reading: wake it by shutting the
+            # socket down; it hangs up and ends the iteration itself.
+            _shut_down(self._resp)
+        else:
+            self._hang_up()
 
     def _hang_up(self) -> None:
         resp, self._resp, self._lines = self._resp, None, None
@@ -324,6 +343,12 @@ class EventStream(Iterator[Event]):
         return self
 
     def __next__(self) -> Event:
+        try:
+            return self._next()
+        finally:
+            self._reading = False
+
+    def _next(self) -> Event:
         while True:
             if self._state.closed:
                 self._hang_up()
@@ -331,6 +356,7 @@ class EventStream(Iterator[Event]):
             if self._lines is None:
                 self._connect()
                 continue
+            self._reading = True
             try:
                 line = next(self._lines)
             except StopIteration:
