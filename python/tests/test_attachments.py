@@ -98,6 +98,11 @@ def test_a_too_large_attachment_is_the_servers_413(
     # Nothing was stored: the interaction waits for an answer still, and one
     # at the limit is taken.
     assert worker.get_interaction(iid)["response"] is None
+    # Parts each within the limit, a body over the 40 MiB a respond may be.
+    four = [(f"part{i}.bin", bytes([i]) * (10 * MIB)) for i in range(4)]
+    with pytest.raises(lev.ApiError) as e:
+        approver.respond(iid, {"value": "big"}, attachments=four)
+    assert e.value.status == 413 and e.value.code == "too_large"
     ok = approver.respond(iid, {"value": "big"}, attachments=[("max.bin", b"\1" * (10 * MIB))])
     assert ok["response"]["parts"][0]["size"] == 10 * MIB
 
