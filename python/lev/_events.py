@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import httpx
@@ -58,7 +58,7 @@ class Event:
 
     seq: int
     type: str
-    data: Any
+    data: Any = field(hash=False)
 
     @property
     def interaction(self) -> t.InteractionRecord | None:
@@ -202,11 +202,14 @@ class _State:
     def opened(self) -> None:
         self.connected_once = True
         self.down_since = None
-        self.backoff = self.first_backoff
         self.parser.reset()
 
     def line(self, line: str) -> Event | None:
         """Feed one line; a new event to yield, or None."""
+        # The server is talking: the next drop waits the shortest time again
+        # (not at a mere 200, so that a server taking connections and closing
+        # them at once is not asked again and again without backoff).
+        self.backoff = self.first_backoff
         got = self.parser.line(line)
         if got is None:
             return None
@@ -480,6 +483,10 @@ class AsyncEventStream(AsyncIterator[Event]):
                 reason: object = _ended(self._resp) if self._resp is not None else "closed"
             except httpx.TransportError as e:
                 reason = e
+            except Exception:
+                if self._state.closed:  # aclose() from another task
+                    continue
+                raise
             else:
                 event = self._state.line(line)
                 if event is not None:

@@ -387,6 +387,21 @@ def test_close_from_another_thread_ends_the_iteration(approver: lev.Client) -> N
     assert time.monotonic() - started < 10
 
 
+def test_aclose_from_another_task_ends_the_iteration(server: Server) -> None:
+    token = server.token("approver")
+
+    async def main() -> tuple[list[lev.Event], float]:
+        async with lev.AsyncClient(server.url, token) as c:
+            stream = await c.events().connect()
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.3, lambda: asyncio.ensure_future(stream.aclose()))
+            started = time.monotonic()
+            return [e async for e in stream], time.monotonic() - started
+
+    got, took = asyncio.run(asyncio.wait_for(main(), LIMIT))
+    assert got == [] and took < 10
+
+
 def test_the_sse_framing() -> None:
     """Comments, CRLF, multi-line data and a retry field, parsed as the
     WHATWG rules say; an event cut off by a dropped connection is never
