@@ -19,7 +19,9 @@ from ._errors import (
     TimedOut,
     VerificationError,
 )
+from ._events import AsyncEventStream, Event, EventStream
 from ._gate import ApprovedCall, AsyncGatekeeper, Gatekeeper
+from ._parts import Attachment
 from ._verify import (
     APPROVAL_PAYLOAD_TYPE,
     TrustedKeys,
@@ -36,9 +38,13 @@ __all__ = [
     "ApiError",
     "ApprovedCall",
     "AsyncClient",
+    "AsyncEventStream",
     "AsyncGatekeeper",
+    "Attachment",
     "Client",
     "Denied",
+    "Event",
+    "EventStream",
     "Gatekeeper",
     "KeyRefused",
     "LevError",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote
@@ -19,6 +19,8 @@ import httpx
 
 from . import types as t
 from ._errors import Denied, LevError, ServerUnreachable, TimedOut, api_error
+from ._events import AsyncEventStream, EventStream, _State
+from ._parts import Attachment, inbound_parts
 
 DEFAULT_URL = "http://127.0.0.1:7420"
 # Longest single long-poll the server allows.
@@ -133,9 +135,25 @@ class _Base:
         )
 
     @staticmethod
-    def _r_respond(id: str, response: Mapping[str, Any]) -> _Req:
+    def _r_respond(
+        id: str, response: Mapping[str, Any], attachments: Iterable[Attachment] | None
+    ) -> _Req:
         body = {"request_id": id, **response}
+        if attachments is not None:
+            body["parts"] = [*(response.get("parts") or ()), *inbound_parts(attachments)]
         return _Req("POST", f"/v1/interactions/{_seg(id)}/respond", _clean(body))
+
+    def _events_state(
+        self,
+        after: int | None,
+        reconnect: bool,
+        backoff: tuple[float, float],
+        give_up_after: float | None,
+        idle_timeout: float,
+    ) -> _State:
+        return _State(
+            self.url, after, reconnect, backoff, give_up_after, idle_timeout, self.timeout
+        )
 
     @staticmethod
     def _r_cancel(id: str) -> _Req:
@@ -388,14 +406,52 @@ class Client(_Base):
             if result["status"] != "pending":
                 return result
 
-    def respond(self, id: str, response: Mapping[str, Any]) -> t.RespondResult:
-        return cast(t.RespondResult, self._send(self._r_respond(id, response)))
+    def respond(
+        self,
+        id: str,
+        response: Mapping[str, Any],
+        *,
+        attachments: Iterable[Attachment] | None = None,
+    ) -> t.RespondResult:
+        """Answer an interaction. `attachments` go with a text answer as its
+        `parts`: paths (read now), `(name, bytes)` or `(name, bytes,
+        media_type)`. The result's parts are the stored ones (`name`,
+        `media_type`, `size`, `sha256`); `blob(sha256)` reads the bytes back."""
+        return cast(t.RespondResult, self._send(self._r_respond(id, response, attachments)))
 
     def cancel(self, id: str) -> t.Interaction:
         return cast(t.Interaction, self._send(self._r_cancel(id)))
 
     def blob(self, sha256: str) -> bytes:
+        """`GET /v1/blobs/{sha256}`: an attachment's bytes (a stored part's `sha256`)."""
         return cast(bytes, self._send(self._r_blob(sha256)))
+
+    def events(
+        self,
+        after: int | None = None,
+        *,
+        reconnect: bool = True,
+        backoff: tuple[float, float] = (0.1, 10.0),
+        give_up_after: float | None = None,
+        idle_timeout: float = 60.0,
+    ) -> EventStream:
+        """`GET /v1/events`: connect, and iterate over the events, in order.
+
+        `after`: the seq of the last event already seen (0: from the
+        first); None starts with the next event committed. Once connected,
+        a dropped connection (or a server restart) is reconnected to with
+        backoff, resuming after the last event yielded: no gap, no repeat.
+        `reconnect=False` ends the iteration when the server closes the
+        stream and raises `ServerUnreachable` when the connection breaks.
+        No byte for `idle_timeout` seconds (the server sends a keep-alive
+        every 15) counts as a broken connection.
+
+        Raises `ApiError` when the server refuses (401 bad token, 403 not an
+        approver, 422 bad `after`), `ServerUnreachable` when the first
+        connection cannot be made, or no new one for `give_up_after`
+        seconds (None: keep trying)."""
+        state = self._events_state(after, reconnect, backoff, give_up_after, idle_timeout)
+        return EventStream(self._http, state)
 
     def gate(self, body: Mapping[str, Any]) -> t.GateResult:
         return cast(t.GateResult, self._send(self._r_gate(body)))
@@ -596,14 +652,39 @@ class AsyncClient(_Base):
             if result["status"] != "pending":
                 return result
 
-    async def respond(self, id: str, response: Mapping[str, Any]) -> t.RespondResult:
-        return cast(t.RespondResult, await self._send(self._r_respond(id, response)))
+    async def respond(
+        self,
+        id: str,
+        response: Mapping[str, Any],
+        *,
+        attachments: Iterable[Attachment] | None = None,
+    ) -> t.RespondResult:
+        """Answer an interaction; `attachments` as `Client.respond` takes them."""
+        req = self._r_respond(id, response, attachments)
+        return cast(t.RespondResult, await self._send(req))
 
     async def cancel(self, id: str) -> t.Interaction:
         return cast(t.Interaction, await self._send(self._r_cancel(id)))
 
     async def blob(self, sha256: str) -> bytes:
+        """`GET /v1/blobs/{sha256}`: an attachment's bytes (a stored part's `sha256`)."""
         return cast(bytes, await self._send(self._r_blob(sha256)))
+
+    def events(
+        self,
+        after: int | None = None,
+        *,
+        reconnect: bool = True,
+        backoff: tuple[float, float] = (0.1, 10.0),
+        give_up_after: float | None = None,
+        idle_timeout: float = 60.0,
+    ) -> AsyncEventStream:
+        """`GET /v1/events` as an async iterator; arguments, resuming and
+        errors as `Client.events`. It connects on `async with`, on `await
+        stream.connect()`, or at the first `async for` step: connect before
+        making the changes you want to see, or pass `after`."""
+        state = self._events_state(after, reconnect, backoff, give_up_after, idle_timeout)
+        return AsyncEventStream(self._http, state)
 
     async def gate(self, body: Mapping[str, Any]) -> t.GateResult:
         return cast(t.GateResult, await self._send(self._r_gate(body)))

@@ -16,11 +16,27 @@ class Envelope(TypedDict):
     signatures: list[Signature]
 
 
-class StoredPart(TypedDict):
+class _StoredPart(TypedDict):
     name: str
     media_type: str
     size: int
     sha256: str
+
+
+class StoredPart(_StoredPart, total=False):
+    """An attachment as the server stores and returns it: never its bytes,
+    which are at `GET /v1/blobs/{sha256}` (`Client.blob`). `name` is reduced
+    to a plain file name; `original_name` is the name sent, when it differed."""
+
+    original_name: str
+
+
+class InboundPart(TypedDict):
+    """An attachment as a respond sends it (`data`: the bytes, base64)."""
+
+    name: str
+    media_type: str
+    data: str
 
 
 class Response(TypedDict, total=False):
@@ -177,6 +193,13 @@ class TokenInfo(TypedDict, total=False):
     token: str
     sessions: list[str]
     created_at: str
+
+
+class OperatorPresence(TypedDict, total=False):
+    """The data of `operator.connected` and `operator.disconnected` events."""
+
+    session_id: str
+    operator: str
 
 
 class AskResult(TypedDict):
