@@ -18,6 +18,7 @@
 mod fixtures;
 mod gate;
 mod interactions;
+mod lifecycle;
 mod operators;
 mod parts;
 mod replicas;
@@ -31,6 +32,7 @@ use crate::Store;
 
 pub use gate::*;
 pub use interactions::*;
+pub use lifecycle::*;
 pub use operators::*;
 pub use parts::*;
 pub use replicas::*;
@@ -55,6 +57,7 @@ macro_rules! conformance_suite {
     ($make:path) => {
         $crate::conformance_suite!(@cases $make;
             create_is_idempotent_by_id,
+            the_lifecycle_follows_the_model,
             pending_limit_per_session,
             pending_limit_holds_under_concurrent_creates,
             racing_answers_exactly_one_wins,

@@ -1,0 +1,263 @@
+//! The lifecycle against a model: generated sequences of creates, answers,
+//! cancels, expiry passes, nonce spends, restarts and races (an answer and a
+//! cancel at once, from two handles where the backend allows) are run on the
+//! store and on a plain model of the states (pending, answered, cancelled:
+//! a free-text question that times out is cancelled) and of spent nonces; every outcome and the final state must
+//! agree. Sequences come from fixed seeds, so a failure names the seed and
+//! the step that reproduce it; `LEV_TRACE_MODEL=1` prints every step.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use lev_protocol::InteractionStatus;
+use time::OffsetDateTime;
+
+use super::Backend;
+use super::fixtures::{answer, free_text};
+use super::interactions::handles;
+use crate::gate::NonceOutcome;
+use crate::{CreateOutcome, NewInteraction, Store, TransitionOutcome};
+
+/// The model's state of one interaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Pending,
+    Answered(String),
+    Cancelled,
+}
+
+/// What a transition did, as the model sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Did {
+    Done,
+    AlreadyAnswered,
+    Gone,
+    NotFound,
+}
+
+fn did(outcome: &TransitionOutcome) -> Did {
+    match outcome {
+        TransitionOutcome::Done(_) => Did::Done,
+        TransitionOutcome::AlreadyAnswered(_) => Did::AlreadyAnswered,
+        TransitionOutcome::Gone(_) => Did::Gone,
+        TransitionOutcome::NotFound => Did::NotFound,
+    }
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    interactions: BTreeMap<usize, State>,
+    spent: BTreeSet<usize>,
+}
+
+impl Model {
+    /// What an answer or a cancel does to interaction `i`.
+    fn transition(&self, i: usize) -> Did {
+        match self.interactions.get(&i) {
+            None => Did::NotFound,
+            Some(State::Pending) => Did::Done,
+            Some(State::Answered(_)) => Did::AlreadyAnswered,
+            Some(State::Cancelled) => Did::Gone,
+        }
+    }
+}
+
+/// A small xorshift generator: the sequences are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        usize::try_from(self.0 % n as u64).unwrap_or(0)
+    }
+}
+
+const IDS: usize = 6;
+
+fn id(i: usize) -> String {
+    format!("ir_m{i}")
+}
+
+/// Interactions with an even index expire at the next expiry pass.
+fn create(i: usize) -> NewInteraction {
+    let mut new = free_text(&id(i));
+    if i.is_multiple_of(2) {
+        new.interaction.expires_at = Some(OffsetDateTime::UNIX_EPOCH + time::Duration::days(1));
+    }
+    new
+}
+
+pub async fn the_lifecycle_follows_the_model(b: &dyn Backend) {
+    for seed in [1_u64, 7, 42, 1_000_003, 0x5eed] {
+        run_one(b, seed).await;
+    }
+}
+
+async fn run_one(b: &dyn Backend, seed: u64) {
+    let mut stores: Vec<Arc<dyn Store>> = handles(b).await;
+    // Each seed on ids of its own: the backend's database is shared by the
+    // seeds of one test.
+    let base = usize::try_from(seed % 10_000).unwrap_or(0) * 100;
+    let mut rng = Rng(seed);
+    let mut model = Model::default();
+    for step in 0..80 {
+        let at = format!("seed {seed}, step {step}");
+        if std::env::var_os("LEV_TRACE_MODEL").is_some() {
+            eprintln!("{at}");
+        }
+        let store = Arc::clone(&stores[rng.below(stores.len())]);
+        let i = rng.below(IDS);
+        let key = base + i;
+        let op = rng.below(10);
+        if std::env::var_os("LEV_TRACE_MODEL").is_some() {
+            eprintln!(
+                "  op {op} on {} (model {:?})",
+                id(key),
+                model.interactions.get(&key)
+            );
+        }
+        match op {
+            0 | 1 => {
+                let outcome = store.create_interaction(create(key)).await.unwrap();
+                let exists = model.interactions.contains_key(&key);
+                match outcome {
+                    CreateOutcome::Created(_) => {
+                        assert!(!exists, "{at}: created {} twice", id(key));
+                        model.interactions.insert(key, State::Pending);
+                    }
+                    CreateOutcome::Existing(_) => {
+                        assert!(exists, "{at}: {} existed before its create", id(key));
+                    }
+                    other => panic!("{at}: create {}: {other:?}", id(key)),
+                }
+            }
+            2 | 3 => {
+                let value = format!("a{step}");
+                let outcome = store
+                    .answer_interaction(answer(&id(key), &value, "alice"))
+                    .await
+                    .unwrap();
+                let expected = model.transition(key);
+                assert_eq!(did(&outcome), expected, "{at}: answer {}", id(key));
+                if expected == Did::Done {
+                    model.interactions.insert(key, State::Answered(value));
+                }
+            }
+            4 => {
+                let outcome = store.cancel_interaction(&id(key), "w").await.unwrap();
+                let expected = model.transition(key);
+                assert_eq!(did(&outcome), expected, "{at}: cancel {}", id(key));
+                if expected == Did::Done {
+                    model.interactions.insert(key, State::Cancelled);
+                }
+            }
+            5 => {
+                let expired: BTreeSet<String> = store
+                    .expire_due(OffsetDateTime::now_utc())
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|v| v.request.id().to_owned())
+                    .collect();
+                let this_seed: BTreeSet<String> = (base..base + IDS).map(id).collect();
+                let ours: BTreeSet<String> = expired
+                    .into_iter()
+                    .filter(|e| this_seed.contains(e))
+                    .collect();
+                let mut expected = BTreeSet::new();
+                for (k, state) in &mut model.interactions {
+                    if k.is_multiple_of(2) && *state == State::Pending {
+                        // A free-text question without `on_timeout` is
+                        // cancelled when it times out (a tool approval
+                        // would expire, denied).
+                        *state = State::Cancelled;
+                        expected.insert(id(*k));
+                    }
+                }
+                assert_eq!(ours, expected, "{at}: expiry");
+            }
+            6 | 7 => {
+                let nonce = base + rng.below(4);
+                let outcome = store
+                    .consume_nonce(&format!("nonce-m{nonce}"), "w")
+                    .await
+                    .unwrap();
+                let fresh = model.spent.insert(nonce);
+                let expected = if fresh {
+                    NonceOutcome::Spent
+                } else {
+                    NonceOutcome::AlreadySpent
+                };
+                assert_eq!(outcome, expected, "{at}: nonce {nonce}");
+            }
+            8 => {
+                // An answer and a cancel at once, from different handles
+                // where there are two: exactly one moves it, if any.
+                let (a, c) = (
+                    Arc::clone(&stores[0]),
+                    Arc::clone(&stores[stores.len() - 1]),
+                );
+                let value = format!("race{step}");
+                let (answered, cancelled) = tokio::join!(
+                    tokio::spawn({
+                        let (key, value) = (id(key), value.clone());
+                        async move { a.answer_interaction(answer(&key, &value, "bob")).await }
+                    }),
+                    tokio::spawn({
+                        let key = id(key);
+                        async move { c.cancel_interaction(&key, "w").await }
+                    }),
+                );
+                let (answered, cancelled) = (
+                    did(&answered.unwrap().unwrap()),
+                    did(&cancelled.unwrap().unwrap()),
+                );
+                let expected = model.transition(key);
+                if expected == Did::Done {
+                    match (answered, cancelled) {
+                        (Did::Done, Did::AlreadyAnswered) => {
+                            model.interactions.insert(key, State::Answered(value));
+                        }
+                        (Did::Gone, Did::Done) => {
+                            model.interactions.insert(key, State::Cancelled);
+                        }
+                        other => panic!("{at}: race on {}: {other:?}", id(key)),
+                    }
+                } else {
+                    assert_eq!((answered, cancelled), (expected, expected), "{at}: race");
+                }
+            }
+            _ => {
+                // A restart: every handle dropped, the database opened anew.
+                drop(store);
+                stores.clear();
+                stores = handles(b).await;
+            }
+        }
+    }
+    // The final state, read back, is the model's.
+    let store = &stores[0];
+    for k in base..base + IDS {
+        let view = store.get_interaction(&id(k)).await.unwrap();
+        match (model.interactions.get(&k), view) {
+            (None, None) => {}
+            (Some(state), Some(view)) => {
+                let (status, value) = match state {
+                    State::Pending => (InteractionStatus::Pending, None),
+                    State::Answered(v) => (InteractionStatus::Answered, Some(v.as_str())),
+                    State::Cancelled => (InteractionStatus::Cancelled, None),
+                };
+                assert_eq!(view.request.status, status, "seed {seed}: {}", id(k));
+                assert_eq!(
+                    view.response.as_ref().and_then(|r| r.value.as_deref()),
+                    value,
+                    "seed {seed}: {}",
+                    id(k)
+                );
+            }
+            (state, view) => panic!("seed {seed}: {}: model {state:?}, store {view:?}", id(k)),
+        }
+    }
+}
