@@ -132,7 +132,10 @@ enum Command {
     /// `lev bench cycles --workers 64` loops create -> respond -> wait and
     /// prints cycles/s, p50 and p99; `lev bench waiters --count 10000` holds
     /// that many waiting workers and prints the server's RSS and the wake
-    /// latency. Use a release build.
+    /// latency; `lev bench chaos --kills 50` kills the server under load and
+    /// checks every acknowledged write after each restart. With `--database
+    /// postgres://... --replicas 2`, replicas share a scratch database. Use
+    /// a release build for speed figures.
     #[command(hide = true)]
     Bench(cmd::bench::Args),
 }

@@ -71,12 +71,11 @@ enum Mode {
         warmup: u64,
     },
     /// The gate's allow path: N workers gating calls a policy rule allows
-    /// (signed, audited, recorded); decisions/s and latency (bench_gate.rs).
+    /// (signed, audited, recorded); decisions/s and latency.
     Gate(super::bench_gate::GateArgs),
     /// Crash consistency: the server killed with SIGKILL under load, again
-    /// and again, every acknowledged write checked after each restart
-    /// (bench_chaos.rs). With --database and --replicas, a random replica
-    /// each time.
+    /// and again, every acknowledged write checked after each restart.
+    /// With --database and --replicas, a random replica each time.
     Chaos(super::bench_chaos::ChaosArgs),
     /// N workers blocked in wait at once; then every one answered.
     Waiters {
