@@ -9,12 +9,16 @@
 //! - `grant_props`: property tests of grant matching and of the gate's
 //!   decision with grants (a grant never overrides a deny rule).
 //! - `fuzz_smoke`: the fuzz target's body over a few thousand inputs, on stable.
+//! - `fuzz_smoke_policy`: the `policy` fuzz target's body over the example
+//!   policy and its mutations.
 
 // Test helpers outside `#[test]` functions may panic on a broken setup too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "all/fuzz_smoke.rs"]
 mod fuzz_smoke;
+#[path = "all/fuzz_smoke_policy.rs"]
+mod fuzz_smoke_policy;
 #[path = "all/grant_props.rs"]
 mod grant_props;
 #[path = "all/properties.rs"]

@@ -7,6 +7,8 @@
 //! - `validation`: `validate_request` and `validate_response` against the
 //!   SPEC (section 2's table, section 9's limits).
 //! - `props`: property tests (JSON round trips, strict JSON, feedback).
+//! - `fuzz_smoke`: the `protocol` fuzz target's body over the fixtures and
+//!   their mutations.
 //! - `claude_code`: the hook outputs and permission-prompt results of SPEC
 //!   section 10, byte for byte, and the refused hook events.
 
@@ -14,6 +16,8 @@
 mod claude_code;
 #[path = "all/fixtures.rs"]
 mod fixtures;
+#[path = "all/fuzz_smoke.rs"]
+mod fuzz_smoke;
 #[path = "all/props.rs"]
 mod props;
 #[path = "all/seeds.rs"]

@@ -1,0 +1,73 @@
+//! The `policy` fuzz target's body (`fuzz/body/policy.rs`) over the example
+//! policy and a few thousand mutations of it, on stable Rust: no policy file
+//! makes the parser or the policy's answers panic.
+
+#[path = "../../../../fuzz/body/policy.rs"]
+mod body;
+
+use proptest::prelude::*;
+
+fn seeds() -> Vec<Vec<u8>> {
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/policy.toml");
+    vec![
+        std::fs::read(example).unwrap(),
+        br#"default = "ask"
+[[rule]]
+tool = "shell"
+args = { "/argv/0" = "^git$", "/argv/1" = "^(status|log)$" }
+decision = "allow"
+"#
+        .to_vec(),
+        br#"[sandbox_modes]
+"read-only" = ["fs-read"]
+[[tool]]
+name = "shell"
+requires = ["proc-exec"]
+"#
+        .to_vec(),
+    ]
+}
+
+#[test]
+fn the_seeds_are_policies() {
+    for (i, seed) in seeds().iter().enumerate() {
+        assert!(body::run(seed), "seed {i} does not parse");
+    }
+}
+
+fn mutated() -> impl Strategy<Value = Vec<u8>> {
+    let seeds = seeds();
+    (
+        proptest::sample::select(seeds),
+        proptest::collection::vec((any::<usize>(), any::<u8>(), 0u8..4), 1..6),
+    )
+        .prop_map(|(mut bytes, edits)| {
+            for (i, b, op) in edits {
+                let at = i % (bytes.len() + 1);
+                match op {
+                    0 if at < bytes.len() => bytes[at] = b,
+                    1 => bytes.insert(at, b),
+                    2 if at < bytes.len() => {
+                        bytes.remove(at);
+                    }
+                    _ => bytes.truncate(at),
+                }
+            }
+            bytes
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn mutated_policies_never_panic(data in mutated()) {
+        body::run(&data);
+    }
+
+    #[test]
+    fn toml_shaped_text_never_panics(data in "[\\[\\]a-z_.=\" \n0-9^$()|*+?\\\\-]{0,300}") {
+        body::run(data.as_bytes());
+    }
+}
