@@ -21,6 +21,9 @@ mod fuzz_smoke;
 mod fuzz_smoke_policy;
 #[path = "all/grant_props.rs"]
 mod grant_props;
+/// The smoke tests' mutator, shared with other crates' smoke tests.
+#[path = "../../../fuzz/body/mutate.rs"]
+mod mutate;
 #[path = "all/properties.rs"]
 mod properties;
 #[path = "all/vector_set.rs"]

@@ -415,31 +415,7 @@ async fn load_view<C: GenericClient>(c: &C, id: &str) -> Result<Option<Interacti
     }
 }
 
-fn view_json(view: &InteractionView) -> Value {
-    serde_json::to_value(view).unwrap_or(Value::Null)
-}
-
-/// What the audit log says of an interaction, beside the action.
-fn audit_summary(view: &InteractionView) -> serde_json::Map<String, Value> {
-    let req = &view.request.request;
-    let mut m = serde_json::Map::new();
-    m.insert("id".into(), json!(view.request.id()));
-    m.insert("session_id".into(), json!(req.session_id));
-    m.insert("kind".into(), json!(req.kind.type_name()));
-    if let Some(caller) = &req.caller {
-        m.insert("caller".into(), json!(caller));
-    }
-    if let lev_protocol::InteractionKind::ToolApproval {
-        tool_name,
-        args_json,
-        ..
-    } = &req.kind
-    {
-        m.insert("tool_name".into(), json!(tool_name));
-        m.insert("args_json".into(), json!(args_json));
-    }
-    m
-}
+pub(crate) use lev_store::{audit_summary, view_json};
 
 /// Compare-and-set `pending` -> `status`: the view when this call moved it,
 /// `None` when it was not pending (any more).

@@ -317,3 +317,34 @@ pub trait Store:
     /// An attachment's media type and bytes.
     async fn get_blob(&self, sha256: &str) -> Result<Option<(String, Vec<u8>)>>;
 }
+
+/// An interaction as the JSON of its event (`Null` should it not serialise),
+/// for every backend alike.
+#[must_use]
+pub fn view_json(view: &InteractionView) -> Value {
+    serde_json::to_value(view).unwrap_or(Value::Null)
+}
+
+/// What the audit log says of an interaction, beside the action: the same
+/// fields whichever backend writes the entry.
+#[must_use]
+pub fn audit_summary(view: &InteractionView) -> serde_json::Map<String, Value> {
+    let req = &view.request.request;
+    let mut m = serde_json::Map::new();
+    m.insert("id".into(), Value::from(view.request.id()));
+    m.insert("session_id".into(), Value::from(req.session_id.as_str()));
+    m.insert("kind".into(), Value::from(req.kind.type_name()));
+    if let Some(caller) = &req.caller {
+        m.insert("caller".into(), Value::from(caller.as_str()));
+    }
+    if let lev_protocol::InteractionKind::ToolApproval {
+        tool_name,
+        args_json,
+        ..
+    } = &req.kind
+    {
+        m.insert("tool_name".into(), Value::from(tool_name.as_str()));
+        m.insert("args_json".into(), Value::from(args_json.as_str()));
+    }
+    m
+}

@@ -64,25 +64,7 @@ fn extreme_times_never_panic_and_verify_inside_their_window() {
 }
 
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    let seeds = seeds();
-    (
-        proptest::sample::select(seeds),
-        proptest::collection::vec((any::<usize>(), any::<u8>(), 0u8..4), 1..8),
-    )
-        .prop_map(|(mut bytes, edits)| {
-            for (i, b, op) in edits {
-                let at = i % (bytes.len() + 1);
-                match op {
-                    0 if at < bytes.len() => bytes[at] = b,
-                    1 => bytes.insert(at, b),
-                    2 if at < bytes.len() => {
-                        bytes.remove(at);
-                    }
-                    _ => bytes.truncate(at),
-                }
-            }
-            bytes
-        })
+    crate::mutate::mutated(seeds(), 8)
 }
 
 proptest! {

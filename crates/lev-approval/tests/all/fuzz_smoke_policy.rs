@@ -37,25 +37,7 @@ fn the_seeds_are_policies() {
 }
 
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    let seeds = seeds();
-    (
-        proptest::sample::select(seeds),
-        proptest::collection::vec((any::<usize>(), any::<u8>(), 0u8..4), 1..6),
-    )
-        .prop_map(|(mut bytes, edits)| {
-            for (i, b, op) in edits {
-                let at = i % (bytes.len() + 1);
-                match op {
-                    0 if at < bytes.len() => bytes[at] = b,
-                    1 => bytes.insert(at, b),
-                    2 if at < bytes.len() => {
-                        bytes.remove(at);
-                    }
-                    _ => bytes.truncate(at),
-                }
-            }
-            bytes
-        })
+    crate::mutate::mutated(seeds(), 6)
 }
 
 proptest! {

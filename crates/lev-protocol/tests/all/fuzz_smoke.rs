@@ -7,6 +7,8 @@
 
 #[path = "../../../../fuzz/body/protocol.rs"]
 mod body;
+#[path = "../../../../fuzz/body/mutate.rs"]
+mod mutate;
 
 use proptest::prelude::*;
 
@@ -52,25 +54,7 @@ fn the_seeds_reach_every_decoder() {
 }
 
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    let seeds = seeds();
-    (
-        proptest::sample::select(seeds),
-        proptest::collection::vec((any::<usize>(), any::<u8>(), 0u8..4), 1..8),
-    )
-        .prop_map(|(mut bytes, edits)| {
-            for (i, b, op) in edits {
-                let at = i % (bytes.len() + 1);
-                match op {
-                    0 if at < bytes.len() => bytes[at] = b,
-                    1 => bytes.insert(at, b),
-                    2 if at < bytes.len() => {
-                        bytes.remove(at);
-                    }
-                    _ => bytes.truncate(at),
-                }
-            }
-            bytes
-        })
+    mutate::mutated(seeds(), 8)
 }
 
 proptest! {
