@@ -47,6 +47,7 @@ mod sequencer;
 mod sessions;
 mod sql;
 mod tasks;
+mod webhooks;
 
 pub use migrations::{MigrateReport, schema_version};
 

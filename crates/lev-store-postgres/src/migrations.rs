@@ -208,6 +208,65 @@ CREATE TABLE operator_presence (
 );
 ",
     ),
+    (
+        3,
+        // Webhook endpoints, their outbox (a delivery per event and endpoint,
+        // written with the event), every attempt, what an endpoint made of an
+        // interaction (a Slack message), and the reminders already sent.
+        r"
+CREATE TABLE webhooks (
+    seq             bigserial PRIMARY KEY,
+    id              text NOT NULL UNIQUE,
+    kind            text NOT NULL,
+    url             text NOT NULL,
+    events          text NOT NULL,
+    secret          text NOT NULL,
+    created_by      text NOT NULL,
+    created_at      text NOT NULL,
+    disabled_at     text,
+    disabled_reason text
+);
+CREATE TABLE webhook_deliveries (
+    seq             bigserial PRIMARY KEY,
+    id              text NOT NULL UNIQUE,
+    endpoint_id     text NOT NULL,
+    event_id        bigint NOT NULL,
+    event_kind      text NOT NULL,
+    body            text NOT NULL,
+    state           text NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+    attempts        integer NOT NULL DEFAULT 0,
+    created_at      text NOT NULL,
+    created_at_ms   bigint NOT NULL,
+    next_attempt_ms bigint,
+    lease_until_ms  bigint
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_ms) WHERE state = 'pending';
+CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries (endpoint_id, seq);
+CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (created_at_ms)
+    WHERE state <> 'pending';
+CREATE TABLE webhook_attempts (
+    delivery_id text NOT NULL,
+    n           integer NOT NULL,
+    at          text NOT NULL,
+    status      integer,
+    error       text,
+    duration_ms bigint NOT NULL,
+    PRIMARY KEY (delivery_id, n)
+);
+CREATE TABLE message_refs (
+    endpoint_id    text NOT NULL,
+    interaction_id text NOT NULL,
+    message_ref    text NOT NULL,
+    PRIMARY KEY (endpoint_id, interaction_id)
+);
+CREATE TABLE reminders (
+    interaction_id text NOT NULL,
+    n              integer NOT NULL,
+    at             text NOT NULL,
+    PRIMARY KEY (interaction_id, n)
+);
+",
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -274,15 +274,42 @@ impl<'a> Tx<'a> {
                 actor.push(c.as_str());
                 audit_data.push(d.as_str());
             }
+            // The outbox rides along: one delivery per enabled endpoint that
+            // wants the event's kind, with the body lev_store's
+            // `delivery_body` makes (the kind and time are plain ASCII, so
+            // PostgreSQL's JSON quoting of them is serde_json's).
+            let now = OffsetDateTime::now_utc();
+            let (now_text, now_ms) = (rfc3339(now), millis(now));
             let row = query_one(
                 &self.t,
                 "WITH e AS (INSERT INTO events (kind, data_json)
-                            SELECT * FROM unnest($1::text[], $2::text[]) RETURNING id),
+                            SELECT * FROM unnest($1::text[], $2::text[])
+                            RETURNING id, kind, data_json),
                       a AS (INSERT INTO audit (at, action, actor, data_json)
                             SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[])
-                            RETURNING id)
+                            RETURNING id),
+                      w AS (INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_kind,
+                                body, state, created_at, created_at_ms, next_attempt_ms)
+                            SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), wh.id,
+                                e.id, e.kind,
+                                '{\"type\":' || to_json(e.kind)::text || ',\"timestamp\":'
+                                    || to_json($7::text)::text || ',\"data\":' || e.data_json
+                                    || '}',
+                                'pending', $7, $8, $8
+                            FROM e JOIN webhooks wh ON wh.disabled_at IS NULL
+                                AND (wh.events = '' OR strpos(wh.events, ',' || e.kind || ',') > 0)
+                            RETURNING 1)
                  SELECT (SELECT max(id) FROM e), (SELECT max(id) FROM a)",
-                &[&kinds, &data, &at, &action, &actor, &audit_data],
+                &[
+                    &kinds,
+                    &data,
+                    &at,
+                    &action,
+                    &actor,
+                    &audit_data,
+                    &now_text,
+                    &now_ms,
+                ],
             )
             .await?;
             staged.event = col(&row, 0)?;

@@ -15,6 +15,7 @@ mod migrations;
 mod operators;
 mod sessions;
 mod tasks;
+mod webhooks;
 mod writer;
 
 pub use keys::write_secret_file;
@@ -213,7 +214,7 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
     }
 }
 
-fn parse_time(what: &str, s: &str) -> Result<OffsetDateTime> {
+pub(crate) fn parse_time(what: &str, s: &str) -> Result<OffsetDateTime> {
     OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
         .map_err(|e| corrupt(what, e))
 }
@@ -372,7 +373,7 @@ fn precheck(
     }
 }
 
-fn millis(t: OffsetDateTime) -> i64 {
+pub(crate) fn millis(t: OffsetDateTime) -> i64 {
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 

@@ -160,6 +160,64 @@ CREATE TABLE dashboard_sessions (
 CREATE INDEX dashboard_sessions_by_last_seen ON dashboard_sessions (last_seen_ms);
 ",
     ),
+    (
+        6,
+        // Webhook endpoints, their outbox (a delivery per event and endpoint,
+        // written with the event), every attempt, what an endpoint made of an
+        // interaction (a Slack message), and the reminders already sent.
+        r"
+CREATE TABLE webhooks (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT NOT NULL UNIQUE,
+    kind            TEXT NOT NULL,
+    url             TEXT NOT NULL,
+    events          TEXT NOT NULL,
+    secret          TEXT NOT NULL,
+    created_by      TEXT NOT NULL,
+    created_at      TEXT NOT NULL,
+    disabled_at     TEXT,
+    disabled_reason TEXT
+);
+CREATE TABLE webhook_deliveries (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT NOT NULL UNIQUE,
+    endpoint_id     TEXT NOT NULL,
+    event_seq       INTEGER NOT NULL,
+    event_kind      TEXT NOT NULL,
+    body            TEXT NOT NULL,
+    state           TEXT NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    created_at      TEXT NOT NULL,
+    created_at_ms   INTEGER NOT NULL,
+    next_attempt_ms INTEGER,
+    lease_until_ms  INTEGER
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_ms) WHERE state = 'pending';
+CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries (endpoint_id, seq);
+CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (created_at_ms) WHERE state <> 'pending';
+CREATE TABLE webhook_attempts (
+    delivery_id TEXT NOT NULL,
+    n           INTEGER NOT NULL,
+    at          TEXT NOT NULL,
+    status      INTEGER,
+    error       TEXT,
+    duration_ms INTEGER NOT NULL,
+    PRIMARY KEY (delivery_id, n)
+) WITHOUT ROWID;
+CREATE TABLE message_refs (
+    endpoint_id    TEXT NOT NULL,
+    interaction_id TEXT NOT NULL,
+    message_ref    TEXT NOT NULL,
+    PRIMARY KEY (endpoint_id, interaction_id)
+) WITHOUT ROWID;
+CREATE TABLE reminders (
+    interaction_id TEXT NOT NULL,
+    n              INTEGER NOT NULL,
+    at             TEXT NOT NULL,
+    PRIMARY KEY (interaction_id, n)
+) WITHOUT ROWID;
+",
+    ),
 ];
 
 /// Bring the database up to the newest schema.

@@ -34,6 +34,9 @@ struct ChainState {
     audit_seq: u64,
     audit_hash: String,
     staged: Vec<StoredEvent>,
+    /// Whether an enabled webhook endpoint exists (read per transaction): when
+    /// none does, an event writes no delivery and builds no body.
+    endpoints: bool,
 }
 
 impl ChainState {
@@ -50,10 +53,14 @@ impl ChainState {
             Some((seq, hash)) => (u64::try_from(seq).unwrap_or_default(), hash),
             None => (0, GENESIS_HASH.to_owned()),
         };
+        let endpoints = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM webhooks WHERE disabled_at IS NULL)")?
+            .query_row([], |r| r.get::<_, bool>(0))?;
         Ok(Self {
             audit_seq,
             audit_hash,
             staged: Vec::new(),
+            endpoints,
         })
     }
 }
@@ -71,12 +78,37 @@ impl Tx<'_> {
             .prepare_cached("INSERT INTO events (kind, data_json) VALUES (?1, ?2)")?
             .execute(params![kind, text])?;
         let seq = self.conn.last_insert_rowid();
+        if self.state.endpoints {
+            // The outbox: one delivery per enabled endpoint that wants this
+            // kind, in this transaction.
+            let now = OffsetDateTime::now_utc();
+            let body = lev_store::webhooks::delivery_body(kind, &rfc3339(now), &text);
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO webhook_deliveries (id, endpoint_id, event_seq, event_kind, body, \
+                     state, created_at, created_at_ms, next_attempt_ms) \
+                     SELECT 'msg_' || lower(hex(randomblob(16))), id, ?1, ?2, ?3, 'pending', ?4, \
+                     ?5, ?5 FROM webhooks WHERE disabled_at IS NULL \
+                     AND (events = '' OR instr(events, ',' || ?2 || ',') > 0)",
+                )?
+                .execute(params![seq, kind, body, rfc3339(now), crate::millis(now)])?;
+        }
         self.state.staged.push(StoredEvent {
             seq,
             kind: kind.to_owned(),
             data,
         });
         Ok(seq)
+    }
+
+    /// Note that the set of enabled webhook endpoints changed in this
+    /// transaction.
+    pub(crate) fn endpoints_changed(&mut self) -> Result<()> {
+        self.state.endpoints = self
+            .conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM webhooks WHERE disabled_at IS NULL)")?
+            .query_row([], |r| r.get::<_, bool>(0))?;
+        Ok(())
     }
 
     /// Append an audit entry, chained to the one before.
@@ -216,11 +248,13 @@ fn run_batch(
     let head = ChainState::load(conn).map_err(|e| e.to_string())?;
     state.audit_seq = head.audit_seq;
     state.audit_hash = head.audit_hash;
+    state.endpoints = head.endpoints;
     for job in batch.drain(..) {
-        let (seq, hash, staged) = (
+        let (seq, hash, staged, endpoints) = (
             state.audit_seq,
             state.audit_hash.clone(),
             state.staged.len(),
+            state.endpoints,
         );
         exec("SAVEPOINT job")?;
         let (ok, reply) = job(&mut Tx { conn, state });
@@ -229,6 +263,7 @@ fn run_batch(
             state.audit_seq = seq;
             state.audit_hash = hash;
             state.staged.truncate(staged);
+            state.endpoints = endpoints;
         }
         exec("RELEASE job")?;
         replies.push(reply);

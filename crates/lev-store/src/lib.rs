@@ -40,9 +40,13 @@
 //! - **Shared state is stored.** Everything two servers must agree on is a
 //!   store part: interactions, answers, events, audit, grants, nonces,
 //!   tokens, tasks, attachments, signing keys ([`KeyStore`]), dashboard
-//!   sessions ([`DashboardSessionStore`]) and the messages waiting for
-//!   sessions' operators ([`OperatorStore`]), with where each operator is
-//!   connected.
+//!   sessions ([`DashboardSessionStore`]), the messages waiting for
+//!   sessions' operators ([`OperatorStore`]) with where each operator is
+//!   connected, and webhook endpoints with their outbox ([`WebhookStore`]).
+//! - **Deliveries commit with their event.** Every event writes, in its own
+//!   transaction, one delivery per enabled endpoint that wants its kind;
+//!   a delivery is sent by one server at a time (a lease), and recorded
+//!   attempt by attempt.
 //! - **Knows no policy.** The store knows nothing of HTTP, auth or policy: it
 //!   keeps what the server decided. Migrations are per backend and never
 //!   edited once released.
@@ -64,6 +68,7 @@ pub mod keys;
 pub mod operators;
 pub mod sessions;
 pub mod tasks;
+pub mod webhooks;
 
 pub use gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
@@ -75,6 +80,10 @@ pub use operators::{
 };
 pub use sessions::{DashboardSession, DashboardSessionStore};
 pub use tasks::TaskStore;
+pub use webhooks::{
+    AttemptOutcome, AttemptRecord, DeliveryAttempt, DeliveryRecord, DeliveryState, DueDelivery,
+    Endpoint, EndpointKind, WebhookStore,
+};
 
 /// Why a store call failed. None of these is the client's fault: the server
 /// answers them with 500 (or 503) and logs the details.
@@ -241,7 +250,15 @@ pub enum TokenCreateOutcome {
 /// announced on [`Store::subscribe`].
 #[async_trait]
 pub trait Store:
-    TaskStore + GateStore + KeyStore + DashboardSessionStore + OperatorStore + Send + Sync + 'static
+    TaskStore
+    + GateStore
+    + KeyStore
+    + DashboardSessionStore
+    + OperatorStore
+    + WebhookStore
+    + Send
+    + Sync
+    + 'static
 {
     /// `sqlite` or `postgres`, as `/v1/health` reports it.
     fn kind(&self) -> &'static str;

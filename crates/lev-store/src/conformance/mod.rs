@@ -23,6 +23,7 @@ mod operators;
 mod parts;
 mod replicas;
 mod tasks;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ pub use operators::*;
 pub use parts::*;
 pub use replicas::*;
 pub use tasks::*;
+pub use webhooks::*;
 
 /// One test's database, on some backend.
 #[async_trait]
@@ -91,6 +93,10 @@ macro_rules! conformance_suite {
             one_grant_per_key_under_concurrent_approvals,
             expiry_races_answers_once,
             any_text_comes_back_as_it_went,
+            deliveries_commit_with_their_events,
+            deliveries_are_claimed_once_and_keep_their_attempts,
+            a_gone_endpoint_is_disabled_and_a_deleted_one_forgotten,
+            reminders_are_recorded_once_and_reach_the_outbox,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
