@@ -99,6 +99,12 @@ enum Command {
     Watch(cmd::watch::Args),
     /// API tokens: create, list, revoke.
     Token(cmd::token::Args),
+    /// Webhooks: signed deliveries of lev's events to other systems.
+    ///
+    /// Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature
+    /// v1 HMAC-SHA256), written with each event and retried with backoff;
+    /// `lev webhook deliveries ID` shows every attempt. Needs an admin token.
+    Webhook(cmd::webhook::Args),
     /// The audit log, and --verify to check its hash chain and signed head.
     ///
     /// The log holds every create, answer, expiry, cancel and token change,
@@ -154,6 +160,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Respond(args) => cmd::respond::run(args),
         Command::Ask(args) => cmd::ask::run(args),
         Command::Token(args) => cmd::token::run(args),
+        Command::Webhook(args) => cmd::webhook::run(args),
         Command::Watch(args) => cmd::watch::run(args),
         Command::Audit(args) => cmd::audit::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),

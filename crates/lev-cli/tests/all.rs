@@ -20,6 +20,9 @@
 //! - `newcomer`: what a new user runs into: `| head`, usage errors, flags
 //!   that do not fit the question, error messages.
 //! - `bench`: `lev bench` smoke runs (never a speed test).
+//! - `webhooks`: `lev webhook` and what a real receiver gets: signatures,
+//!   retries through failures and a restart, 410, bad input (`receiver` is
+//!   the loopback HTTP receiver it and the Slack tests use).
 //! - `watch`: `lev watch` in a real pseudo-terminal (tmux): keys typed, answers
 //!   checked through the API, a dropped connection resumed.
 //!
@@ -51,6 +54,8 @@ mod newcomer;
 mod operators;
 #[path = "all/python_signer.rs"]
 mod python_signer;
+#[path = "all/receiver.rs"]
+mod receiver;
 #[path = "all/replicas.rs"]
 mod replicas;
 #[path = "all/run.rs"]
@@ -69,3 +74,5 @@ mod tokens;
 mod verify;
 #[path = "all/watch.rs"]
 mod watch;
+#[path = "all/webhooks.rs"]
+mod webhooks;

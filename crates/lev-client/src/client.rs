@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lev_protocol::api::{
     AuditPage, ErrorBody, Health, InteractionView, Jwks, Page, RespondResult, Task, TaskStatus,
-    TokenCreate, TokenCreated, TokenInfo, WaitResponse,
+    TokenCreate, TokenCreated, TokenInfo, WaitResponse, Webhook, WebhookCreate, WebhookDelivery,
 };
 use lev_protocol::{
     Interaction, InteractionRequest, InteractionResponse, InteractionStatus, WorkerResult,
@@ -359,6 +359,45 @@ impl Client {
         self.send(Method::DELETE, &path, None::<&()>, None)
             .await
             .map(drop)
+    }
+
+    /// `POST /v1/webhooks` (admin): the endpoint, with its secret this once.
+    ///
+    /// # Errors
+    /// 422 naming the field for a bad URL, event or secret, ...
+    pub async fn create_webhook(&self, req: &WebhookCreate) -> Result<Webhook> {
+        self.call(Method::POST, "/v1/webhooks", Some(req), None)
+            .await
+    }
+
+    /// `GET /v1/webhooks` (admin), every page.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn list_webhooks(&self) -> Result<Vec<Webhook>> {
+        self.all_pages("/v1/webhooks").await
+    }
+
+    /// `DELETE /v1/webhooks/{id}` (admin).
+    ///
+    /// # Errors
+    /// 404 for an unknown id, ...
+    pub async fn delete_webhook(&self, id: &str) -> Result<()> {
+        let path = format!("/v1/webhooks/{}", segment(id));
+        self.send(Method::DELETE, &path, None::<&()>, None)
+            .await
+            .map(drop)
+    }
+
+    /// `GET /v1/webhooks/{id}/deliveries?limit=N` (admin): newest first,
+    /// with every attempt.
+    ///
+    /// # Errors
+    /// 404 for an unknown id, ...
+    pub async fn webhook_deliveries(&self, id: &str, limit: u32) -> Result<Vec<WebhookDelivery>> {
+        let path = format!("/v1/webhooks/{}/deliveries?limit={limit}", segment(id));
+        let page: Page<WebhookDelivery> = self.call(Method::GET, &path, None::<&()>, None).await?;
+        Ok(page.items)
     }
 
     /// `GET /v1/audit?after=SEQ`: one page of the audit log and the signed

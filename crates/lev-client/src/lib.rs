@@ -61,4 +61,14 @@ pub use error::{Error, Result};
 pub use events::{Event, EventStream};
 pub use parts::{SavedPart, inbound_part, safe_file_name};
 pub use tls::ConnectOptions;
+
+/// The TLS configuration for calls a server makes to others (webhooks,
+/// Slack): the system's roots through the platform verifier, rustls with
+/// the `ring` provider, HTTP/1.1.
+///
+/// # Errors
+/// When the system's roots cannot be loaded.
+pub fn outbound_tls_config() -> std::result::Result<rustls::ClientConfig, String> {
+    tls::client_config(None)
+}
 pub use worker::{Answer, Outcome, final_outcome};

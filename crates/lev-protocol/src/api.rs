@@ -536,3 +536,95 @@ pub struct SessionPresence {
     /// Whether an operator is connected to it.
     pub connected: bool,
 }
+
+/// The kinds of event `GET /v1/events` streams and webhooks deliver.
+pub const EVENT_KINDS: &[&str] = &[
+    "interaction.created",
+    "interaction.answered",
+    "interaction.expired",
+    "interaction.cancelled",
+    "interaction.escalated",
+    "interaction.reminder",
+    "task.updated",
+    "operator.connected",
+    "operator.disconnected",
+];
+
+/// `POST /v1/webhooks` (admin).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookCreate {
+    /// Where deliveries go: `http://` or `https://`.
+    pub url: String,
+    /// The event kinds to deliver ([`EVENT_KINDS`]); empty or absent for
+    /// every kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<String>,
+    /// The signing secret, `whsec_` and base64 of 24 to 64 random bytes;
+    /// absent, the server makes one and returns it this once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+/// A webhook endpoint, as `GET /v1/webhooks` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Webhook {
+    /// `wh_...`.
+    pub id: String,
+    /// `http` (Standard Webhooks) or `slack` (the Slack integration).
+    pub kind: String,
+    /// Where deliveries go.
+    pub url: String,
+    /// The kinds delivered; empty for every kind.
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// Who added it.
+    pub created_by: String,
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When it was disabled (the receiver answered 410 Gone), if it was.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub disabled_at: Option<OffsetDateTime>,
+    /// Why it was disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
+    /// The signing secret: only in the answer to [`WebhookCreate`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+/// One attempt to deliver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookAttempt {
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// The receiver's HTTP status, when it answered.
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// What went wrong, when something did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How long it took.
+    pub duration_ms: u64,
+}
+
+/// A delivery, as `GET /v1/webhooks/{id}/deliveries` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookDelivery {
+    /// The `webhook-id` header: the same on every attempt.
+    pub id: String,
+    /// The event's kind.
+    pub event: String,
+    /// `pending`, `delivered` or `failed`.
+    pub state: String,
+    /// When it was written, with its event.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When the next attempt is due, while pending.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub next_attempt_at: Option<OffsetDateTime>,
+    /// Every attempt, oldest first.
+    #[serde(default)]
+    pub attempts: Vec<WebhookAttempt>,
+}

@@ -27,7 +27,7 @@ impl std::fmt::Debug for KeyRing {
 
 struct RingInner {
     store: Arc<dyn Store>,
-    kek: Option<Kek>,
+    kek: Option<Arc<Kek>>,
     loaded: RwLock<Arc<Loaded>>,
 }
 
@@ -88,16 +88,16 @@ fn stored(key: &SigningKeyPair, kek: Option<&Kek>) -> Result<StoredSigningKey, K
 /// open with `kek` (another server was given another key-encryption key).
 pub async fn load_or_create(
     store: Arc<dyn Store>,
-    kek: Option<Kek>,
+    kek: Option<Arc<Kek>>,
 ) -> Result<KeyRing, KeyStoreError> {
     let mut keys = store.signing_keys().await?;
     if !keys.iter().any(|k| k.active) {
         store
-            .init_signing_key(stored(&generate()?, kek.as_ref())?)
+            .init_signing_key(stored(&generate()?, kek.as_deref())?)
             .await?;
         keys = store.signing_keys().await?;
     }
-    let loaded = parse(keys, kek.as_ref())?;
+    let loaded = parse(keys, kek.as_deref())?;
     Ok(KeyRing(Arc::new(RingInner {
         store,
         kek,
@@ -159,6 +159,12 @@ fn parse(keys: Vec<StoredSigningKey>, kek: Option<&Kek>) -> Result<Loaded, KeySt
 }
 
 impl KeyRing {
+    /// The key-encryption key, when the server was given one (it also
+    /// seals webhook secrets).
+    pub fn kek(&self) -> Option<&Kek> {
+        self.0.kek.as_deref()
+    }
+
     /// The key that signs approvals and audit heads.
     pub fn active(&self) -> Arc<SigningKeyPair> {
         Arc::clone(&self.current().active)
@@ -183,7 +189,7 @@ impl KeyRing {
         let previous = self
             .0
             .store
-            .rotate_signing_key(stored(&key, self.0.kek.as_ref())?)
+            .rotate_signing_key(stored(&key, self.0.kek.as_deref())?)
             .await?;
         self.reload().await?;
         Ok((key.kid().to_owned(), previous))
@@ -204,7 +210,7 @@ impl KeyRing {
     /// # Errors
     /// When the store refuses or a stored key is bad.
     pub async fn reload(&self) -> Result<(), KeyStoreError> {
-        let loaded = parse(self.0.store.signing_keys().await?, self.0.kek.as_ref())?;
+        let loaded = parse(self.0.store.signing_keys().await?, self.0.kek.as_deref())?;
         *self
             .0
             .loaded

@@ -39,6 +39,7 @@ mod state;
 mod store;
 mod tls;
 mod tokens;
+pub mod webhooks;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -248,6 +249,7 @@ impl Server {
             .as_deref()
             .map(kek::Kek::from_file)
             .transpose()
+            .map(|k| k.map(Arc::new))
             .map_err(ServeError::Config)?;
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(config.listen.as_str())
             .await
@@ -342,6 +344,7 @@ impl Server {
             settings.policy_source = source;
         }
         settings.secure_cookies |= config.tls.is_some();
+        settings.webhooks.own_addr = Some(local_addr);
         let triage_events = store.subscribe();
         let state = AppState::start(store, keys, settings);
         // Interactions routed to an operator first are triaged as their

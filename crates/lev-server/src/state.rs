@@ -38,6 +38,8 @@ pub struct Settings {
     pub policy: Arc<lev_approval::policy::Policy>,
     /// Where the policy came from, for the audit log: its path, or `built-in`.
     pub policy_source: String,
+    /// Webhook retries, and the listener a webhook may not point at.
+    pub webhooks: crate::webhooks::WebhookSettings,
 }
 
 impl Default for Settings {
@@ -53,6 +55,7 @@ impl Default for Settings {
             operators: crate::operators::OperatorSettings::default(),
             policy: Arc::new(lev_approval::policy::Policy::default()),
             policy_source: "built-in".into(),
+            webhooks: crate::webhooks::WebhookSettings::default(),
         }
     }
 }
@@ -73,6 +76,8 @@ struct Inner {
     settings: Settings,
     shutdown_tx: watch::Sender<bool>,
     shutdown: watch::Receiver<bool>,
+    /// Wakes the webhook dispatcher (endpoints changed, an attempt ended).
+    webhooks: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -101,7 +106,7 @@ impl AppState {
         // Without randomness the id is still this process's own.
         let replica_id = crate::ids::new_id("rp_", time::OffsetDateTime::now_utc())
             .unwrap_or_else(|_| format!("rp_pid{}", std::process::id()));
-        Self(Arc::new(Inner {
+        let state = Self(Arc::new(Inner {
             replica_id,
             store,
             keys,
@@ -112,7 +117,10 @@ impl AppState {
             settings,
             shutdown_tx,
             shutdown,
-        }))
+            webhooks: Arc::new(tokio::sync::Notify::new()),
+        }));
+        tokio::spawn(crate::webhooks::dispatch::run(state.clone()));
+        state
     }
 
     /// This server's id among the replicas sharing its store, made at
@@ -159,6 +167,16 @@ impl AppState {
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.0.settings
+    }
+
+    /// The webhook dispatcher's wake-up.
+    pub fn webhooks_notify(&self) -> &Arc<tokio::sync::Notify> {
+        &self.0.webhooks
+    }
+
+    /// Tell the webhook dispatcher that endpoints changed.
+    pub fn webhooks_changed(&self) {
+        self.0.webhooks.notify_one();
     }
 
     /// Begin shutting down: new requests get 503, waiters and event streams

@@ -20,3 +20,4 @@ pub mod show;
 pub mod token;
 pub mod verify;
 pub mod watch;
+pub mod webhook;

@@ -69,6 +69,10 @@ pub struct Args {
     /// in clear text. Only behind a TLS-terminating proxy on a trusted network.
     #[arg(long)]
     pub insecure_http: bool,
+    /// Webhook retries: the first delay (doubling each time), the longest
+    /// delay, and how long after its event a delivery is still tried.
+    #[arg(long, default_value = "5s,1h,24h", value_name = "BASE,CAP,HORIZON")]
+    pub webhook_retry: String,
 }
 
 /// `$XDG_DATA_HOME/lev`, else `~/.local/share/lev`.
@@ -106,6 +110,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.settings.public_url = args.public_url.map(|u| u.trim_end_matches('/').to_owned());
     config.tls = args.tls_cert.zip(args.tls_key);
     config.insecure_http = args.insecure_http;
+    config.settings.webhooks.retry = lev_server::webhooks::RetryPolicy::parse(&args.webhook_retry)
+        .map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -20,15 +20,26 @@ pub struct LevServer {
     pub admin: String,
     /// The data dir (and room for other files).
     pub dir: Scratch,
+    /// Extra `lev serve` flags, kept across restarts.
+    args: Vec<String>,
 }
 
 impl LevServer {
     pub fn start(name: &str) -> Self {
-        Self::start_in(Scratch::new(name))
+        Self::start_in(Scratch::new(name), Vec::new())
     }
 
-    fn start_in(dir: Scratch) -> Self {
+    /// With extra `lev serve` flags.
+    pub fn start_with(name: &str, args: &[&str]) -> Self {
+        Self::start_in(
+            Scratch::new(name),
+            args.iter().map(|a| (*a).to_owned()).collect(),
+        )
+    }
+
+    fn start_in(dir: Scratch, args: Vec<String>) -> Self {
         let server = Spawned::builder(env!("CARGO_BIN_EXE_lev"), dir.path("data"))
+            .args(&args)
             .start()
             .unwrap();
         let url = server.url().to_owned();
@@ -41,6 +52,7 @@ impl LevServer {
             url,
             admin,
             dir,
+            args,
         }
     }
 
@@ -48,7 +60,7 @@ impl LevServer {
     pub fn restart(mut self) -> Self {
         self.server.kill();
         let dir = std::mem::replace(&mut self.dir, Scratch::new("unused"));
-        Self::start_in(dir)
+        Self::start_in(dir, std::mem::take(&mut self.args))
     }
 
     /// Stop the server and keep its data dir.

@@ -12,6 +12,7 @@ mod sessions;
 mod tasks;
 mod tokens;
 mod wait;
+mod webhooks;
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
@@ -40,6 +41,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events", get(events::events))
         .route("/v1/tokens", post(tokens::create).get(tokens::list))
         .route("/v1/tokens/{name}", delete(tokens::revoke))
+        .route("/v1/webhooks", post(webhooks::create).get(webhooks::list))
+        .route("/v1/webhooks/{id}", delete(webhooks::delete))
+        .route("/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
         .route("/v1/audit", get(audit::audit))
         .route("/v1/hooks/claude-code", post(hooks::claude_code))
         .route("/v1/gate", post(approvals::gate))

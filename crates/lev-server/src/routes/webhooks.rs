@@ -1,0 +1,85 @@
+//! `POST /v1/webhooks`, `GET /v1/webhooks`, `DELETE /v1/webhooks/{id}` and
+//! `GET /v1/webhooks/{id}/deliveries` (admin).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use lev_protocol::api::{Page, Role, Webhook, WebhookCreate, WebhookDelivery};
+use serde::Deserialize;
+
+use crate::auth::Principal;
+use crate::body::JsonBody;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Add an endpoint: 201 with its secret, shown this once.
+pub async fn create(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(req): JsonBody<WebhookCreate>,
+) -> ApiResult<(StatusCode, Json<Webhook>)> {
+    principal.require(&[Role::Admin])?;
+    let created = crate::webhooks::add(&state, req, &principal.name).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// Every endpoint (never its secret), oldest first, on one page.
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> ApiResult<Json<Page<Webhook>>> {
+    principal.require(&[Role::Admin])?;
+    let endpoints = state.store().endpoints().await?;
+    Ok(Json(Page::last(
+        endpoints.iter().map(crate::webhooks::view).collect(),
+    )))
+}
+
+/// Remove an endpoint and its deliveries: 204; 404 when none.
+pub async fn delete(
+    State(state): State<AppState>,
+    principal: Principal,
+    super::PathParam(id): super::PathParam,
+) -> ApiResult<StatusCode> {
+    principal.require(&[Role::Admin])?;
+    if state.store().delete_endpoint(&id, &principal.name).await? {
+        state.webhooks_changed();
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!("no webhook {id:?}")))
+    }
+}
+
+/// `?limit=` of the delivery log.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveriesQuery {
+    /// At most this many, newest first (1 to 500, default 50).
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+/// An endpoint's deliveries with their attempts, newest first.
+pub async fn deliveries(
+    State(state): State<AppState>,
+    principal: Principal,
+    super::PathParam(id): super::PathParam,
+    super::Q(q): super::Q<DeliveriesQuery>,
+) -> ApiResult<Json<Page<WebhookDelivery>>> {
+    principal.require(&[Role::Admin])?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::Invalid(format!(
+            "limit: expected 1 to 500, found {limit}"
+        )));
+    }
+    if !state.store().endpoints().await?.iter().any(|e| e.id == id) {
+        return Err(ApiError::NotFound(format!("no webhook {id:?}")));
+    }
+    let list = state.store().deliveries(&id, limit).await?;
+    Ok(Json(Page::last(
+        list.into_iter()
+            .map(crate::webhooks::delivery_view)
+            .collect(),
+    )))
+}

@@ -1,0 +1,346 @@
+//! The dispatcher: claims due deliveries from the store (a lease, so one
+//! server sends each at a time), sends them concurrently on tasks of their
+//! own, and records every attempt. It runs beside the request path and never
+//! holds it up: a slow receiver only keeps its own deliveries waiting, a
+//! dead one is retried with backoff until the retry horizon, and a 410
+//! disables its endpoint.
+//!
+//! It wakes when events commit (they carry new deliveries), when the next
+//! retry is due, and when endpoints change; with no endpoint it only checks
+//! now and then whether one was added on another server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lev_store::{AttemptOutcome, DeliveryAttempt, DueDelivery, EndpointKind};
+use time::OffsetDateTime;
+use tokio::sync::Semaphore;
+
+use crate::log;
+use crate::state::AppState;
+
+/// How long a claim keeps a delivery from other servers: longer than an
+/// attempt's timeout and its recording.
+const LEASE: Duration = Duration::from_secs(60);
+/// One attempt's time limit.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Attempts in flight at once.
+const IN_FLIGHT: usize = 32;
+/// How often to look for endpoints when there are none, and the longest
+/// sleep between checks when there are.
+const POLL: Duration = Duration::from_secs(5);
+/// How long to gather events before claiming.
+const DEBOUNCE: Duration = Duration::from_millis(25);
+/// Finished deliveries are kept this long for the delivery log.
+const KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Most bytes of a failed response's body kept as its error.
+const ERROR_BODY: usize = 300;
+
+/// What one attempt came to.
+#[derive(Debug)]
+pub struct Sent {
+    /// The receiver's status, when it answered.
+    pub status: Option<u16>,
+    /// What went wrong.
+    pub error: Option<String>,
+    /// How the receiver wants it retried (`Retry-After`).
+    pub retry_after: Option<Duration>,
+    /// Taken (2xx).
+    pub ok: bool,
+    /// Never again for this endpoint (410).
+    pub gone: bool,
+}
+
+impl Sent {
+    /// A failure before any answer.
+    #[must_use]
+    pub fn failed(error: String) -> Self {
+        Self {
+            status: None,
+            error: Some(error),
+            retry_after: None,
+            ok: false,
+            gone: false,
+        }
+    }
+}
+
+/// The HTTP client for deliveries: the system's roots, no redirects (a
+/// redirect could move a signed body elsewhere), no proxy from the
+/// environment.
+///
+/// # Errors
+/// When TLS cannot be set up.
+pub fn http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(ATTEMPT_TIMEOUT)
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("lev/", env!("CARGO_PKG_VERSION")))
+        .tls_backend_preconfigured(lev_client::outbound_tls_config()?)
+        .build()
+        .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))
+}
+
+/// Run the dispatcher until shutdown.
+pub async fn run(state: AppState) {
+    let client = match http_client() {
+        Ok(c) => c,
+        Err(e) => {
+            log::info(&format!("webhooks: off: {e}"));
+            return;
+        }
+    };
+    let store = Arc::clone(state.store_arc());
+    let mut events = store.subscribe();
+    let mut shutdown = state.shutdown_signal();
+    let permits = Arc::new(Semaphore::new(IN_FLIGHT));
+    let changed = state.webhooks_notify();
+    let mut last_prune: Option<Instant> = None;
+    let mut last_error: Option<Instant> = None;
+    // Whether an enabled endpoint exists: read again when endpoints change
+    // here, and every POLL for those added on another server.
+    let mut any: Option<(bool, Instant)> = None;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        if any.is_none_or(|(_, at)| at.elapsed() >= POLL) {
+            any = Some(match store.endpoints().await {
+                Ok(list) => (list.iter().any(|e| e.disabled_at.is_none()), Instant::now()),
+                Err(e) => {
+                    note_error(
+                        &mut last_error,
+                        &format!("webhooks: listing endpoints: {e}"),
+                    );
+                    (true, Instant::now())
+                }
+            });
+        }
+        let active = any.is_some_and(|(a, _)| a);
+        if !active {
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                () = changed.notified() => any = None,
+                _ = shutdown.changed() => {}
+            }
+            continue;
+        }
+        claim_and_send(&state, &client, &permits, &mut last_error).await;
+        if last_prune.is_none_or(|t| t.elapsed() > Duration::from_secs(3600)) {
+            last_prune = Some(Instant::now());
+            let _ = store
+                .prune_deliveries(OffsetDateTime::now_utc() - KEEP)
+                .await;
+        }
+        let wait = match store.next_delivery_at().await {
+            Ok(Some(at)) => {
+                let d = at - OffsetDateTime::now_utc();
+                Duration::try_from(d).unwrap_or(Duration::ZERO).min(POLL)
+            }
+            Ok(None) => POLL,
+            Err(_) => Duration::from_secs(1),
+        };
+        if wait.is_zero() && permits.available_permits() > 0 {
+            // More are due now: claim again (after a breath, so a store that
+            // keeps failing is not hammered).
+            tokio::time::sleep(DEBOUNCE).await;
+            continue;
+        }
+        tokio::select! {
+            r = events.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
+                    tokio::time::sleep(POLL).await;
+                }
+                // Gather what commits meanwhile: one claim serves them all.
+                tokio::time::sleep(DEBOUNCE).await;
+                while events.try_recv().is_ok() {}
+            }
+            () = tokio::time::sleep(wait) => {}
+            () = changed.notified() => any = None,
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+fn note_error(last: &mut Option<Instant>, message: &str) {
+    if last.is_none_or(|t| t.elapsed() > Duration::from_secs(30)) {
+        *last = Some(Instant::now());
+        log::info(message);
+    }
+}
+
+async fn claim_and_send(
+    state: &AppState,
+    client: &reqwest::Client,
+    permits: &Arc<Semaphore>,
+    last_error: &mut Option<Instant>,
+) {
+    let free = permits.available_permits();
+    if free == 0 {
+        return;
+    }
+    let now = OffsetDateTime::now_utc();
+    let due = match state
+        .store()
+        .claim_deliveries(now, now + LEASE, u32::try_from(free).unwrap_or(1))
+        .await
+    {
+        Ok(due) => due,
+        Err(e) => {
+            note_error(last_error, &format!("webhooks: claiming deliveries: {e}"));
+            return;
+        }
+    };
+    for delivery in due {
+        let Ok(permit) = Arc::clone(permits).acquire_owned().await else {
+            return;
+        };
+        let (state, client) = (state.clone(), client.clone());
+        tokio::spawn(async move {
+            attempt(&state, &client, delivery).await;
+            drop(permit);
+            state.webhooks_notify().notify_one();
+        });
+    }
+}
+
+/// Make one attempt and record it.
+async fn attempt(state: &AppState, client: &reqwest::Client, d: DueDelivery) {
+    let started = Instant::now();
+    let at = OffsetDateTime::now_utc();
+    let sent = match d.kind {
+        EndpointKind::Http => post(state, client, &d).await,
+        EndpointKind::Slack => Sent::failed("this server has no --slack-config".into()),
+    };
+    let settings = &state.settings().webhooks;
+    let outcome = if sent.ok {
+        AttemptOutcome::Delivered
+    } else if sent.gone {
+        AttemptOutcome::Disable("the receiver answered 410 Gone".into())
+    } else {
+        match settings.retry.next(
+            d.attempts + 1,
+            d.created_at,
+            OffsetDateTime::now_utc(),
+            sent.retry_after,
+            jitter(),
+        ) {
+            Some(next) => AttemptOutcome::Retry(next),
+            None => AttemptOutcome::GiveUp,
+        }
+    };
+    let record = DeliveryAttempt {
+        delivery_id: d.id.clone(),
+        at,
+        status: sent.status,
+        error: sent.error,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        outcome,
+    };
+    // Not recorded (the store is down): the lease runs out and the
+    // delivery is sent again, which at-least-once allows.
+    if let Err(e) = state.store().record_attempt(record).await {
+        log::info(&format!("webhooks: recording an attempt of {}: {e}", d.id));
+    }
+}
+
+fn jitter() -> f64 {
+    let mut b = [0u8; 4];
+    if getrandom::fill(&mut b).is_err() {
+        return 0.5;
+    }
+    f64::from(u32::from_le_bytes(b)) / f64::from(u32::MAX)
+}
+
+/// POST a Standard Webhooks delivery.
+async fn post(state: &AppState, client: &reqwest::Client, d: &DueDelivery) -> Sent {
+    let secret = match super::open_secret(state.keys().kek(), &d.endpoint_id, &d.secret)
+        .and_then(|s| super::secret_key(&s))
+    {
+        Ok(key) => key,
+        Err(e) => return Sent::failed(format!("the endpoint's secret: {e}")),
+    };
+    let timestamp = OffsetDateTime::now_utc().unix_timestamp();
+    let signature = super::sign::sign(&secret, &d.id, timestamp, d.body.as_bytes());
+    let response = client
+        .post(&d.url)
+        .header("content-type", "application/json")
+        .header("webhook-id", &d.id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .body(d.body.clone())
+        .send()
+        .await;
+    match response {
+        Ok(r) => from_response(r).await,
+        Err(e) => Sent::failed(describe(&e)),
+    }
+}
+
+/// What a receiver's answer means; the body is read only on failure, and
+/// only its beginning.
+pub async fn from_response(mut r: reqwest::Response) -> Sent {
+    let status = r.status().as_u16();
+    let retry_after = r
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    if r.status().is_success() {
+        return Sent {
+            status: Some(status),
+            error: None,
+            retry_after: None,
+            ok: true,
+            gone: false,
+        };
+    }
+    let mut body = Vec::new();
+    while body.len() < ERROR_BODY {
+        match r.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(ERROR_BODY);
+    let text = String::from_utf8_lossy(&body).trim().to_owned();
+    Sent {
+        status: Some(status),
+        error: Some(if text.is_empty() {
+            format!("HTTP {status}")
+        } else {
+            format!("HTTP {status}: {text}")
+        }),
+        retry_after,
+        ok: false,
+        gone: status == 410,
+    }
+}
+
+/// A transport error as one line: its causes, never a secret (the URL's
+/// query is not printed).
+fn describe(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else if e.is_redirect() {
+        "redirected"
+    } else {
+        "failed"
+    };
+    let mut text = kind.to_owned();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,371 @@
+//! Webhooks (SPEC section 14): endpoints added by an admin, deliveries
+//! written by the store in the same transaction as their event, and a
+//! dispatcher ([`dispatch`]) that sends them with Standard Webhooks
+//! signatures ([`sign`]), retrying with backoff and jitter until the retry
+//! horizon.
+//!
+//! A secret is `whsec_` and base64 of its bytes; the HMAC key is the bytes.
+//! It is stored sealed with the key-encryption key when the server has one
+//! (the endpoint's id as associated data), and shown once, when it is made.
+
+pub mod dispatch;
+pub mod sign;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use lev_approval::{decode_base64, encode_base64};
+use lev_protocol::api::{EVENT_KINDS, Webhook, WebhookAttempt, WebhookCreate, WebhookDelivery};
+use lev_store::{DeliveryRecord, Endpoint, EndpointKind};
+use time::OffsetDateTime;
+
+use crate::error::ApiError;
+use crate::kek::Kek;
+use crate::state::AppState;
+
+/// Longest URL accepted.
+const MAX_URL: usize = 2048;
+/// Most endpoints a server keeps.
+const MAX_ENDPOINTS: usize = 100;
+/// The secret's prefix (Standard Webhooks).
+pub const SECRET_PREFIX: &str = "whsec_";
+
+/// When deliveries are retried (`--webhook-retry BASE,CAP,HORIZON`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Delay before the first retry; each next one doubles it.
+    pub base: Duration,
+    /// The longest delay between two attempts.
+    pub cap: Duration,
+    /// How long after its event a delivery is still tried.
+    pub horizon: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(5),
+            cap: Duration::from_secs(3600),
+            horizon: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// A duration such as `5s`, `250ms`, `10m`, `1h`, `2d`, or plain seconds.
+///
+/// # Errors
+/// A message naming what was found.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("expected a duration such as 5s, 10m or 1h, found {text:?}"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(format!(
+                "expected a duration such as 5s, 10m or 1h, found {text:?} (units: ms, s, m, h, d)"
+            ));
+        }
+    };
+    n.checked_mul(ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+impl RetryPolicy {
+    /// `BASE,CAP,HORIZON`, e.g. `5s,1h,24h`.
+    ///
+    /// # Errors
+    /// A message naming the part that is wrong.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = text.split(',').collect();
+        let [base, cap, horizon] = parts.as_slice() else {
+            return Err(format!(
+                "--webhook-retry: expected BASE,CAP,HORIZON such as 5s,1h,24h, found {text:?}"
+            ));
+        };
+        let d = |name: &str, t: &str| {
+            parse_duration(t).map_err(|e| format!("--webhook-retry: {name}: {e}"))
+        };
+        let policy = Self {
+            base: d("BASE", base)?,
+            cap: d("CAP", cap)?,
+            horizon: d("HORIZON", horizon)?,
+        };
+        if policy.base.is_zero() || policy.cap < policy.base {
+            return Err(format!(
+                "--webhook-retry: expected 0 < BASE <= CAP, found {text:?}"
+            ));
+        }
+        if policy.horizon > crate::MAX_LIFETIME {
+            return Err("--webhook-retry: HORIZON is at most 7 days".into());
+        }
+        Ok(policy)
+    }
+
+    /// When to try again after `attempts` attempts (at least one), or `None`
+    /// past the horizon. `jitter` in [0, 1) spreads retries over ±20%; a
+    /// receiver's `Retry-After` is honoured when longer (up to the cap).
+    #[must_use]
+    pub fn next(
+        &self,
+        attempts: u32,
+        created_at: OffsetDateTime,
+        now: OffsetDateTime,
+        retry_after: Option<Duration>,
+        jitter: f64,
+    ) -> Option<OffsetDateTime> {
+        let doublings = attempts.saturating_sub(1).min(30);
+        let delay = self
+            .base
+            .saturating_mul(1u32 << doublings)
+            .min(self.cap)
+            .mul_f64(0.8 + 0.4 * jitter.clamp(0.0, 1.0));
+        let delay = match retry_after {
+            Some(after) => delay.max(after.min(self.cap)),
+            None => delay,
+        };
+        let at = now + delay;
+        (at <= created_at + self.horizon).then_some(at)
+    }
+}
+
+/// What the webhook part of the server is given at start.
+#[derive(Debug, Clone, Default)]
+pub struct WebhookSettings {
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// The server's own listener, which a webhook may not point at.
+    pub own_addr: Option<SocketAddr>,
+}
+
+/// A new secret: `whsec_` and base64 of 32 random bytes.
+///
+/// # Errors
+/// When the system has no randomness.
+pub fn new_secret() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+    Ok(format!("{SECRET_PREFIX}{}", encode_base64(&bytes)))
+}
+
+/// The HMAC key of a `whsec_` secret.
+///
+/// # Errors
+/// A message saying what the secret should look like.
+pub fn secret_key(secret: &str) -> Result<Vec<u8>, String> {
+    let expected = "expected whsec_ followed by base64 of 24 to 64 random bytes";
+    let body = secret
+        .trim()
+        .strip_prefix(SECRET_PREFIX)
+        .ok_or_else(|| format!("{expected}, found no whsec_ prefix"))?;
+    let bytes =
+        decode_base64(body).map_err(|_| format!("{expected}, found text that is not base64"))?;
+    if !(24..=64).contains(&bytes.len()) {
+        return Err(format!("{expected}, found {} bytes", bytes.len()));
+    }
+    Ok(bytes)
+}
+
+fn seal_secret(kek: Option<&Kek>, id: &str, secret: &str) -> Result<String, ApiError> {
+    match kek {
+        Some(kek) => kek
+            .seal(&format!("webhook:{id}"), secret)
+            .map_err(ApiError::Internal),
+        None => Ok(secret.to_owned()),
+    }
+}
+
+/// The secret of a stored endpoint, opened.
+///
+/// # Errors
+/// When it was sealed with another key-encryption key, or is sealed and
+/// this server has none.
+pub fn open_secret(kek: Option<&Kek>, id: &str, stored: &str) -> Result<String, String> {
+    match (crate::kek::is_sealed(stored), kek) {
+        (false, _) => Ok(stored.to_owned()),
+        (true, Some(kek)) => kek.open(&format!("webhook:{id}"), stored),
+        (true, None) => Err(format!(
+            "webhook {id}: its secret is sealed: this server needs the \
+             --key-encryption-key-file the other servers were given"
+        )),
+    }
+}
+
+/// Check a webhook URL: http(s), a host, not too long, no credentials,
+/// and not this server's own listener.
+///
+/// # Errors
+/// A message naming what is wrong.
+pub fn check_url(url: &str, own: Option<SocketAddr>) -> Result<(), String> {
+    if url.len() > MAX_URL {
+        return Err(format!("url: at most {MAX_URL} bytes, found {}", url.len()));
+    }
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("url: holds spaces or control characters".into());
+    }
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("https://") {
+        ("https", rest)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        ("http", rest)
+    } else {
+        return Err(format!(
+            "url: expected an http:// or https:// URL, found {:?}",
+            url.chars().take(80).collect::<String>()
+        ));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err("url: user names and passwords in the URL are not accepted".into());
+    }
+    let (host, port) = split_host_port(authority, if scheme == "https" { 443 } else { 80 })
+        .ok_or_else(|| format!("url: expected a host and an optional port, found {authority:?}"))?;
+    if host.is_empty() {
+        return Err("url: the host is missing".into());
+    }
+    if let Some(own) = own {
+        let loopback_name = host.eq_ignore_ascii_case("localhost");
+        let ip = host.parse::<std::net::IpAddr>().ok();
+        let same_host = loopback_name
+            || ip.is_some_and(|ip| {
+                ip == own.ip()
+                    || (own.ip().is_unspecified() && (ip.is_loopback() || ip.is_unspecified()))
+                    || (own.ip().is_loopback() && ip.is_loopback())
+                    || ip.is_unspecified()
+            });
+        if same_host && port == own.port() {
+            return Err(format!(
+                "url: {authority} is this lev server's own listener; a webhook must go elsewhere"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn split_host_port(authority: &str, default_port: u16) -> Option<(&str, u16)> {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().ok()?,
+            None if after.is_empty() => default_port,
+            None => return None,
+        };
+        return Some((host, port));
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) => Some((host, port.parse().ok()?)),
+        None => Some((authority, default_port)),
+    }
+}
+
+/// Check an event filter: known kinds, each once.
+///
+/// # Errors
+/// A message naming the unknown kind.
+pub fn check_events(events: &[String]) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in events {
+        let e = e.trim();
+        if e == "*" {
+            return Ok(Vec::new());
+        }
+        if !EVENT_KINDS.contains(&e) {
+            return Err(format!(
+                "events: unknown event {:?}; expected some of {}",
+                e.chars().take(80).collect::<String>(),
+                EVENT_KINDS.join(", ")
+            ));
+        }
+        if !out.iter().any(|o| o == e) {
+            out.push(e.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// The wire form of a stored endpoint.
+#[must_use]
+pub fn view(e: &Endpoint) -> Webhook {
+    Webhook {
+        id: e.id.clone(),
+        kind: e.kind.as_str().to_owned(),
+        url: e.url.clone(),
+        events: e.events.clone(),
+        created_by: e.created_by.clone(),
+        created_at: e.created_at,
+        disabled_at: e.disabled_at,
+        disabled_reason: e.disabled_reason.clone(),
+        secret: None,
+    }
+}
+
+/// The wire form of a delivery.
+#[must_use]
+pub fn delivery_view(d: DeliveryRecord) -> WebhookDelivery {
+    WebhookDelivery {
+        id: d.id,
+        event: d.event_kind,
+        state: d.state.as_str().to_owned(),
+        created_at: d.created_at,
+        next_attempt_at: d.next_attempt_at,
+        attempts: d
+            .attempts
+            .into_iter()
+            .map(|a| WebhookAttempt {
+                at: a.at,
+                status: a.status,
+                error: a.error,
+                duration_ms: a.duration_ms,
+            })
+            .collect(),
+    }
+}
+
+/// Add an endpoint; the answer carries its secret, this once.
+///
+/// # Errors
+/// 422 naming the field for a bad URL, event or secret; 409 past the most
+/// endpoints.
+pub async fn add(state: &AppState, req: WebhookCreate, actor: &str) -> Result<Webhook, ApiError> {
+    check_url(&req.url, state.settings().webhooks.own_addr).map_err(ApiError::Invalid)?;
+    let events = check_events(&req.events).map_err(ApiError::Invalid)?;
+    let secret = match req.secret {
+        Some(s) => {
+            let s = s.trim().to_owned();
+            secret_key(&s).map_err(|e| ApiError::Invalid(format!("secret: {e}")))?;
+            s
+        }
+        None => new_secret().map_err(ApiError::Internal)?,
+    };
+    let existing = state.store().endpoints().await?;
+    if existing.len() >= MAX_ENDPOINTS {
+        return Err(ApiError::TooMany(format!(
+            "at most {MAX_ENDPOINTS} webhooks; remove one first"
+        )));
+    }
+    let id = crate::ids::new_id("wh_", OffsetDateTime::now_utc())
+        .map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?;
+    let endpoint = Endpoint {
+        secret: seal_secret(state.keys().kek(), &id, &secret)?,
+        id,
+        kind: EndpointKind::Http,
+        url: req.url,
+        events,
+        created_by: actor.to_owned(),
+        created_at: OffsetDateTime::now_utc(),
+        disabled_at: None,
+        disabled_reason: None,
+    };
+    state.store().put_endpoint(endpoint.clone()).await?;
+    state.webhooks_changed();
+    let mut out = view(&endpoint);
+    out.secret = Some(secret);
+    Ok(out)
+}
