@@ -23,6 +23,8 @@
 //! - `webhooks`: `lev webhook` and what a real receiver gets: signatures,
 //!   retries through failures and a restart, 410, bad input (`receiver` is
 //!   the loopback HTTP receiver it and the Slack tests use).
+//! - `slack`: the Slack integration against a fake of Slack's Web API:
+//!   posts, 429, signed clicks and modals, hostile requests refused.
 //! - `watch`: `lev watch` in a real pseudo-terminal (tmux): keys typed, answers
 //!   checked through the API, a dropped connection resumed.
 //!
@@ -64,6 +66,8 @@ mod run;
 mod sdk;
 #[path = "all/serve.rs"]
 mod serve;
+#[path = "all/slack.rs"]
+mod slack;
 #[path = "all/support.rs"]
 mod support;
 #[path = "all/terminal.rs"]

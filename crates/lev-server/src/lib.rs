@@ -35,6 +35,7 @@ mod operators;
 mod routes;
 mod session_auth;
 mod shutdown;
+pub mod slack;
 mod state;
 mod store;
 mod tls;
@@ -107,6 +108,8 @@ pub struct Config {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Allow plain HTTP beyond loopback.
     pub insecure_http: bool,
+    /// `--slack-config`: the Slack integration's file.
+    pub slack_config: Option<PathBuf>,
 }
 
 impl Config {
@@ -123,6 +126,7 @@ impl Config {
             settings: Settings::default(),
             tls: None,
             insecure_http: false,
+            slack_config: None,
         }
     }
 }
@@ -270,6 +274,15 @@ impl Server {
         }
         let policy = gate::load_policy(config.policy.as_deref(), &config.data_dir)
             .map_err(ServeError::Config)?;
+        let slack = config
+            .slack_config
+            .as_deref()
+            .map(|path| {
+                slack::SlackConfig::from_file(path).map_err(|e| format!("--slack-config: {e}"))
+            })
+            .transpose()
+            .map_err(ServeError::Config)?
+            .map(Arc::new);
         if let Some((policy, source)) = &policy {
             for warning in policy.warnings() {
                 log::info(&format!("policy {source}: warning: {warning}"));
@@ -345,8 +358,12 @@ impl Server {
         }
         settings.secure_cookies |= config.tls.is_some();
         settings.webhooks.own_addr = Some(local_addr);
+        settings.slack = slack;
         let triage_events = store.subscribe();
         let state = AppState::start(store, keys, settings);
+        slack::deliver::register(&state)
+            .await
+            .map_err(|e| data_err(format!("the Slack endpoint: {e}")))?;
         // Interactions routed to an operator first are triaged as their
         // creation commits, whoever created them.
         tokio::spawn(operators::triage::follow(state.clone(), triage_events));

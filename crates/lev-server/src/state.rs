@@ -40,6 +40,8 @@ pub struct Settings {
     pub policy_source: String,
     /// Webhook retries, and the listener a webhook may not point at.
     pub webhooks: crate::webhooks::WebhookSettings,
+    /// `--slack-config`: post interactions to Slack and take its clicks.
+    pub slack: Option<Arc<crate::slack::SlackConfig>>,
 }
 
 impl Default for Settings {
@@ -56,6 +58,7 @@ impl Default for Settings {
             policy: Arc::new(lev_approval::policy::Policy::default()),
             policy_source: "built-in".into(),
             webhooks: crate::webhooks::WebhookSettings::default(),
+            slack: None,
         }
     }
 }
@@ -78,6 +81,10 @@ struct Inner {
     shutdown: watch::Receiver<bool>,
     /// Wakes the webhook dispatcher (endpoints changed, an attempt ended).
     webhooks: Arc<tokio::sync::Notify>,
+    /// The client for outbound calls (webhooks, Slack), made on first use.
+    outbound: std::sync::OnceLock<reqwest::Client>,
+    /// Slack requests already taken.
+    slack_replays: crate::slack::interact::Replays,
 }
 
 impl std::fmt::Debug for AppState {
@@ -118,6 +125,8 @@ impl AppState {
             shutdown_tx,
             shutdown,
             webhooks: Arc::new(tokio::sync::Notify::new()),
+            outbound: std::sync::OnceLock::new(),
+            slack_replays: crate::slack::interact::Replays::default(),
         }));
         tokio::spawn(crate::webhooks::dispatch::run(state.clone()));
         state
@@ -172,6 +181,23 @@ impl AppState {
     /// The webhook dispatcher's wake-up.
     pub fn webhooks_notify(&self) -> &Arc<tokio::sync::Notify> {
         &self.0.webhooks
+    }
+
+    /// The HTTP client for outbound calls (webhooks, Slack).
+    ///
+    /// # Errors
+    /// When TLS cannot be set up (the system's roots do not load).
+    pub fn outbound(&self) -> Result<&reqwest::Client, String> {
+        if let Some(c) = self.0.outbound.get() {
+            return Ok(c);
+        }
+        let client = crate::webhooks::dispatch::http_client()?;
+        Ok(self.0.outbound.get_or_init(|| client))
+    }
+
+    /// Slack requests already taken (against replays).
+    pub fn slack_replays(&self) -> &crate::slack::interact::Replays {
+        &self.0.slack_replays
     }
 
     /// Tell the webhook dispatcher that endpoints changed.

@@ -73,6 +73,11 @@ pub struct Args {
     /// delay, and how long after its event a delivery is still tried.
     #[arg(long, default_value = "5s,1h,24h", value_name = "BASE,CAP,HORIZON")]
     pub webhook_retry: String,
+    /// Post new interactions to Slack and take approvals from its buttons:
+    /// a TOML file with bot_token_file, signing_secret_file, channel and
+    /// [users] (Slack user id = approver token name). See the README.
+    #[arg(long, value_name = "FILE")]
+    pub slack_config: Option<PathBuf>,
 }
 
 /// `$XDG_DATA_HOME/lev`, else `~/.local/share/lev`.
@@ -110,6 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.settings.public_url = args.public_url.map(|u| u.trim_end_matches('/').to_owned());
     config.tls = args.tls_cert.zip(args.tls_key);
     config.insecure_http = args.insecure_http;
+    config.slack_config = args.slack_config;
     config.settings.webhooks.retry = lev_server::webhooks::RetryPolicy::parse(&args.webhook_retry)
         .map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

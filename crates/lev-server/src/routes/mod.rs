@@ -44,6 +44,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/webhooks", post(webhooks::create).get(webhooks::list))
         .route("/v1/webhooks/{id}", delete(webhooks::delete))
         .route("/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
+        .route(
+            "/v1/integrations/slack/interactions",
+            post(crate::slack::interact::interactions),
+        )
         .route("/v1/audit", get(audit::audit))
         .route("/v1/hooks/claude-code", post(hooks::claude_code))
         .route("/v1/gate", post(approvals::gate))

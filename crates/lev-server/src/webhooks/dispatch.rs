@@ -49,6 +49,8 @@ pub struct Sent {
     pub ok: bool,
     /// Never again for this endpoint (410).
     pub gone: bool,
+    /// The receiver's answer, when the sender reads it (Slack's).
+    pub answer: Option<serde_json::Value>,
 }
 
 impl Sent {
@@ -61,7 +63,34 @@ impl Sent {
             retry_after: None,
             ok: false,
             gone: false,
+            answer: None,
         }
+    }
+
+    /// Done, with nothing to send (an event the receiver does not need).
+    #[must_use]
+    pub fn ok_nothing() -> Self {
+        Self {
+            status: None,
+            error: None,
+            retry_after: None,
+            ok: true,
+            gone: false,
+            answer: None,
+        }
+    }
+
+    /// With the receiver's answer kept.
+    #[must_use]
+    pub fn with_answer(mut self, answer: serde_json::Value) -> Self {
+        self.answer = Some(answer);
+        self
+    }
+
+    /// The receiver's answer, when it took the call.
+    #[must_use]
+    pub fn answer(&self) -> Option<&serde_json::Value> {
+        self.answer.as_ref().filter(|_| self.ok)
     }
 }
 
@@ -85,8 +114,8 @@ pub fn http_client() -> Result<reqwest::Client, String> {
 
 /// Run the dispatcher until shutdown.
 pub async fn run(state: AppState) {
-    let client = match http_client() {
-        Ok(c) => c,
+    let client = match state.outbound() {
+        Ok(c) => c.clone(),
         Err(e) => {
             log::info(&format!("webhooks: off: {e}"));
             return;
@@ -212,7 +241,7 @@ async fn attempt(state: &AppState, client: &reqwest::Client, d: DueDelivery) {
     let at = OffsetDateTime::now_utc();
     let sent = match d.kind {
         EndpointKind::Http => post(state, client, &d).await,
-        EndpointKind::Slack => Sent::failed("this server has no --slack-config".into()),
+        EndpointKind::Slack => crate::slack::deliver::deliver(state, client, &d).await,
     };
     let settings = &state.settings().webhooks;
     let outcome = if sent.ok {
@@ -296,6 +325,7 @@ pub async fn from_response(mut r: reqwest::Response) -> Sent {
             retry_after: None,
             ok: true,
             gone: false,
+            answer: None,
         };
     }
     let mut body = Vec::new();
@@ -317,6 +347,7 @@ pub async fn from_response(mut r: reqwest::Response) -> Sent {
         retry_after,
         ok: false,
         gone: status == 410,
+        answer: None,
     }
 }
 

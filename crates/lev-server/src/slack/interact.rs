@@ -1,0 +1,327 @@
+//! `POST /v1/integrations/slack/interactions`: the clicks and modal
+//! submissions Slack sends. Nothing here trusts a lev token: the request
+//! must carry Slack's v0 signature over its exact bytes, with a timestamp
+//! within five minutes, seen once (a replay is refused). The clicking Slack
+//! user must be mapped in `[users]` to an approver token that still exists;
+//! their answer then goes through the same path as the dashboard's, signed
+//! with that person's name. Anything refused changes nothing, and the person
+//! is told why with an ephemeral message.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use lev_protocol::api::Role;
+use lev_protocol::{ApprovalScope, InteractionResponse};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::blocks::{
+    APPROVE_ONCE, APPROVE_SESSION, DENY, DENY_FEEDBACK, FEEDBACK_CALLBACK_ID, FEEDBACK_VALUE_KEY,
+    OPEN, REPLY, REPLY_CALLBACK_ID, REPLY_VALUE_KEY, choice_index,
+};
+use super::payload::{MAX_BODY_BYTES, SlackAction};
+use super::verify::{MAX_SKEW_S, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use super::{SlackConfig, feedback_modal, reply_modal};
+use crate::error::ApiError;
+use crate::log;
+use crate::state::AppState;
+
+/// Most signatures remembered against replays (each for five minutes).
+const MAX_SEEN: usize = 100_000;
+
+/// Signatures of requests already taken, with their timestamps.
+#[derive(Debug, Default)]
+pub struct Replays(Mutex<HashMap<String, i64>>);
+
+impl Replays {
+    /// Whether this signature is new; remembers it. Entries older than the
+    /// timestamp window are forgotten (a replay of those fails the window).
+    pub fn first_time(&self, signature: &str, timestamp: i64, now: i64) -> bool {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.len() >= MAX_SEEN {
+            seen.retain(|_, t| (now - *t).abs() <= MAX_SKEW_S);
+        }
+        if seen.len() >= MAX_SEEN {
+            // Flooded with valid signatures: refuse rather than forget.
+            return false;
+        }
+        seen.insert(signature.to_owned(), timestamp).is_none()
+    }
+}
+
+/// The route.
+pub async fn interactions(State(state): State<AppState>, request: Request) -> Response {
+    let Some(config) = state.settings().slack.clone() else {
+        return ApiError::NotFound(
+            "Slack is not set up on this server (lev serve --slack-config)".into(),
+        )
+        .into_response();
+    };
+    let (timestamp, signature) = {
+        let header = |name: &str| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        (header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER))
+    };
+    let body = match crate::body::read_limited(request, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let now = OffsetDateTime::now_utc().unix_timestamp();
+    if let Err(e) = super::verify::verify(
+        &config.signing_secret,
+        timestamp.as_deref(),
+        signature.as_deref(),
+        &body,
+        now,
+    ) {
+        return ApiError::Unauthorized(format!("Slack request refused: {e}")).into_response();
+    }
+    let ts: i64 = timestamp
+        .as_deref()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    if !state
+        .slack_replays()
+        .first_time(signature.as_deref().unwrap_or_default(), ts, now)
+    {
+        return ApiError::Unauthorized(
+            "Slack request refused: this signed request was already received (a replay)".into(),
+        )
+        .into_response();
+    }
+    let action = match super::payload::parse(&body) {
+        Ok(a) => a,
+        Err(e) => return ApiError::Malformed(e.to_string()).into_response(),
+    };
+    match action {
+        SlackAction::Button {
+            user_id,
+            action_id,
+            value,
+            trigger_id,
+            channel_id,
+            ..
+        } => {
+            let channel = channel_id.unwrap_or_else(|| config.channel.clone());
+            button(
+                &state,
+                &config,
+                &user_id,
+                &action_id,
+                &value,
+                &trigger_id,
+                &channel,
+            )
+            .await;
+            StatusCode::OK.into_response()
+        }
+        SlackAction::Submission {
+            user_id,
+            callback_id,
+            private_metadata,
+            values,
+        } => {
+            let (block, answer) = match callback_id.as_str() {
+                FEEDBACK_CALLBACK_ID => (
+                    "feedback",
+                    InteractionResponse::deny_with_feedback(
+                        private_metadata.as_str(),
+                        values.get(FEEDBACK_VALUE_KEY).map_or("", String::as_str),
+                    ),
+                ),
+                REPLY_CALLBACK_ID => (
+                    "reply",
+                    InteractionResponse::text(
+                        private_metadata.as_str(),
+                        values.get(REPLY_VALUE_KEY).cloned().unwrap_or_default(),
+                    ),
+                ),
+                _ => return StatusCode::OK.into_response(),
+            };
+            let outcome = match approver(&state, &config, &user_id).await {
+                Ok(name) => decide(&state, &private_metadata, answer, &name).await,
+                Err(refusal) => Err(refusal),
+            };
+            match outcome {
+                // An empty 200 closes the modal.
+                Ok(()) => StatusCode::OK.into_response(),
+                Err(message) => Json(json!({
+                    "response_action": "errors",
+                    "errors": { block: message },
+                }))
+                .into_response(),
+            }
+        }
+        SlackAction::Other { .. } => StatusCode::OK.into_response(),
+    }
+}
+
+async fn button(
+    state: &AppState,
+    config: &SlackConfig,
+    user: &str,
+    action_id: &str,
+    id: &str,
+    trigger_id: &str,
+    channel: &str,
+) {
+    if action_id == OPEN {
+        return;
+    }
+    let name = match approver(state, config, user).await {
+        Ok(name) => name,
+        Err(refusal) => return ephemeral(state, config, channel, user, &refusal).await,
+    };
+    let answer = match action_id {
+        APPROVE_ONCE => InteractionResponse::approval(id, true, ApprovalScope::Once),
+        APPROVE_SESSION => InteractionResponse::approval(id, true, ApprovalScope::Session),
+        DENY => InteractionResponse::approval(id, false, ApprovalScope::Once),
+        DENY_FEEDBACK | REPLY => {
+            let view = match state.store().get_interaction(id).await {
+                Ok(Some(v)) => v,
+                _ => {
+                    return ephemeral(state, config, channel, user, "That interaction is gone.")
+                        .await;
+                }
+            };
+            if view.request.status.is_final() {
+                return ephemeral(state, config, channel, user, &decided_text(&view)).await;
+            }
+            let modal = match &view.request.request.kind {
+                lev_protocol::InteractionKind::ToolApproval { tool_name, .. } => {
+                    feedback_modal(id, tool_name)
+                }
+                lev_protocol::InteractionKind::FreeText { prompt }
+                | lev_protocol::InteractionKind::InteractionPoints { prompt, .. } => {
+                    reply_modal(id, prompt)
+                }
+                lev_protocol::InteractionKind::MultipleChoice { .. } => return,
+            };
+            let body = json!({ "trigger_id": trigger_id, "view": modal });
+            if let Err(e) = api(state, config, "views.open", &body).await {
+                log::info(&format!("slack: views.open: {e}"));
+            }
+            return;
+        }
+        other => match choice_index(other) {
+            Some(i) => InteractionResponse::choice(id, i),
+            None => {
+                return ephemeral(
+                    state,
+                    config,
+                    channel,
+                    user,
+                    "lev does not know that button.",
+                )
+                .await;
+            }
+        },
+    };
+    if let Err(message) = decide(state, id, answer, &name).await {
+        ephemeral(state, config, channel, user, &message).await;
+    }
+}
+
+/// The approver token name a Slack user answers as, when they may.
+async fn approver(state: &AppState, config: &SlackConfig, user: &str) -> Result<String, String> {
+    let Some(name) = config.approver_for(user) else {
+        return Err(format!(
+            "You are not a lev approver: ask an admin to map your Slack user id {user} to \
+             an approver token name in [users] of slack.toml. Nothing was decided."
+        ));
+    };
+    let tokens = state
+        .store()
+        .list_tokens()
+        .await
+        .map_err(|_| "lev cannot reach its database now; try again shortly.".to_owned())?;
+    match tokens.iter().find(|t| t.name == name) {
+        Some(t) if matches!(t.role, Role::Approver | Role::Admin) => Ok(name.to_owned()),
+        Some(_) => Err(format!(
+            "Your lev token {name} may not answer (it is not an approver). Nothing was decided."
+        )),
+        None => Err(format!(
+            "Your lev token {name} was revoked or never made. Nothing was decided."
+        )),
+    }
+}
+
+/// Answer as `name`, through the dashboard's path; the refusal as text.
+async fn decide(
+    state: &AppState,
+    id: &str,
+    answer: InteractionResponse,
+    name: &str,
+) -> Result<(), String> {
+    match crate::interactions::answer(state, id, answer, name, None).await {
+        Ok(_) => Ok(()),
+        Err(ApiError::AlreadyAnswered(_) | ApiError::Gone(_)) => {
+            let text = match state.store().get_interaction(id).await {
+                Ok(Some(view)) => decided_text(&view),
+                _ => "That interaction was already decided.".to_owned(),
+            };
+            Err(text)
+        }
+        Err(ApiError::Internal(e)) => {
+            log::error(&format!("slack: answering {id}: {e}"));
+            Err("lev failed to record the answer; see its log.".into())
+        }
+        Err(e) => Err(format!("lev refused: {e}")),
+    }
+}
+
+fn decided_text(view: &lev_protocol::api::InteractionView) -> String {
+    let by = view.request.answered_by.as_deref().unwrap_or("nobody");
+    format!(
+        "Already decided: {} by {by}. Nothing was changed.",
+        view.request.status.as_str()
+    )
+}
+
+async fn ephemeral(state: &AppState, config: &SlackConfig, channel: &str, user: &str, text: &str) {
+    let body = super::ephemeral(channel, user, text);
+    if let Err(e) = api(state, config, "chat.postEphemeral", &body).await {
+        log::info(&format!("slack: chat.postEphemeral: {e}"));
+    }
+}
+
+/// A Web API call made while Slack waits for our answer.
+async fn api(
+    state: &AppState,
+    config: &SlackConfig,
+    method: &str,
+    body: &Value,
+) -> Result<(), String> {
+    let client = state.outbound()?;
+    let r = client
+        .post(config.method_url(method))
+        .header("content-type", "application/json; charset=utf-8")
+        .bearer_auth(&config.bot_token)
+        .timeout(std::time::Duration::from_secs(3))
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = r.status();
+    let answer: Value = r.json().await.unwrap_or(Value::Null);
+    if status.is_success() && answer["ok"] == Value::Bool(true) {
+        Ok(())
+    } else {
+        Err(format!(
+            "HTTP {status}: {}",
+            answer["error"].as_str().unwrap_or("no ok in the answer")
+        ))
+    }
+}
