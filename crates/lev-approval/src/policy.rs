@@ -73,6 +73,9 @@ pub struct AskingRule {
     pub reason: String,
     /// Its risk.
     pub risk: Risk,
+    /// `remind_after_s`: notify again while it waits this long, and every
+    /// such interval after.
+    pub remind_after_s: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -113,6 +116,8 @@ struct RawRule {
     reason: String,
     #[serde(default)]
     risk: Risk,
+    #[serde(default)]
+    remind_after_s: Option<u64>,
 }
 
 /// A tool's needs.
@@ -137,6 +142,9 @@ pub struct Rule {
     pub line: usize,
     /// How risky it marks what it matches.
     pub risk: Risk,
+    /// For an ask: remind the approvers after this many seconds of waiting,
+    /// and every such interval after (`remind_after_s`).
+    pub remind_after_s: Option<u64>,
     /// The args patterns as written (pointer -> regex), for warnings.
     patterns: BTreeMap<String, String>,
 }
@@ -158,6 +166,14 @@ pub struct Policy {
     rules: Vec<Rule>,
 }
 
+impl Policy {
+    /// The shortest `remind_after_s` of any rule, if any has one.
+    #[must_use]
+    pub fn shortest_reminder(&self) -> Option<u64> {
+        self.rules.iter().filter_map(|r| r.remind_after_s).min()
+    }
+}
+
 impl Default for Policy {
     /// The policy in force without a file: one rule `tool = "*"`,
     /// `decision = "ask"`.
@@ -176,6 +192,7 @@ impl Default for Policy {
                 reason: "no policy file: every call asks".into(),
                 line: 0,
                 risk: Risk::Normal,
+                remind_after_s: None,
                 patterns: BTreeMap::new(),
             }],
         }
@@ -277,6 +294,20 @@ impl Policy {
             let span = r.span();
             let line = line_of(text, span.start);
             let r = r.into_inner();
+            if let Some(s) = r.remind_after_s {
+                if !(1..=7 * 24 * 3600).contains(&s) {
+                    return Err(at(
+                        span.clone(),
+                        format!("remind_after_s: expected 1 to 604800 seconds, found {s}"),
+                    ));
+                }
+                if r.decision != RuleDecision::Ask {
+                    return Err(at(
+                        span.clone(),
+                        "remind_after_s: only an ask rule waits for people to be reminded".into(),
+                    ));
+                }
+            }
             let glob =
                 glob_regex(&r.tool).map_err(|e| at(span.clone(), format!("tool glob: {e}")))?;
             // A bad pattern names its own line, not the rule's.
@@ -292,6 +323,7 @@ impl Policy {
                 reason: r.reason,
                 line,
                 risk: r.risk,
+                remind_after_s: r.remind_after_s,
                 patterns: patterns_of(&r.args),
             });
         }
@@ -490,6 +522,7 @@ pub fn decide(policy: &Policy, call: &GateCall<'_>, grants: &[GrantRule]) -> Gat
                 tool: rule.tool.clone(),
                 reason: rule.reason.clone(),
                 risk: rule.risk,
+                remind_after_s: rule.remind_after_s,
             });
         }
         None => match policy.default {
@@ -657,6 +690,7 @@ mod tests {
                 tool: "deploy".into(),
                 reason: "production".into(),
                 risk: Risk::High,
+                remind_after_s: None,
             })
         );
         let GateVerdict::Ask { rule, .. } = decide(&p, &call("lint", &json!({}), "", &[]), &[])

@@ -72,6 +72,10 @@ pub struct GateNote {
     /// The policy file it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// The rule's `remind_after_s`: approvers are reminded after this many
+    /// seconds of waiting, and every such interval after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_after_s: Option<u64>,
 }
 
 impl InteractionRequest {

@@ -32,6 +32,7 @@ mod keys;
 mod log;
 mod metrics;
 mod operators;
+mod reminders;
 mod routes;
 mod session_auth;
 mod shutdown;

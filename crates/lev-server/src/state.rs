@@ -129,6 +129,7 @@ impl AppState {
             slack_replays: crate::slack::interact::Replays::default(),
         }));
         tokio::spawn(crate::webhooks::dispatch::run(state.clone()));
+        tokio::spawn(crate::reminders::run(state.clone()));
         state
     }
 

@@ -73,6 +73,12 @@ pub struct Args {
     /// delay, and how long after its event a delivery is still tried.
     #[arg(long, default_value = "5s,1h,24h", value_name = "BASE,CAP,HORIZON")]
     pub webhook_retry: String,
+    /// Notify a pending interaction again (webhooks' interaction.reminder,
+    /// a reply in its Slack thread) after this long, and every such interval
+    /// after, e.g. 15m; an ask rule's remind_after_s comes first. Off unless
+    /// set.
+    #[arg(long, value_name = "DURATION")]
+    pub remind_after: Option<String>,
     /// Post new interactions to Slack and take approvals from its buttons:
     /// a TOML file with bot_token_file, signing_secret_file, channel and
     /// [users] (Slack user id = approver token name). See the README.
@@ -116,6 +122,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.tls = args.tls_cert.zip(args.tls_key);
     config.insecure_http = args.insecure_http;
     config.slack_config = args.slack_config;
+    config.settings.webhooks.remind_after = match args.remind_after.as_deref() {
+        Some(text) => {
+            let d = lev_server::webhooks::parse_duration(text)
+                .map_err(|e| anyhow::anyhow!("--remind-after: {e}"))?;
+            if d.is_zero() {
+                anyhow::bail!("--remind-after: expected more than 0, found {text:?}");
+            }
+            Some(d)
+        }
+        None => None,
+    };
     config.settings.webhooks.retry = lev_server::webhooks::RetryPolicy::parse(&args.webhook_retry)
         .map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

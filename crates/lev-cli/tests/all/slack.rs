@@ -44,6 +44,10 @@ struct Setup {
 }
 
 fn setup(name: &str) -> Setup {
+    setup_with(name, &[])
+}
+
+fn setup_with(name: &str, extra: &[&str]) -> Setup {
     let slack = fake_slack();
     let dir = crate::support::Scratch::new(name);
     std::fs::write(dir.path("bot.token"), "xoxb-test-token\n").unwrap();
@@ -55,15 +59,15 @@ fn setup(name: &str) -> Setup {
         slack.url("/api/")
     );
     std::fs::write(dir.path("slack.toml"), config).unwrap();
-    let server = LevServer::start_with(
-        name,
-        &[
-            "--slack-config",
-            dir.path("slack.toml").to_str().unwrap(),
-            "--webhook-retry",
-            "200ms,2s,1h",
-        ],
-    );
+    let config_path = dir.path("slack.toml");
+    let mut args = vec![
+        "--slack-config",
+        config_path.to_str().unwrap(),
+        "--webhook-retry",
+        "200ms,2s,1h",
+    ];
+    args.extend_from_slice(extra);
+    let server = LevServer::start_with(name, &args);
     std::mem::forget(dir);
     for who in ["alice", "bob"] {
         assert_code(
@@ -402,6 +406,34 @@ fn deny_with_feedback_through_a_modal_and_updates_from_other_channels() {
     .unwrap();
     let updates = wait_calls(&slack, "chat.update", 2);
     assert!(updates[1].json()["blocks"].to_string().contains("admin"));
+}
+
+#[test]
+fn a_pending_interaction_is_reminded_in_its_thread() {
+    let Setup { server, slack } = setup_with("slack-remind", &["--remind-after", "1s"]);
+    let q = server.create("s-remind", tool(r#"{"argv":["make","release"]}"#));
+    wait_calls(&slack, "chat.postMessage", 1);
+    let all = slack.wait_for("a reminder in the thread", |all| {
+        all.iter()
+            .any(|r| r.status == 200 && r.json().get("thread_ts").is_some())
+    });
+    let reply = all
+        .iter()
+        .find(|r| r.status == 200 && r.json().get("thread_ts").is_some())
+        .unwrap()
+        .json();
+    assert_eq!(reply["channel"], "C0APPROVE");
+    assert!(
+        reply["thread_ts"]
+            .as_str()
+            .unwrap()
+            .starts_with("1700000000.")
+    );
+    assert!(
+        reply["text"].as_str().unwrap().contains("Still waiting"),
+        "{reply}"
+    );
+    assert!(reply["text"].as_str().unwrap().contains(q.id()));
 }
 
 #[test]

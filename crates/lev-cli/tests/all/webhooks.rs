@@ -358,3 +358,135 @@ fn bad_webhooks_are_refused_with_the_field_named() {
         1
     );
 }
+
+fn reminders(all: &[Request], id: &str) -> Vec<u64> {
+    let mut out: Vec<u64> = all
+        .iter()
+        .filter(|r| r.status == 200)
+        .map(Request::json)
+        .filter(|b| b["type"] == "interaction.reminder" && b["data"]["request"]["id"] == id)
+        .map(|b| b["data"]["reminder"]["n"].as_u64().unwrap())
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[test]
+fn pending_interactions_are_reminded_once_per_interval_until_answered() {
+    let rx = Receiver::start(fail_first(0));
+    // An ask rule with its own interval; the server default for the rest.
+    let dir = crate::support::Scratch::new("remind-policy");
+    std::fs::write(
+        dir.path("policy.toml"),
+        "[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\nremind_after_s = 1\n",
+    )
+    .unwrap();
+    let server = LevServer::start_with(
+        "webhooks-remind",
+        &[
+            "--remind-after",
+            "2s",
+            "--policy",
+            dir.path("policy.toml").to_str().unwrap(),
+            "--webhook-retry",
+            "200ms,1s,1h",
+        ],
+    );
+    server.lev(&[
+        "webhook",
+        "add",
+        &rx.url("/"),
+        "--events",
+        "interaction.reminder",
+    ]);
+    let q = server.create("s-remind", free_text("ready?"));
+    let gate = lev_protocol::api::GateRequest {
+        session_id: "s-remind".into(),
+        conversation_id: "c-1".into(),
+        turn_id: "t-1".into(),
+        request_id: "call-1".into(),
+        caller: "alice".into(),
+        tool_name: "deploy".into(),
+        args_json: r#"{"env":"prod"}"#.into(),
+        sandbox_mode: "read-only".into(),
+        required_capabilities: vec![],
+        timeout_s: None,
+        route: None,
+        reason: None,
+    };
+    let deploy = match block_on(server.client().gate(&gate)).unwrap() {
+        lev_protocol::api::GateResponse::Ask { interaction_id } => interaction_id,
+        other => panic!("expected an ask, found {other:?}"),
+    };
+    // The rule's 1 s: reminders 1, 2, 3 come before the default's first.
+    let all = rx.wait_for("three reminders of the deploy", |all| {
+        reminders(all, &deploy).len() >= 3
+    });
+    assert_eq!(reminders(&all, &deploy)[..3], [1, 2, 3]);
+    assert!(reminders(&all, q.id()).len() <= 1, "every 2 s: {all:#?}");
+    let all = rx.wait_for("the question's first reminder", |all| {
+        !reminders(all, q.id()).is_empty()
+    });
+    let body = all
+        .iter()
+        .map(Request::json)
+        .find(|b| b["type"] == "interaction.reminder" && b["data"]["request"]["id"] == q.id())
+        .unwrap();
+    assert!(body["data"]["reminder"]["pending_s"].as_u64().unwrap() >= 2);
+
+    // Answered: no more reminders; each number was sent once.
+    block_on(
+        server
+            .client()
+            .respond(q.id(), &InteractionResponse::text(q.id(), "yes")),
+    )
+    .unwrap();
+    assert_code(&server.lev(&["respond", &deploy, "--deny"]), 0);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let settled = rx.requests().len();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let all = rx.requests();
+    assert_eq!(all.len(), settled, "no reminder after the answer");
+    for id in [q.id(), deploy.as_str()] {
+        let ns = reminders(&all, id);
+        let mut unique = ns.clone();
+        unique.dedup();
+        assert_eq!(ns, unique, "each reminder once: {ns:?}");
+    }
+}
+
+#[test]
+fn bad_reminder_and_retry_flags_stop_the_server_with_the_flag_named() {
+    let dir = crate::support::Scratch::new("remind-bad");
+    let data = dir.path("data");
+    for (args, expected) in [
+        (vec!["--remind-after", "soon"], "--remind-after"),
+        (vec!["--remind-after", "0s"], "--remind-after"),
+        (vec!["--webhook-retry", "5s,1h"], "--webhook-retry"),
+        (vec!["--webhook-retry", "5s,1s,1h"], "BASE <= CAP"),
+    ] {
+        let mut all = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ];
+        all.extend(args.iter());
+        let run = crate::support::lev(all);
+        assert_ne!(run.code, 0);
+        assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
+    }
+    std::fs::write(
+        dir.path("p.toml"),
+        "[[rule]]\ntool = \"x\"\ndecision = \"allow\"\nremind_after_s = 5\n",
+    )
+    .unwrap();
+    let run = crate::support::lev(["policy", "check", dir.path("p.toml").to_str().unwrap()]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("remind_after_s") && run.stderr.contains("line 1"),
+        "{}",
+        run.stderr
+    );
+}

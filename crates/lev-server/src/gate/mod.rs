@@ -378,6 +378,7 @@ pub async fn decide(
                 rule_reason: (!r.reason.is_empty()).then(|| r.reason.clone()),
                 risk: (r.risk == Risk::High).then(|| r.risk.as_str().to_owned()),
                 policy: Some(source.clone()),
+                remind_after_s: r.remind_after_s,
             });
             let mut interaction =
                 ask_interaction(state, &req, &caller, &shortfall, &principal.name, now)?;

@@ -144,6 +144,9 @@ pub struct WebhookSettings {
     pub retry: RetryPolicy,
     /// The server's own listener, which a webhook may not point at.
     pub own_addr: Option<SocketAddr>,
+    /// `--remind-after`: notify pending interactions again after this long
+    /// (an ask rule's `remind_after_s` comes first); off when `None`.
+    pub remind_after: Option<Duration>,
 }
 
 /// A new secret: `whsec_` and base64 of 32 random bytes.
