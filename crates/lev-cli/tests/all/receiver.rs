@@ -4,7 +4,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,8 @@ pub struct Receiver {
     pub port: u16,
     requests: Arc<Mutex<Vec<Request>>>,
     stop: Arc<AtomicBool>,
+    /// Connections accepted so far (counted before any request is read).
+    pub accepted: Arc<AtomicUsize>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -67,11 +69,17 @@ impl Receiver {
         listener.set_nonblocking(true).unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (r, s) = (Arc::clone(&requests), Arc::clone(&stop));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (r, s, a) = (
+            Arc::clone(&requests),
+            Arc::clone(&stop),
+            Arc::clone(&accepted),
+        );
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
                 match listener.accept() {
                     Ok((stream, _)) => {
+                        a.fetch_add(1, Ordering::SeqCst);
                         let (r, respond) = (Arc::clone(&r), Arc::clone(&respond));
                         std::thread::spawn(move || serve(stream, &r, respond.as_ref()));
                     }
@@ -83,6 +91,7 @@ impl Receiver {
             port,
             requests,
             stop,
+            accepted,
             thread: Some(thread),
         }
     }

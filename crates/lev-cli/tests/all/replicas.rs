@@ -938,3 +938,75 @@ fn chaos_on_two_replicas_finds_everything_acknowledged() {
     );
     assert_eq!(stderr.matches("all there").count(), 3, "{stderr}");
 }
+
+/// Both replicas run a dispatcher over one outbox: every event written on
+/// either reaches the receiver, each delivery sent once (claims are
+/// leased), signed with the one secret both replicas open with the shared
+/// key-encryption key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn webhook_deliveries_are_shared_by_replicas_and_sent_once() {
+    use std::sync::Arc;
+
+    use crate::receiver::{Receiver, Request};
+
+    let c = Cluster::start("webhooks");
+    let rx = Receiver::start(Arc::new(|_: &Request, _: &[Request]| (200, vec![], vec![])));
+    let (status, added) = c
+        .call(
+            c.b.url(),
+            "POST",
+            "/v1/webhooks",
+            &c.admin,
+            Some(json!({"url": rx.url("/"), "events": ["interaction.created"]})),
+        )
+        .await;
+    assert_eq!(status, 201, "{added}");
+    let key = lev_server::webhooks::secret_key(added["secret"].as_str().unwrap()).unwrap();
+    let worker = c.token("agent", "worker").await;
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let base = if i % 2 == 0 { c.a.url() } else { c.b.url() };
+        let (status, created) = c
+            .call(
+                base,
+                "POST",
+                "/v1/interactions",
+                &worker,
+                Some(json!({"session_id": "s-wh", "kind": {"type": "free_text", "prompt": format!("q{i}")}})),
+            )
+            .await;
+        assert_eq!(status, 201, "{created}");
+        ids.push(created["id"].as_str().unwrap().to_owned());
+    }
+    let all = tokio::task::spawn_blocking(move || {
+        rx.wait_for("40 deliveries", |all| all.len() >= 40);
+        std::thread::sleep(Duration::from_millis(1500));
+        rx.requests()
+    })
+    .await
+    .unwrap();
+    assert_eq!(all.len(), 40, "each delivery sent once");
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let mut got: Vec<String> = Vec::new();
+    for r in &all {
+        lev_server::webhooks::sign::verify(
+            &key,
+            r.header("webhook-id").unwrap(),
+            r.header("webhook-timestamp").unwrap(),
+            r.header("webhook-signature").unwrap(),
+            &r.body,
+            now,
+            300,
+        )
+        .unwrap();
+        got.push(
+            r.json()["data"]["request"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    got.sort();
+    ids.sort();
+    assert_eq!(got, ids);
+}

@@ -490,3 +490,49 @@ fn bad_reminder_and_retry_flags_stop_the_server_with_the_flag_named() {
         run.stderr
     );
 }
+
+#[test]
+fn a_hanging_receiver_does_not_slow_requests() {
+    // Answers after 8 s: every delivery hangs that long.
+    let slow = Receiver::start(Arc::new(|_: &Request, _: &[Request]| {
+        std::thread::sleep(std::time::Duration::from_secs(8));
+        (200, vec![], vec![])
+    }));
+    let server = LevServer::start("webhooks-slow");
+    server.lev(&["webhook", "add", &slow.url("/")]);
+    let client = server.client();
+    let started = std::time::Instant::now();
+    let mut slowest = std::time::Duration::ZERO;
+    for i in 0..60 {
+        let t = std::time::Instant::now();
+        let q = block_on(
+            client.create_interaction(&lev_protocol::InteractionRequest::new(
+                "s-slow",
+                free_text(&format!("q{i}")),
+            )),
+        )
+        .unwrap();
+        block_on(client.respond(q.id(), &InteractionResponse::text(q.id(), "ok"))).unwrap();
+        slowest = slowest.max(t.elapsed());
+    }
+    // 120 deliveries wait on a receiver that takes 8 s each, 32 at a time;
+    // the requests did not wait for them.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(6),
+        "60 create+answer took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        slowest < std::time::Duration::from_secs(2),
+        "slowest {slowest:?}"
+    );
+    // And the deliveries were under way meanwhile: 32 held connections.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while slow.accepted.load(std::sync::atomic::Ordering::SeqCst) < 32 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "deliveries never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
