@@ -26,6 +26,12 @@ seed() {
         cp "$f" "fuzz/corpus/$target/$(basename "$(dirname "$f")")-$(basename "$f")"
       done ;;
     policy) cp examples/policy.toml "fuzz/corpus/$target/example.toml" ;;
+    notify)
+      for f in crates/lev-protocol/tests/fixtures/interaction/*.json; do
+        printf '{"request":%s}' "$(cat "$f")" >"fuzz/corpus/$target/view-$(basename "$f")"
+      done
+      printf 'payload=%%7B%%22type%%22%%3A%%22block_actions%%22%%2C%%22user%%22%%3A%%7B%%22id%%22%%3A%%22U1%%22%%7D%%2C%%22trigger_id%%22%%3A%%22t%%22%%2C%%22response_url%%22%%3A%%22r%%22%%2C%%22actions%%22%%3A%%5B%%7B%%22action_id%%22%%3A%%22deny%%22%%2C%%22value%%22%%3A%%22ir_1%%22%%7D%%5D%%7D' \
+        >"fuzz/corpus/$target/click.form" ;;
   esac
 }
 targets=("$@")

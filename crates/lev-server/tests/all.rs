@@ -6,6 +6,17 @@
 #[path = "all/support.rs"]
 mod support;
 
+// What the fuzz bodies name: lev-server's Slack and webhook modules, and
+// the stable smoke tests' mutator.
+mod slack {
+    pub use lev_server::slack::{blocks, payload, verify};
+}
+use lev_server::webhooks::sign as webhook_sign;
+#[path = "all/fuzz_smoke_notify.rs"]
+mod fuzz_smoke_notify;
+#[path = "../../../fuzz/body/mutate.rs"]
+mod mutate;
+
 #[path = "all/auth.rs"]
 mod auth;
 #[path = "all/bad_input.rs"]

@@ -9,6 +9,8 @@
 //! - `waiters`: N interactions with a waiter blocked on each, then all
 //!   answered; prints the server's RSS while they wait and the wake latency
 //!   (respond sent -> waiter woken) p50 and p99.
+//! - `soak`: mixed load for N minutes, RSS, open files and latency sampled
+//!   each minute (`bench_soak.rs`).
 //! - `chaos`: the server killed with SIGKILL under load and restarted, again
 //!   and again; every acknowledged write checked after each restart.
 //!
@@ -77,6 +79,10 @@ enum Mode {
     /// and again, every acknowledged write checked after each restart.
     /// With --database and --replicas, a random replica each time.
     Chaos(super::bench_chaos::ChaosArgs),
+    /// A bounded soak: mixed load (cycles, gate, operator asks, event
+    /// streams that connect and drop) for N minutes, with the server's RSS,
+    /// open files and each operation's latency sampled every minute.
+    Soak(super::bench_soak::SoakArgs),
     /// N workers blocked in wait at once; then every one answered.
     Waiters {
         /// Waiting workers.
@@ -97,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     let policy = match &args.mode {
-        Mode::Gate(_) => Some(super::bench_gate::POLICY),
+        Mode::Gate(_) | Mode::Soak(_) => Some(super::bench_gate::POLICY),
         _ => None,
     };
     if args.replicas == 0 || (args.replicas > 1 && args.database.is_none()) {
@@ -140,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 warmup,
             } => cycles(&server, &worker, &approver, workers, duration, warmup).await,
             Mode::Gate(gate) => super::bench_gate::gate(worker, &gate).await,
+            Mode::Soak(soak) => super::bench_soak::soak(&server, &admin, &soak).await,
             Mode::Waiters { count, concurrency } => {
                 waiters(&server, &worker, &approver, count, concurrency).await
             }
@@ -150,7 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     result.map(|()| ExitCode::SUCCESS)
 }
 
-async fn token(admin: &Client, name: &str, role: Role) -> anyhow::Result<Client> {
+pub(crate) async fn token(admin: &Client, name: &str, role: Role) -> anyhow::Result<Client> {
     let created = admin
         .create_token(&TokenCreate {
             name: name.into(),
@@ -163,7 +170,7 @@ async fn token(admin: &Client, name: &str, role: Role) -> anyhow::Result<Client>
     Ok(admin.with_token(Some(created.token)))
 }
 
-fn question(session: String, n: usize) -> InteractionRequest {
+pub(crate) fn question(session: String, n: usize) -> InteractionRequest {
     let mut r = InteractionRequest::new(
         session,
         InteractionKind::FreeText {
@@ -428,7 +435,7 @@ fn gauge(text: &str, name: &str) -> u64 {
         .map_or(0, |v| v as u64)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -436,7 +443,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank - 1]
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
@@ -461,9 +468,9 @@ fn raise_open_files() -> u64 {
 
 /// `lev serve` on temporary data dirs and port 0, killed when dropped:
 /// one on SQLite, or `--replicas` on one PostgreSQL database.
-struct Servers {
+pub(crate) struct Servers {
     children: Vec<Spawned>,
-    urls: Vec<String>,
+    pub(crate) urls: Vec<String>,
     admin_token: String,
     /// Token names get it, so that a bench may run again on one database.
     suffix: String,
@@ -558,7 +565,7 @@ impl Servers {
     }
 
     /// A token name of this run.
-    fn name(&self, base: &str) -> String {
+    pub(crate) fn name(&self, base: &str) -> String {
         if self.postgres {
             format!("{base}-{}", self.suffix)
         } else {
@@ -567,7 +574,7 @@ impl Servers {
     }
 
     /// `client`'s token, against replica `n` (modulo their number).
-    fn on(&self, client: &Client, n: usize) -> anyhow::Result<Client> {
+    pub(crate) fn on(&self, client: &Client, n: usize) -> anyhow::Result<Client> {
         Ok(Client::new(
             &self.urls[n % self.urls.len()],
             client.token().map(str::to_owned),
@@ -575,7 +582,7 @@ impl Servers {
     }
 
     /// ", 2 replicas on PostgreSQL", or nothing for one server on SQLite.
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match (self.postgres, self.urls.len()) {
             (false, _) => String::new(),
             (true, 1) => ", 1 server on PostgreSQL".into(),
@@ -584,12 +591,21 @@ impl Servers {
     }
 
     /// The servers' resident memory, summed.
-    fn rss_kib(&self) -> Option<u64> {
+    pub(crate) fn rss_kib(&self) -> Option<u64> {
         self.sum("VmRSS:")
     }
 
     fn peak_rss_kib(&self) -> Option<u64> {
         self.sum("VmHWM:")
+    }
+
+    /// Open file descriptors of every server, summed.
+    pub(crate) fn open_files(&self) -> u64 {
+        self.children
+            .iter()
+            .filter_map(|c| std::fs::read_dir(format!("/proc/{}/fd", c.pid())).ok())
+            .map(|d| d.count() as u64)
+            .sum()
     }
 
     fn sum(&self, field: &str) -> Option<u64> {

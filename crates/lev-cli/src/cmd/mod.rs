@@ -5,6 +5,7 @@ pub mod audit;
 pub mod bench;
 pub mod bench_chaos;
 pub mod bench_gate;
+pub mod bench_soak;
 pub mod demo;
 pub mod grants;
 pub mod hook;

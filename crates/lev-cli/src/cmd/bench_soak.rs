@@ -1,0 +1,249 @@
+//! `lev bench soak`: a bounded soak. Mixed load for N minutes against one
+//! `lev serve` (or replicas): workers looping create -> respond -> wait,
+//! workers gating calls a rule allows, workers asking a session's operator
+//! (a real operator on the WebSocket answers), and event-stream clients that
+//! connect, read a few events and drop. Each minute it samples the server's
+//! RSS and open files and every operation's latency, and prints one line;
+//! at the end, whether RSS and open files levelled off (the last third's
+//! growth against the first third's).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use lev_client::Client;
+use lev_client::operator::{
+    Ask, Hook, HookDecision, Operator, OperatorHandler, Session, SpawnOrder, SpawnOutcome,
+};
+use lev_protocol::api::{GateRequest, GateResponse, Role};
+use lev_protocol::{InteractionResponse, InteractionStatus};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use super::bench::{Servers, ms, percentile, question, token};
+
+/// `lev bench soak` flags.
+#[derive(Debug, clap::Args)]
+pub struct SoakArgs {
+    /// Minutes of load.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    minutes: u64,
+    /// Seconds per sample (60: one line a minute).
+    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    sample: u64,
+    /// Workers of each kind (cycles, gate, operator asks); event-stream
+    /// clients are half as many.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    workers: usize,
+}
+
+const OPS: [&str; 4] = ["cycle", "gate", "ask", "events"];
+
+#[derive(Default)]
+struct Window {
+    latencies: [Vec<Duration>; 4],
+    errors: [u64; 4],
+}
+
+struct Answerer;
+
+impl OperatorHandler for Answerer {
+    async fn ask(&self, ask: Ask) -> Value {
+        json!({ "answer": format!("read: {}", ask.req_id) })
+    }
+    async fn hook_before(&self, _hook: Hook) -> HookDecision {
+        HookDecision::Allow
+    }
+    async fn spawn(&self, _order: SpawnOrder) -> SpawnOutcome {
+        SpawnOutcome::failed("the soak's operator runs no spawns")
+    }
+}
+
+/// Run the soak against started servers.
+pub async fn soak(server: &Servers, admin: &Client, args: &SoakArgs) -> anyhow::Result<()> {
+    let worker = token(admin, &server.name("soak-worker"), Role::Worker).await?;
+    let approver = token(admin, &server.name("soak-approver"), Role::Approver).await?;
+    let operator = token(admin, &server.name("soak-operator"), Role::Operator).await?;
+    let window = Arc::new(Mutex::new(Window::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = tokio::task::JoinSet::new();
+    let session = "soak-op".to_owned();
+    // The operator, on the last replica; asks go to the first.
+    let op = Operator::new(
+        &server.urls[server.urls.len() - 1],
+        operator.token().unwrap_or_default(),
+        &session,
+    )
+    .context("the soak's operator")?;
+    tokio::spawn(async move {
+        let _ = op.run(Arc::new(Answerer)).await;
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    for w in 0..args.workers {
+        let (cw, ca) = (server.on(&worker, w)?, server.on(&approver, w + 1)?);
+        let (win, st) = (window.clone(), stop.clone());
+        tasks.spawn(async move {
+            let mut n = 0;
+            while !st.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let ok = async {
+                    let created = cw
+                        .create_interaction(&question(format!("soak-{w}"), n))
+                        .await?;
+                    let id = created.id().to_owned();
+                    ca.respond(&id, &InteractionResponse::text(id.clone(), "ok"))
+                        .await?;
+                    let waited = cw.wait(&id, 30).await?;
+                    anyhow::ensure!(waited.status == InteractionStatus::Answered, "not answered");
+                    anyhow::Ok(())
+                }
+                .await;
+                record(&win, 0, t, ok.is_ok()).await;
+                n += 1;
+            }
+        });
+        let (gate_client, win_g, st_g) = (server.on(&worker, w)?, window.clone(), stop.clone());
+        tasks.spawn(async move {
+            let mut n = 0u64;
+            while !st_g.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let req = GateRequest {
+                    session_id: format!("soak-gate-{w}"),
+                    conversation_id: "c".into(),
+                    turn_id: format!("t{n}"),
+                    request_id: format!("g{w}-{n}"),
+                    caller: "soak".into(),
+                    tool_name: "fs.read".into(),
+                    args_json: format!(r#"{{"n":{n}}}"#),
+                    sandbox_mode: "read-only".into(),
+                    required_capabilities: vec![],
+                    timeout_s: None,
+                    route: None,
+                    reason: None,
+                };
+                let ok = matches!(gate_client.gate(&req).await, Ok(GateResponse::Allow { .. }));
+                record(&win_g, 1, t, ok).await;
+                n += 1;
+            }
+        });
+        let (asker, win_a, st_a) = (
+            Session::new(&server.on(&worker, 0)?, &session),
+            window.clone(),
+            stop.clone(),
+        );
+        tasks.spawn(async move {
+            let mut n = 0u64;
+            while !st_a.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let ok = asker
+                    .ask(json!({"n": n}), Some(Duration::from_secs(30)))
+                    .await
+                    .is_ok();
+                record(&win_a, 2, t, ok).await;
+                n += 1;
+            }
+        });
+        if w % 2 == 0 {
+            let (watcher, win_e, st_e) = (server.on(admin, w)?, window.clone(), stop.clone());
+            tasks.spawn(async move {
+                while !st_e.load(Ordering::Relaxed) {
+                    // Connect, read up to 20 events, drop.
+                    let t = Instant::now();
+                    let ok = async {
+                        let mut stream = watcher.events(None).await?;
+                        for _ in 0..20 {
+                            if tokio::time::timeout(Duration::from_secs(5), stream.next())
+                                .await
+                                .is_err()
+                            {
+                                break;
+                            }
+                        }
+                        anyhow::Ok(())
+                    }
+                    .await;
+                    record(&win_e, 3, t, ok.is_ok()).await;
+                }
+            });
+        }
+    }
+
+    let samples = (args.minutes * 60).div_ceil(args.sample.max(1));
+    let mut rows: Vec<(u64, u64)> = Vec::new();
+    println!(
+        "{:>5}  {:>9}  {:>5}  {}",
+        "t",
+        "RSS",
+        "files",
+        OPS.map(|op| format!(
+            "{:>10} {:>10} {:>10} {:>3}",
+            format!("{op}/s"),
+            "p50",
+            "p99",
+            "err"
+        ))
+        .join("  ")
+    );
+    for i in 1..=samples {
+        tokio::time::sleep(Duration::from_secs(args.sample)).await;
+        let w = std::mem::take(&mut *window.lock().await);
+        let rss = server.rss_kib().unwrap_or_default();
+        let files = server.open_files();
+        rows.push((rss, files));
+        let ops = (0..4)
+            .map(|k| {
+                let mut l = w.latencies[k].clone();
+                l.sort();
+                format!(
+                    "{:>8.0} {:>10} {:>10} {:>3}",
+                    l.len() as f64 / args.sample as f64,
+                    ms(percentile(&l, 0.50)),
+                    ms(percentile(&l, 0.99)),
+                    w.errors[k]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("  ");
+        println!(
+            "{:>4}s  {:>6} MiB  {files:>5}  {ops}",
+            i * args.sample,
+            rss / 1024
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    tasks.abort_all();
+    let third = (rows.len() / 3).max(1);
+    let growth = |pick: fn(&(u64, u64)) -> u64, from: usize, to: usize| -> i64 {
+        let a = rows.get(from).map_or(0, pick);
+        let b = rows
+            .get(to.min(rows.len().saturating_sub(1)))
+            .map_or(0, pick);
+        i64::try_from(b).unwrap_or(0) - i64::try_from(a).unwrap_or(0)
+    };
+    let last = rows.len().saturating_sub(1);
+    println!(
+        "soak{}: RSS {} MiB -> {} MiB (first third {:+} MiB, last third {:+} MiB); open files \
+         first third {:+}, last third {:+}",
+        server.describe(),
+        rows.first().map_or(0, |r| r.0 / 1024),
+        rows.last().map_or(0, |r| r.0 / 1024),
+        growth(|r| r.0, 0, third) / 1024,
+        growth(|r| r.0, last.saturating_sub(third), last) / 1024,
+        growth(|r| r.1, 0, third),
+        growth(|r| r.1, last.saturating_sub(third), last),
+    );
+    Ok(())
+}
+
+async fn record(window: &Mutex<Window>, k: usize, t: Instant, ok: bool) {
+    let elapsed = t.elapsed();
+    let mut w = window.lock().await;
+    if ok {
+        w.latencies[k].push(elapsed);
+    } else {
+        w.errors[k] += 1;
+    }
+}
