@@ -159,12 +159,6 @@ fn parse(keys: Vec<StoredSigningKey>, kek: Option<&Kek>) -> Result<Loaded, KeySt
 }
 
 impl KeyRing {
-    /// The key-encryption key, when the server was given one (it also
-    /// seals webhook secrets).
-    pub fn kek(&self) -> Option<&Kek> {
-        self.0.kek.as_deref()
-    }
-
     /// The key that signs approvals and audit heads.
     pub fn active(&self) -> Arc<SigningKeyPair> {
         Arc::clone(&self.current().active)

@@ -312,6 +312,14 @@ impl Server {
                 Some(_) => ServeError::Config(message),
                 None => data_err(message),
             })?;
+        let secret_keys = webhooks::secret_keys(
+            kek.clone(),
+            config
+                .database
+                .is_none()
+                .then_some(config.data_dir.as_path()),
+        )
+        .map_err(data_err)?;
         let keys = keys::load_or_create(Arc::clone(&store), kek)
             .await
             .map_err(|e| match config.database {
@@ -359,6 +367,7 @@ impl Server {
         }
         settings.secure_cookies |= config.tls.is_some();
         settings.webhooks.own_addr = Some(local_addr);
+        settings.webhooks.secret_keys = secret_keys;
         settings.slack = slack;
         let triage_events = store.subscribe();
         let state = AppState::start(store, keys, settings);

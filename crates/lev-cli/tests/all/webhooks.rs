@@ -536,3 +536,36 @@ fn a_hanging_receiver_does_not_slow_requests() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A copy of the database alone holds no usable webhook secret: it is
+/// sealed with the data dir's secrets.key (0600), and still works after a
+/// restart.
+#[test]
+fn webhook_secrets_are_sealed_at_rest() {
+    let rx = Receiver::start(fail_first(0));
+    let server = LevServer::start("webhooks-sealed");
+    let add = server
+        .lev(&["webhook", "add", &rx.url("/"), "--json"])
+        .json();
+    let secret = add["secret"].as_str().unwrap().to_owned();
+    let key_file = server.data_dir().join("secrets.key");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "secrets.key is the owner's alone");
+    }
+    let db = std::fs::read(server.db()).unwrap();
+    let wal = std::fs::read(server.db().with_extension("db-wal")).unwrap_or_default();
+    let needle = secret.trim_start_matches("whsec_").as_bytes();
+    for (name, bytes) in [("lev.db", &db), ("lev.db-wal", &wal)] {
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle),
+            "the secret is in {name} in clear"
+        );
+    }
+    let server = server.restart();
+    server.create("s-sealed", free_text("after a restart"));
+    let all = rx.wait_for("a delivery after the restart", |all| !all.is_empty());
+    verify(&all[0], &secret_key(&secret).unwrap());
+}

@@ -285,8 +285,12 @@ fn jitter() -> f64 {
 
 /// POST a Standard Webhooks delivery.
 async fn post(state: &AppState, client: &reqwest::Client, d: &DueDelivery) -> Sent {
-    let secret = match super::open_secret(state.keys().kek(), &d.endpoint_id, &d.secret)
-        .and_then(|s| super::secret_key(&s))
+    let secret = match super::open_secret(
+        &state.settings().webhooks.secret_keys,
+        &d.endpoint_id,
+        &d.secret,
+    )
+    .and_then(|s| super::secret_key(&s))
     {
         Ok(key) => key,
         Err(e) => return Sent::failed(format!("the endpoint's secret: {e}")),

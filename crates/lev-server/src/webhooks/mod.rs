@@ -5,8 +5,10 @@
 //! horizon.
 //!
 //! A secret is `whsec_` and base64 of its bytes; the HMAC key is the bytes.
-//! It is stored sealed with the key-encryption key when the server has one
-//! (the endpoint's id as associated data), and shown once, when it is made.
+//! It is stored sealed (the endpoint's id as associated data) with the
+//! key-encryption key when the server has one, else with `secrets.key` in the
+//! data dir (made on first start, mode 0600), so a copy of the database alone
+//! holds no usable secret; it is shown once, when it is made.
 
 pub mod dispatch;
 pub mod sign;
@@ -147,6 +149,53 @@ pub struct WebhookSettings {
     /// `--remind-after`: notify pending interactions again after this long
     /// (an ask rule's `remind_after_s` comes first); off when `None`.
     pub remind_after: Option<Duration>,
+    /// What seals new secrets (the key-encryption key, else the data dir's
+    /// `secrets.key`), and every key a stored secret may be opened with.
+    pub secret_keys: Vec<std::sync::Arc<Kek>>,
+}
+
+/// The file in the data dir that seals webhook secrets when the server has
+/// no key-encryption key.
+pub const SECRETS_KEY_FILE: &str = "secrets.key";
+
+/// The keys that seal and open webhook secrets: the key-encryption key
+/// first when given; with SQLite, also the data dir's `secrets.key`, made
+/// (0600) when missing.
+///
+/// # Errors
+/// When the data dir's key cannot be read or written.
+pub fn secret_keys(
+    kek: Option<std::sync::Arc<Kek>>,
+    data_dir: Option<&std::path::Path>,
+) -> Result<Vec<std::sync::Arc<Kek>>, String> {
+    let mut keys: Vec<std::sync::Arc<Kek>> = kek.into_iter().collect();
+    if let Some(dir) = data_dir {
+        let path = dir.join(SECRETS_KEY_FILE);
+        if !path.exists() {
+            let text = Kek::generate_base64()?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt as _;
+                options.mode(0o600);
+            }
+            match options.open(&path) {
+                Ok(mut f) => {
+                    use std::io::Write as _;
+                    f.write_all(format!("{text}\n").as_bytes())
+                        .and_then(|()| f.sync_all())
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            }
+        }
+        let local =
+            Kek::from_file(&path).map_err(|e| e.replace("--key-encryption-key-file ", ""))?;
+        keys.push(std::sync::Arc::new(local));
+    }
+    Ok(keys)
 }
 
 /// A new secret: `whsec_` and base64 of 32 random bytes.
@@ -177,8 +226,8 @@ pub fn secret_key(secret: &str) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-fn seal_secret(kek: Option<&Kek>, id: &str, secret: &str) -> Result<String, ApiError> {
-    match kek {
+fn seal_secret(keys: &[std::sync::Arc<Kek>], id: &str, secret: &str) -> Result<String, ApiError> {
+    match keys.first() {
         Some(kek) => kek
             .seal(&format!("webhook:{id}"), secret)
             .map_err(ApiError::Internal),
@@ -186,20 +235,24 @@ fn seal_secret(kek: Option<&Kek>, id: &str, secret: &str) -> Result<String, ApiE
     }
 }
 
-/// The secret of a stored endpoint, opened.
+/// The secret of a stored endpoint, opened with the first key that opens it.
 ///
 /// # Errors
-/// When it was sealed with another key-encryption key, or is sealed and
-/// this server has none.
-pub fn open_secret(kek: Option<&Kek>, id: &str, stored: &str) -> Result<String, String> {
-    match (crate::kek::is_sealed(stored), kek) {
-        (false, _) => Ok(stored.to_owned()),
-        (true, Some(kek)) => kek.open(&format!("webhook:{id}"), stored),
-        (true, None) => Err(format!(
-            "webhook {id}: its secret is sealed: this server needs the \
-             --key-encryption-key-file the other servers were given"
-        )),
+/// When no key of this server opens it (another key-encryption key, or
+/// another data dir's `secrets.key`).
+pub fn open_secret(keys: &[std::sync::Arc<Kek>], id: &str, stored: &str) -> Result<String, String> {
+    if !crate::kek::is_sealed(stored) {
+        return Ok(stored.to_owned());
     }
+    let aad = format!("webhook:{id}");
+    keys.iter()
+        .find_map(|k| k.open(&aad, stored).ok())
+        .ok_or_else(|| {
+            format!(
+                "webhook {id}: its secret does not open with this server's keys: every server \
+                 sharing the database needs the same --key-encryption-key-file"
+            )
+        })
 }
 
 /// Check a webhook URL: http(s), a host, not too long, no credentials,
@@ -356,7 +409,7 @@ pub async fn add(state: &AppState, req: WebhookCreate, actor: &str) -> Result<We
     let id = crate::ids::new_id("wh_", OffsetDateTime::now_utc())
         .map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?;
     let endpoint = Endpoint {
-        secret: seal_secret(state.keys().kek(), &id, &secret)?,
+        secret: seal_secret(&state.settings().webhooks.secret_keys, &id, &secret)?,
         id,
         kind: EndpointKind::Http,
         url: req.url,

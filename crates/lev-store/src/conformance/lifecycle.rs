@@ -1,22 +1,29 @@
 //! The lifecycle against a model: generated sequences of creates, answers,
-//! cancels, expiry passes, nonce spends, restarts and races (an answer and a
+//! cancels, expiry passes, nonce spends, tool approvals that make session or
+//! always grants, grant revocations, restarts and races (an answer and a
 //! cancel at once, from two handles where the backend allows) are run on the
 //! store and on a plain model of the states (pending, answered, cancelled:
-//! a free-text question that times out is cancelled) and of spent nonces; every outcome and the final state must
-//! agree. Sequences come from fixed seeds, so a failure names the seed and
+//! a free-text question that times out is cancelled), of spent nonces and of
+//! the grants in force (one per key, renewed by a later approval); every
+//! outcome and the final state must agree. Sequences come from fixed seeds, so a failure names the seed and
 //! the step that reproduce it; `LEV_TRACE_MODEL=1` prints every step.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use lev_protocol::InteractionStatus;
+use lev_protocol::api::Grant;
+use lev_protocol::{ApprovalScope, InteractionStatus};
 use time::OffsetDateTime;
 
 use super::Backend;
-use super::fixtures::{answer, free_text};
+use super::fixtures::{answer, free_text, tool_approval};
 use super::interactions::handles;
-use crate::gate::NonceOutcome;
+use crate::gate::{NewGrant, NonceOutcome};
 use crate::{CreateOutcome, NewInteraction, Store, TransitionOutcome};
+
+/// A grant's key in the model: its scope and conversation (caller, tool and
+/// sandbox mode are the seed's own and fixed).
+type GrantKey = (ApprovalScope, Option<String>);
 
 /// The model's state of one interaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +55,9 @@ fn did(outcome: &TransitionOutcome) -> Did {
 struct Model {
     interactions: BTreeMap<usize, State>,
     spent: BTreeSet<usize>,
+    /// Grants in force: key -> the interaction whose approval made or last
+    /// renewed it.
+    grants: BTreeMap<GrantKey, String>,
 }
 
 impl Model {
@@ -80,6 +90,41 @@ fn id(i: usize) -> String {
     format!("ir_m{i}")
 }
 
+/// Tool approvals have keys of their own, above the questions'.
+const TOOL: usize = 50;
+
+/// The seed's grants: its own caller.
+fn caller(base: usize) -> String {
+    format!("m{base}")
+}
+
+fn grant_for(base: usize, interaction: &str, key: &GrantKey) -> Grant {
+    Grant {
+        id: format!("gr_{interaction}"),
+        scope: key.0,
+        caller: caller(base),
+        conversation_id: key.1.clone(),
+        sandbox_mode: "read-only".into(),
+        tool_name: "shell".into(),
+        covered_capabilities: vec!["exec".into()],
+        grant_args: None,
+        approver: "bob".into(),
+        interaction_id: Some(interaction.to_owned()),
+        created_at: OffsetDateTime::now_utc(),
+    }
+}
+
+async fn grants_of(store: &Arc<dyn Store>, base: usize) -> BTreeMap<GrantKey, Grant> {
+    store
+        .list_grants()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|g| g.caller == caller(base))
+        .map(|g| ((g.scope, g.conversation_id.clone()), g))
+        .collect()
+}
+
 /// Interactions with an even index expire at the next expiry pass.
 fn create(i: usize) -> NewInteraction {
     let mut new = free_text(&id(i));
@@ -110,7 +155,7 @@ async fn run_one(b: &dyn Backend, seed: u64) {
         let store = Arc::clone(&stores[rng.below(stores.len())]);
         let i = rng.below(IDS);
         let key = base + i;
-        let op = rng.below(10);
+        let op = rng.below(13);
         if std::env::var_os("LEV_TRACE_MODEL").is_some() {
             eprintln!(
                 "  op {op} on {} (model {:?})",
@@ -229,6 +274,71 @@ async fn run_one(b: &dyn Backend, seed: u64) {
                     assert_eq!((answered, cancelled), (expected, expected), "{at}: race");
                 }
             }
+            9 | 10 => {
+                // A tool approval approved for the session (one of two
+                // conversations) or always: its grant commits with it.
+                let tkey = TOOL + key;
+                let tid = id(tkey);
+                let mut new = tool_approval(&tid, "s-m");
+                new.interaction.request.caller = Some(caller(base));
+                match store.create_interaction(new).await.unwrap() {
+                    CreateOutcome::Created(_) => {
+                        model.interactions.insert(tkey, State::Pending);
+                    }
+                    CreateOutcome::Existing(_) => {}
+                    other => panic!("{at}: create {tid}: {other:?}"),
+                }
+                let gkey: GrantKey = match rng.below(3) {
+                    0 => (ApprovalScope::Always, None),
+                    n => (ApprovalScope::Session, Some(format!("conv-{n}"))),
+                };
+                let value = format!("t{step}");
+                let outcome = store
+                    .answer_tool_approval(
+                        answer(&tid, &value, "bob"),
+                        Some(NewGrant {
+                            grant: grant_for(base, &tid, &gkey),
+                            actor: "bob".into(),
+                        }),
+                    )
+                    .await
+                    .unwrap();
+                let expected = model.transition(tkey);
+                assert_eq!(did(&outcome), expected, "{at}: approve {tid}");
+                if expected == Did::Done {
+                    model.interactions.insert(tkey, State::Answered(value));
+                    model.grants.insert(gkey, tid);
+                }
+            }
+            11 => {
+                // Revoke a grant in force (found by its key), or one that
+                // is not.
+                let in_force = grants_of(&store, base).await;
+                let keys: Vec<GrantKey> = model.grants.keys().cloned().collect();
+                if keys.is_empty() {
+                    let gone = store
+                        .revoke_grant(&format!("gr_none{base}"), "admin")
+                        .await
+                        .unwrap();
+                    assert!(gone.is_none(), "{at}: revoked a grant that never was");
+                } else {
+                    let gkey = keys[rng.below(keys.len())].clone();
+                    let grant = in_force
+                        .get(&gkey)
+                        .unwrap_or_else(|| panic!("{at}: grant {gkey:?} not in force"));
+                    let revoked = store.revoke_grant(&grant.id, "admin").await.unwrap();
+                    assert!(revoked.is_some(), "{at}: revoke {}", grant.id);
+                    assert!(
+                        store
+                            .revoke_grant(&grant.id, "admin")
+                            .await
+                            .unwrap()
+                            .is_none(),
+                        "{at}: revoked twice"
+                    );
+                    model.grants.remove(&gkey);
+                }
+            }
             _ => {
                 // A restart: every handle dropped, the database opened anew.
                 drop(store);
@@ -239,7 +349,13 @@ async fn run_one(b: &dyn Backend, seed: u64) {
     }
     // The final state, read back, is the model's.
     let store = &stores[0];
-    for k in base..base + IDS {
+    let in_force: BTreeMap<GrantKey, String> = grants_of(store, base)
+        .await
+        .into_iter()
+        .map(|(k, g)| (k, g.interaction_id.unwrap_or_default()))
+        .collect();
+    assert_eq!(in_force, model.grants, "seed {seed}: grants in force");
+    for k in (base..base + IDS).chain(base + TOOL..base + TOOL + IDS) {
         let view = store.get_interaction(&id(k)).await.unwrap();
         match (model.interactions.get(&k), view) {
             (None, None) => {}
