@@ -23,7 +23,7 @@ use crate::{CreateOutcome, NewInteraction, Store, TransitionOutcome};
 
 /// A grant's key in the model: its scope and conversation (caller, tool and
 /// sandbox mode are the seed's own and fixed).
-type GrantKey = (ApprovalScope, Option<String>);
+type GrantKey = (&'static str, Option<String>);
 
 /// The model's state of one interaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +92,8 @@ fn id(i: usize) -> String {
 
 /// Tool approvals have keys of their own, above the questions'.
 const TOOL: usize = 50;
+/// How many tool approvals a seed uses.
+const TOOLS: usize = 30;
 
 /// The seed's grants: its own caller.
 fn caller(base: usize) -> String {
@@ -101,7 +103,11 @@ fn caller(base: usize) -> String {
 fn grant_for(base: usize, interaction: &str, key: &GrantKey) -> Grant {
     Grant {
         id: format!("gr_{interaction}"),
-        scope: key.0,
+        scope: if key.0 == "always" {
+            ApprovalScope::Always
+        } else {
+            ApprovalScope::Session
+        },
         caller: caller(base),
         conversation_id: key.1.clone(),
         sandbox_mode: "read-only".into(),
@@ -121,7 +127,7 @@ async fn grants_of(store: &Arc<dyn Store>, base: usize) -> BTreeMap<GrantKey, Gr
         .unwrap()
         .into_iter()
         .filter(|g| g.caller == caller(base))
-        .map(|g| ((g.scope, g.conversation_id.clone()), g))
+        .map(|g| ((g.scope.as_str(), g.conversation_id.clone()), g))
         .collect()
 }
 
@@ -277,7 +283,8 @@ async fn run_one(b: &dyn Backend, seed: u64) {
             9 | 10 => {
                 // A tool approval approved for the session (one of two
                 // conversations) or always: its grant commits with it.
-                let tkey = TOOL + key;
+                // Many tool approvals, few grant keys: renewals are common.
+                let tkey = base + TOOL + rng.below(TOOLS);
                 let tid = id(tkey);
                 let mut new = tool_approval(&tid, "s-m");
                 new.interaction.request.caller = Some(caller(base));
@@ -289,8 +296,8 @@ async fn run_one(b: &dyn Backend, seed: u64) {
                     other => panic!("{at}: create {tid}: {other:?}"),
                 }
                 let gkey: GrantKey = match rng.below(3) {
-                    0 => (ApprovalScope::Always, None),
-                    n => (ApprovalScope::Session, Some(format!("conv-{n}"))),
+                    0 => ("always", None),
+                    n => ("session", Some(format!("conv-{n}"))),
                 };
                 let value = format!("t{step}");
                 let outcome = store
@@ -309,6 +316,12 @@ async fn run_one(b: &dyn Backend, seed: u64) {
                     model.interactions.insert(tkey, State::Answered(value));
                     model.grants.insert(gkey, tid);
                 }
+                let in_force: BTreeMap<GrantKey, String> = grants_of(&store, base)
+                    .await
+                    .into_iter()
+                    .map(|(k, g)| (k, g.interaction_id.unwrap_or_default()))
+                    .collect();
+                assert_eq!(in_force, model.grants, "{at}: grants in force");
             }
             11 => {
                 // Revoke a grant in force (found by its key), or one that
@@ -354,8 +367,14 @@ async fn run_one(b: &dyn Backend, seed: u64) {
         .into_iter()
         .map(|(k, g)| (k, g.interaction_id.unwrap_or_default()))
         .collect();
+    if std::env::var_os("LEV_TRACE_MODEL").is_some() {
+        eprintln!(
+            "seed {seed}: grants in force {in_force:?}, model {:?}",
+            model.grants
+        );
+    }
     assert_eq!(in_force, model.grants, "seed {seed}: grants in force");
-    for k in (base..base + IDS).chain(base + TOOL..base + TOOL + IDS) {
+    for k in (base..base + IDS).chain(base + TOOL..base + TOOL + TOOLS) {
         let view = store.get_interaction(&id(k)).await.unwrap();
         match (model.interactions.get(&k), view) {
             (None, None) => {}
