@@ -6,7 +6,7 @@ verify the signed approvals offline.
     answer = client.ask("Deploy now?", session_id="s-1")
 """
 
-from . import operator, types
+from . import operator, types, webhooks
 from ._client import AsyncClient, Client
 from ._errors import (
     ApiError,
@@ -60,4 +60,5 @@ __all__ = [
     "types",
     "verify",
     "verify_envelope",
+    "webhooks",
 ]
