@@ -139,7 +139,9 @@ enum Command {
     /// prints cycles/s, p50 and p99; `lev bench waiters --count 10000` holds
     /// that many waiting workers and prints the server's RSS and the wake
     /// latency; `lev bench chaos --kills 50` kills the server under load and
-    /// checks every acknowledged write after each restart. With `--database
+    /// checks every acknowledged write after each restart; `lev bench soak
+    /// --minutes 30` runs mixed load and prints RSS, open files and latency
+    /// each minute. With `--database
     /// postgres://... --replicas 2`, replicas share a scratch database. Use
     /// a release build for speed figures.
     #[command(hide = true)]

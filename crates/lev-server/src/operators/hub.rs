@@ -97,7 +97,9 @@ pub struct Refusal {
 struct Conn {
     id: String,
     out: mpsc::UnboundedSender<Outbound>,
-    /// The req_ids sent on it (so a message is sent once per connection).
+    /// The req_ids sent on it and still pending (so a message is sent once
+    /// per connection). A resolved one is dropped: it is never sent again,
+    /// and keeping it grew the set for as long as the connection lived.
     sent: HashSet<String>,
     /// Whether `hello` went out: nothing else is sent before it.
     ready: bool,
@@ -228,9 +230,12 @@ impl OperatorHub {
                 Ok(OperatorSignal::Posted { session_id, .. }) => {
                     self.send_pending(&session_id).await;
                 }
-                Ok(OperatorSignal::Resolved { req_id, .. }) => {
+                Ok(OperatorSignal::Resolved { session_id, req_id }) => {
                     if let Some(tx) = lock(&self.tickets).get(&req_id) {
                         bump(tx);
+                    }
+                    if let Some(conn) = lock(&self.conns).get_mut(&session_id) {
+                        conn.sent.remove(&req_id);
                     }
                 }
                 Ok(OperatorSignal::Presence { session_id }) => {
@@ -303,6 +308,10 @@ impl OperatorHub {
         };
         let mut conns = lock(&self.conns);
         if let Some(conn) = conns.get_mut(session_id) {
+            // What is no longer pending was resolved: forget it (also when
+            // its Resolved signal was lost).
+            let still: HashSet<&str> = pending.iter().map(|r| r.req_id.as_str()).collect();
+            conn.sent.retain(|id| still.contains(id.as_str()));
             for request in pending {
                 if conn.sent.insert(request.req_id.clone()) {
                     let _ = conn.out.send(Outbound::Text(request.frame.into()));
@@ -629,5 +638,68 @@ impl Drop for Ticket {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    impl OperatorHub {
+        fn sent_len(&self, session_id: &str) -> usize {
+            lock(&self.conns)
+                .get(session_id)
+                .map_or(0, |c| c.sent.len())
+        }
+    }
+
+    /// A long-lived operator connection answering many asks keeps no trace
+    /// of those resolved (the soak found the set growing by every req_id).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_forgets_what_was_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(lev_store_sqlite::SqliteStore::open(dir.path()).unwrap());
+        let hub = Arc::new(OperatorHub::new(
+            OperatorSettings::default(),
+            Arc::clone(&store),
+        ));
+        let (_stop, shutdown) = watch::channel(false);
+        tokio::spawn(Arc::clone(&hub).follow(store.operator_signals(), shutdown));
+        let (_conn, mut rx, _) = hub.connect("s-op", "main-ai").await.unwrap();
+        for n in 0..200 {
+            let ticket = hub
+                .submit("s-op", Kind::Ask, |req_id| ServerMsg::Ask {
+                    req_id,
+                    question: serde_json::json!({ "n": n }),
+                })
+                .await
+                .unwrap();
+            let req_id = ticket.req_id.clone();
+            let answered = hub
+                .resolve(
+                    "s-op",
+                    ClientMsg::Answer {
+                        req_id,
+                        value: serde_json::json!("ok"),
+                    },
+                    "main-ai",
+                )
+                .await
+                .unwrap();
+            assert!(answered.is_ok());
+            drop(ticket);
+        }
+        while rx.try_recv().is_ok() {}
+        // The Resolved signals arrive on the follow task.
+        for _ in 0..100 {
+            if hub.sent_len("s-op") == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(hub.sent_len("s-op"), 0, "resolved req_ids are forgotten");
     }
 }
