@@ -430,6 +430,7 @@ impl Server {
         F: Future<Output = ()> + Send + 'static,
     {
         let state = self.state.clone();
+        let background = self.state.clone();
         let app = app(self.state);
         let (begun_tx, begun_rx) = tokio::sync::oneshot::channel::<()>();
         let signal = async move {
@@ -451,12 +452,14 @@ impl Server {
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
         tokio::select! {
-            () = served => Ok(()),
+            () = served => {}
             () = grace => {
                 log::info("requests still in flight after the grace period; stopping anyway");
-                Ok(())
             }
         }
+        // The tasks that hold the store end with the server.
+        background.join_background(Duration::from_secs(5)).await;
+        Ok(())
     }
 }
 

@@ -85,6 +85,9 @@ struct Inner {
     outbound: std::sync::OnceLock<reqwest::Client>,
     /// Slack requests already taken.
     slack_replays: crate::slack::interact::Replays,
+    /// Tasks that hold the state (webhook dispatcher, reminders): a server
+    /// that stops waits for them, so its store is closed when it returns.
+    background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -127,10 +130,31 @@ impl AppState {
             webhooks: Arc::new(tokio::sync::Notify::new()),
             outbound: std::sync::OnceLock::new(),
             slack_replays: crate::slack::interact::Replays::default(),
+            background: std::sync::Mutex::new(Vec::new()),
         }));
-        tokio::spawn(crate::webhooks::dispatch::run(state.clone()));
-        tokio::spawn(crate::reminders::run(state.clone()));
+        let tasks = vec![
+            tokio::spawn(crate::webhooks::dispatch::run(state.clone())),
+            tokio::spawn(crate::reminders::run(state.clone())),
+        ];
+        *state
+            .0
+            .background
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = tasks;
         state
+    }
+
+    /// After shutdown began: wait (at most `limit`) for the background tasks
+    /// that hold the state to end.
+    pub async fn join_background(&self, limit: Duration) {
+        let tasks = std::mem::take(
+            &mut *self
+                .0
+                .background
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let _ = tokio::time::timeout(limit, futures_util::future::join_all(tasks)).await;
     }
 
     /// This server's id among the replicas sharing its store, made at

@@ -114,13 +114,6 @@ pub fn http_client() -> Result<reqwest::Client, String> {
 
 /// Run the dispatcher until shutdown.
 pub async fn run(state: AppState) {
-    let client = match state.outbound() {
-        Ok(c) => c.clone(),
-        Err(e) => {
-            log::info(&format!("webhooks: off: {e}"));
-            return;
-        }
-    };
     let store = Arc::clone(state.store_arc());
     let mut events = store.subscribe();
     let mut shutdown = state.shutdown_signal();
@@ -156,6 +149,19 @@ pub async fn run(state: AppState) {
             }
             continue;
         }
+        // Made on first need (loading the system's roots takes a moment, and
+        // a server without endpoints never needs it).
+        let client = match state.outbound() {
+            Ok(c) => c.clone(),
+            Err(e) => {
+                note_error(&mut last_error, &format!("webhooks: cannot send: {e}"));
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    _ = shutdown.changed() => {}
+                }
+                continue;
+            }
+        };
         claim_and_send(&state, &client, &permits, &mut last_error).await;
         if last_prune.is_none_or(|t| t.elapsed() > Duration::from_secs(3600)) {
             last_prune = Some(Instant::now());
