@@ -39,6 +39,9 @@ step "python sdk (python/): install, pytest against the lev binary, mypy --stric
   ../.venv/bin/python -m ruff format --check lev tests examples
 )
 
+step "the API against its own OpenAPI document (schemathesis)"
+bash scripts/api-check.sh "$PWD/target/debug/lev"
+
 if [ -f fuzz/Cargo.toml ]; then
   step "fuzz targets build"
   cargo check --manifest-path fuzz/Cargo.toml --locked

@@ -13,6 +13,7 @@ use crate::response::StoredResponse;
 /// Every error body: `{"error": {"code", "message"}}`, with the winning answer
 /// beside it on a 409 `already_answered`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
@@ -23,6 +24,7 @@ pub struct ErrorBody {
 
 /// The inside of an [`ErrorBody`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     /// A stable snake_case code.
     pub code: String,
@@ -32,6 +34,7 @@ pub struct ErrorDetail {
 
 /// `GET /v1/health`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// Always `ok` when the server answers.
     pub status: String,
@@ -47,6 +50,7 @@ pub struct Health {
 
 /// `GET /v1/keys`: the trusted public keys.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Jwks {
     /// The keys, newest first.
     pub keys: Vec<Jwk>,
@@ -54,6 +58,7 @@ pub struct Jwks {
 
 /// One Ed25519 public key as a JWK.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Jwk {
     /// `OKP`.
     pub kty: String,
@@ -84,6 +89,7 @@ pub struct Jwk {
 /// to pass as `?cursor=` for the next one. A list the server answers whole
 /// (tokens, grants) always has `null`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Page<T> {
     /// This page's items.
     pub items: Vec<T>,
@@ -115,6 +121,7 @@ impl<T> Default for Page<T> {
 
 /// `GET /v1/interactions/{id}`, and an item of a listing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InteractionView {
     /// The stored interaction.
     pub request: Interaction,
@@ -128,6 +135,7 @@ pub struct InteractionView {
 
 /// `GET /v1/interactions/{id}/wait`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WaitResponse {
     /// `pending` when the wait timed out, else the final status.
     pub status: InteractionStatus,
@@ -144,6 +152,7 @@ pub struct WaitResponse {
 
 /// `POST /v1/interactions/{id}/respond`: 200.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RespondResult {
     /// The stored answer.
     pub response: StoredResponse,
@@ -154,8 +163,10 @@ pub struct RespondResult {
 
 /// `POST /v1/gate`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GateRequest {
     /// The session.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub session_id: String,
     /// The conversation the call belongs to.
     #[serde(default)]
@@ -164,6 +175,7 @@ pub struct GateRequest {
     #[serde(default)]
     pub turn_id: String,
     /// The tool-call id; with the session, the idempotency key.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub request_id: String,
     /// The person the run acts for.
     #[serde(default)]
@@ -192,6 +204,7 @@ pub struct GateRequest {
 
 /// The gate's answer (always 200).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum GateResponse {
     /// Allowed: run it after verifying the envelope.
@@ -216,13 +229,16 @@ pub enum GateResponse {
 
 /// `POST /v1/nonces/consume`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NonceConsume {
     /// The approval's nonce.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[!-~]{1,256}$"))]
     pub nonce: String,
 }
 
 /// A session or always grant, as `GET /v1/grants` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Grant {
     /// `gr_...`.
     pub id: String,
@@ -254,6 +270,7 @@ pub struct Grant {
 
 /// A task's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// Created, not yet started.
@@ -275,6 +292,7 @@ impl TaskStatus {
 
 /// A sub-agent task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Task {
     /// `tk_...`.
     pub id: String,
@@ -306,6 +324,7 @@ pub struct Task {
 
 /// `POST /v1/sessions/{sid}/ask`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AskRequest {
     /// The question, any JSON.
     pub question: Value,
@@ -316,6 +335,7 @@ pub struct AskRequest {
 
 /// The answer to an [`AskRequest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AskResponse {
     /// The answer, any JSON.
     pub answer: Value,
@@ -325,6 +345,7 @@ pub struct AskResponse {
 
 /// `POST /v1/sessions/{sid}/spawn`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SpawnRequest {
     /// What to spawn, any JSON.
     pub spawn: Value,
@@ -335,6 +356,7 @@ pub struct SpawnRequest {
 
 /// The outcome of a [`SpawnRequest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SpawnResponse {
     /// The task that ran it.
     pub task_id: String,
@@ -350,6 +372,7 @@ pub struct SpawnResponse {
 
 /// A token's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Creates interactions, calls the gate, waits.
@@ -387,13 +410,16 @@ impl Role {
 
 /// `POST /v1/tokens`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenCreate {
     /// The token's name: the identity written into decisions.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub name: String,
     /// Its role.
     pub role: Role,
     /// For worker tokens: the caller every request acts for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub caller: Option<String>,
     /// The sessions the token may act in (patterns, `*` any run of
     /// characters): required for operator tokens, optional for workers.
@@ -403,6 +429,7 @@ pub struct TokenCreate {
 
 /// The answer to [`TokenCreate`]: the secret, shown once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenCreated {
     /// The name.
     pub name: String,
@@ -414,6 +441,7 @@ pub struct TokenCreated {
 
 /// A token as `GET /v1/tokens` lists it (never the secret).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenInfo {
     /// The name.
     pub name: String,
@@ -432,6 +460,7 @@ pub struct TokenInfo {
 
 /// One entry of the audit log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditEntry {
     /// Position in the log, from 1.
     pub seq: u64,
@@ -451,6 +480,7 @@ pub struct AuditEntry {
 
 /// The chain's head, signed by the server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditHead {
     /// The last entry's seq (0 for an empty log).
     pub seq: u64,
@@ -464,6 +494,7 @@ pub struct AuditHead {
 /// `?cursor=`) with the head of the whole chain beside them:
 /// `{"items", "next_cursor", "head"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditPage {
     /// The entries, and the cursor of the next page (`null` once a page
     /// reaches the head).
@@ -475,6 +506,7 @@ pub struct AuditPage {
 
 /// `POST /v1/nonces/consume`: 200, the first time only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NonceSpent {
     /// The nonce, as sent.
     pub nonce: String,
@@ -484,6 +516,7 @@ pub struct NonceSpent {
 
 /// `POST /v1/login` (the dashboard): a token's secret for a session cookie.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LoginRequest {
     /// The token's secret.
     pub token: String,
@@ -491,6 +524,7 @@ pub struct LoginRequest {
 
 /// The answer to `POST /v1/login` and to `GET /v1/me`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Me {
     /// The token's name: the identity written into decisions.
     pub name: String,
@@ -507,6 +541,7 @@ pub struct Me {
 
 /// `POST /v1/logout`: `{"status": "logged_out"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LoggedOut {
     /// Always `logged_out`.
     pub status: String,
@@ -523,6 +558,7 @@ impl Default for LoggedOut {
 /// `GET /v1/operators?sessions=a,b`: which sessions have an operator
 /// connected (an answer about the sessions asked for, not a list to page).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OperatorPresence {
     /// One row per session asked about, sorted, without duplicates.
     pub sessions: Vec<SessionPresence>,
@@ -530,6 +566,7 @@ pub struct OperatorPresence {
 
 /// One row of [`OperatorPresence`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionPresence {
     /// The session.
     pub session_id: String,
@@ -552,8 +589,10 @@ pub const EVENT_KINDS: &[&str] = &[
 
 /// `POST /v1/webhooks` (admin).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WebhookCreate {
     /// Where deliveries go: `http://` or `https://`.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[Hh][Tt][Tt][Pp][Ss]?://"))]
     pub url: String,
     /// The event kinds to deliver ([`EVENT_KINDS`]); empty or absent for
     /// every kind.
@@ -567,6 +606,7 @@ pub struct WebhookCreate {
 
 /// A webhook endpoint, as `GET /v1/webhooks` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Webhook {
     /// `wh_...`.
     pub id: String,
@@ -595,6 +635,7 @@ pub struct Webhook {
 
 /// One attempt to deliver.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WebhookAttempt {
     /// When.
     #[serde(with = "time::serde::rfc3339")]
@@ -611,6 +652,7 @@ pub struct WebhookAttempt {
 
 /// A delivery, as `GET /v1/webhooks/{id}/deliveries` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WebhookDelivery {
     /// The `webhook-id` header: the same on every attempt.
     pub id: String,

@@ -33,6 +33,7 @@ pub const ASK_HUMAN_TOOL: &str = "ask_human";
 
 /// The hook events lev answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum HookEventName {
     /// Before every tool call: may allow, deny, ask, edit and add context.
     PreToolUse,
@@ -62,10 +63,12 @@ impl HookEventName {
 /// `http` hook receives it as the request body. Fields lev does not use
 /// (`transcript_path`, `permission_suggestions`, ...) are ignored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HookEvent {
     /// `PreToolUse` or `PermissionRequest`.
     pub hook_event_name: HookEventName,
     /// Claude Code's session: lev's session and conversation.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub session_id: String,
     /// The working directory of the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,6 +311,7 @@ impl Decision {
 
 /// The JSON object a hook prints (command hook) or answers (http hook).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HookOutput {
     /// The event's decision.
     #[serde(rename = "hookSpecificOutput")]
@@ -316,6 +320,7 @@ pub struct HookOutput {
 
 /// The event-specific part of a [`HookOutput`], tagged by `hookEventName`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "hookEventName")]
 pub enum HookSpecificOutput {
     /// The answer to a PreToolUse event.
@@ -350,6 +355,7 @@ pub enum HookSpecificOutput {
 
 /// PreToolUse's `permissionDecision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum PermissionDecision {
     /// Run it without asking.
@@ -362,6 +368,7 @@ pub enum PermissionDecision {
 
 /// PermissionRequest's `decision`, tagged by `behavior`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "behavior", rename_all = "lowercase")]
 pub enum PermissionRequestDecision {
     /// Run it.

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// A DSSE envelope: a typed payload and its signatures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Envelope {
     /// The payload's media type; lev's is [`crate::APPROVAL_PAYLOAD_TYPE`].
     #[serde(rename = "payloadType")]
@@ -18,6 +19,7 @@ pub struct Envelope {
 
 /// One signature of an [`Envelope`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EnvelopeSignature {
     /// Key id hint: the first 16 hex digits of SHA-256 of the raw public key.
     #[serde(default)]

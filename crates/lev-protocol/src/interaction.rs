@@ -10,20 +10,26 @@ use time::OffsetDateTime;
 /// On create, `id` is optional (the server assigns an `ir_` id); the same id with
 /// an identical body is idempotent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InteractionRequest {
     /// The interaction's id; the server assigns one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub id: Option<String>,
     /// The session this question belongs to. Required.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub session_id: String,
     /// The conversation inside the session, if the worker tracks one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub conversation_id: Option<String>,
     /// The turn that asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub turn_id: Option<String>,
     /// The person the run acts for (set by the control plane for bound tokens).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub caller: Option<String>,
     /// One line shown above the question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -32,6 +38,7 @@ pub struct InteractionRequest {
     pub kind: InteractionKind,
     /// Seconds until the server applies `on_timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub timeout_s: Option<u64>,
     /// What happens past `timeout_s`; default `deny` for tool approvals, `cancel` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,6 +63,7 @@ pub struct InteractionRequest {
 /// Why the gate asked a person about a call (the policy's side; the
 /// missing capabilities are the kind's own).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GateNote {
     /// The `ask` rule that matched: its line in the policy file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +132,7 @@ impl InteractionRequest {
 
 /// What an interaction asks, tagged by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum InteractionKind {
     /// A question answered with text (and optionally files).
@@ -177,8 +186,10 @@ impl InteractionKind {
 
 /// One point of an `interaction_points` question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Point {
     /// The point's id, unique within the question.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub id: String,
     /// What the point says.
     pub text: String,
@@ -232,6 +243,7 @@ impl<'de> Deserialize<'de> for OnTimeout {
 
 /// Where an interaction stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum InteractionStatus {
     /// Waiting for an answer.
@@ -275,6 +287,7 @@ impl InteractionStatus {
 /// An interaction as the server stores and returns it: the request with its
 /// assigned id and the fields the server adds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Interaction {
     /// The request, `id` always set.
     #[serde(flatten)]
@@ -304,3 +317,33 @@ impl Interaction {
 
 /// Arbitrary key/value metadata, for callers who want a typed map.
 pub type Metadata = BTreeMap<String, serde_json::Value>;
+
+/// `"deny"`, `"cancel"` or `{"choice": N}`, as [`OnTimeout`]'s serde writes it.
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for OnTimeout {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        let word = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(["deny", "cancel"]));
+        let choice = ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property(
+                "choice",
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0)),
+            )
+            .required("choice");
+        OneOfBuilder::new()
+            .item(word)
+            .item(choice)
+            .description(Some(
+                "What happens past `timeout_s`: `deny`, `cancel`, or `{\"choice\": N}` (multiple choice only).",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for OnTimeout {}

@@ -123,8 +123,10 @@ pub enum ServerMsg {
 
 /// A sub-agent's result, posted to `POST /v1/worker/result`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerResult {
     /// The task this result belongs to.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub task_id: String,
     /// The result's value.
     #[serde(default)]

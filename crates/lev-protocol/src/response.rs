@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 /// Every field but `request_id` may be absent, so an answer written before a
 /// field existed keeps parsing with the meaning it had.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(bound(serialize = "P: Serialize", deserialize = "P: Deserialize<'de>"))]
 pub struct InteractionResponse<P = InboundPart> {
     /// Must match `InteractionRequest.id`.
@@ -160,6 +161,7 @@ impl<P> InteractionResponse<P> {
 
 /// How long a tool approval lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalScope {
     /// This call only.
@@ -190,6 +192,7 @@ impl ApprovalScope {
 
 /// A file attached to an answer, as sent: its bytes in base64.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InboundPart {
     /// The file's name as the person gave it; the server keeps a plain file name.
     pub name: String,
@@ -201,6 +204,7 @@ pub struct InboundPart {
 
 /// A file attached to an answer, as stored: the bytes are at `GET /v1/blobs/{sha256}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StoredPart {
     /// A plain file name (no directory, no control character).
     pub name: String,

@@ -125,6 +125,17 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // Well-formedness first, so that `{"a":1} trailing` is malformed (400)
     // rather than missing a field (422).
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| classify("", e))?;
+    // Every body is an object: serde would also fill a struct from an
+    // array, by position (`[null, 5]` as `{"question": null, "timeout_s": 5}`).
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        _ => {
+            return Err(ApiError::Invalid(format!(
+                "expected a JSON object, found {}",
+                json_kind(bytes)
+            )));
+        }
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let mut path = e.path().to_string();
@@ -136,6 +147,18 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })?;
     de.end().map_err(|e| classify("", e))?;
     Ok(value)
+}
+
+/// What a well-formed JSON text is, for an error message.
+fn json_kind(bytes: &[u8]) -> &'static str {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        Some(b'{') => "an object",
+        _ => "a number",
+    }
 }
 
 /// Deepest JSON nesting a body may have (SPEC section 9).
@@ -241,5 +264,37 @@ fn classify(path: &str, inner: serde_json::Error) -> ApiError {
         Category::Io => ApiError::Malformed(format!("cannot read the request body: {inner}")),
         Category::Data if path.is_empty() || path == "." => ApiError::Invalid(inner.to_string()),
         Category::Data => ApiError::Invalid(format!("{path}: {inner}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lev_protocol::api::AskRequest;
+
+    use super::parse_json;
+    use crate::error::ApiError;
+
+    #[test]
+    fn a_body_is_an_object_never_an_array_filling_fields_by_position() {
+        // serde fills a struct from an array: this was accepted as an ask.
+        let err = parse_json::<AskRequest>(b" [null, 5]").expect_err("an array body");
+        assert!(
+            matches!(&err, ApiError::Invalid(m) if m == "expected a JSON object, found an array"),
+            "{err:?}"
+        );
+        for (body, kind) in [
+            (&b"\"x\""[..], "a string"),
+            (b"7", "a number"),
+            (b"null", "null"),
+            (b"true", "a boolean"),
+        ] {
+            let err = parse_json::<AskRequest>(body).expect_err("not an object");
+            assert!(
+                matches!(&err, ApiError::Invalid(m) if m.ends_with(kind)),
+                "{err:?}"
+            );
+        }
+        let ok: AskRequest = parse_json(b"\n {\"question\": 1}").expect("an object");
+        assert_eq!(ok.question, serde_json::json!(1));
     }
 }

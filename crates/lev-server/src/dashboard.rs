@@ -29,7 +29,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use lev_protocol::api::{LoggedOut, LoginRequest, Me, OperatorPresence, Role, SessionPresence};
+use lev_protocol::api::{
+    ErrorBody, LoggedOut, LoginRequest, Me, OperatorPresence, Role, SessionPresence,
+};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -121,14 +123,23 @@ fn asset(
     response
 }
 
+#[utoipa::path(get, path = "/", tag = "dashboard", security(()),
+    responses((status = 200, description = "The dashboard's page", content_type = "text/html", body = String),
+        (status = 304, description = "Not modified (`If-None-Match`)")))]
 async fn index(headers: HeaderMap) -> Response {
     asset(&headers, INDEX_HTML, "text/html; charset=utf-8", true)
 }
 
+#[utoipa::path(get, path = "/assets/app.js", tag = "dashboard", security(()),
+    responses((status = 200, description = "The dashboard's script", content_type = "text/javascript", body = String),
+        (status = 304, description = "Not modified (`If-None-Match`)")))]
 async fn app_js(headers: HeaderMap) -> Response {
     asset(&headers, &APP_JS, "text/javascript; charset=utf-8", false)
 }
 
+#[utoipa::path(get, path = "/assets/app.css", tag = "dashboard", security(()),
+    responses((status = 200, description = "The dashboard's style sheet", content_type = "text/css", body = String),
+        (status = 304, description = "Not modified (`If-None-Match`)")))]
 async fn app_css(headers: HeaderMap) -> Response {
     asset(&headers, APP_CSS, "text/css; charset=utf-8", false)
 }
@@ -138,6 +149,11 @@ fn sessions_of(ext: Option<Extension<Arc<Sessions>>>) -> ApiResult<Arc<Sessions>
         .ok_or_else(|| ApiError::Internal("the dashboard's session store is not installed".into()))
 }
 
+/// `POST /v1/login`: an approver's or admin's token for a session cookie.
+#[utoipa::path(post, path = "/v1/login", tag = "dashboard", security(()), request_body = LoginRequest,
+    responses((status = 200, description = "Logged in: the session cookie is set", body = Me),
+        (status = 401, description = "An unknown or revoked token", body = ErrorBody),
+        (status = 403, description = "Not an approver or admin token, or another origin", body = ErrorBody)))]
 async fn login(
     State(state): State<AppState>,
     sessions: Option<Extension<Arc<Sessions>>>,
@@ -197,6 +213,10 @@ async fn login(
     Ok(response)
 }
 
+/// `POST /v1/logout`: ends the browser's session (CSRF token required).
+#[utoipa::path(post, path = "/v1/logout", tag = "dashboard", security(()),
+    responses((status = 200, description = "Logged out: the cookie is cleared", body = LoggedOut),
+        (status = 403, description = "A live session without its CSRF token", body = ErrorBody)))]
 async fn logout(
     sessions: Option<Extension<Arc<Sessions>>>,
     headers: HeaderMap,
@@ -217,6 +237,9 @@ async fn logout(
     Ok(response)
 }
 
+/// `GET /v1/me`: who the token or session is.
+#[utoipa::path(get, path = "/v1/me", tag = "dashboard",
+    responses((status = 200, description = "The caller", body = Me)))]
 async fn me(
     State(state): State<AppState>,
     principal: Principal,
@@ -231,7 +254,8 @@ async fn me(
 }
 
 /// `GET /v1/operators?sessions=`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct OperatorsQuery {
     /// Comma-separated session ids.
     #[serde(default)]
@@ -241,6 +265,9 @@ pub struct OperatorsQuery {
 /// Most sessions one `GET /v1/operators` asks about.
 const MAX_OPERATOR_QUERY: usize = 1000;
 
+/// `GET /v1/operators?sessions=a,b` (approver).
+#[utoipa::path(get, path = "/v1/operators", tag = "operators", params(OperatorsQuery),
+    responses((status = 200, description = "Whether each session has an operator connected", body = OperatorPresence)))]
 async fn operators(
     State(state): State<AppState>,
     principal: Principal,

@@ -6,6 +6,7 @@
 //! from the peer (a pong included) for the dead-peer timeout ends it.
 
 use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use futures_util::{SinkExt as _, StreamExt as _};
@@ -16,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::hub::Outbound;
 use crate::auth::Principal;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::PathParam;
 use crate::state::AppState;
 
@@ -28,17 +29,26 @@ const MAX_FRAME: usize = 1024 * 1024;
 const READ_BUFFER: usize = 16 * 1024;
 
 /// The upgrade (operator role).
+#[utoipa::path(get, path = "/v1/operators/{sid}/ws", tag = "operators",
+    params(("sid" = String, Path, description = "The session to operate")),
+    responses(
+        (status = 101, description = "Switching to the operator WebSocket (SPEC section 4)"),
+    ))]
 pub async fn upgrade(
     State(state): State<AppState>,
     principal: Principal,
     PathParam(session_id): PathParam,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
     principal.require(&[Role::Operator])?;
     lev_protocol::validate::check_id("session_id", &session_id)?;
     // Only a token that covers the session may operate it, and so replace
     // its operator (SPEC section 12).
     principal.check_session(&session_id)?;
+    // axum's own rejection is text; every error here is the JSON body.
+    let ws = ws.map_err(|e| {
+        ApiError::Malformed(format!("expected a WebSocket upgrade: {}", e.body_text()))
+    })?;
     Ok(ws
         .max_message_size(MAX_FRAME)
         .max_frame_size(MAX_FRAME)

@@ -10,6 +10,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use lev_protocol::api::ErrorBody;
 use lev_protocol::api::{
     GateRequest, GateResponse, Grant, Jwks, NonceConsume, NonceSpent, Page, Role,
 };
@@ -26,6 +27,14 @@ use crate::state::AppState;
 const MAX_NONCE_LEN: usize = 256;
 
 /// `POST /v1/gate` (worker): always 200 with the decision, once the call is valid.
+#[utoipa::path(
+    post, path = "/v1/gate", tag = "approvals", request_body = GateRequest,
+    responses(
+        (status = 200, description = "allow (with the signed approval), deny, or ask (wait on the interaction)", body = GateResponse),
+        (status = 409, description = "The request id was used with another call", body = ErrorBody),
+        (status = 429, description = "Too many pending interactions in the session", body = ErrorBody),
+    )
+)]
 pub async fn gate(
     State(state): State<AppState>,
     principal: Principal,
@@ -37,6 +46,10 @@ pub async fn gate(
 
 /// `GET /v1/grants` (approver): the session and always grants in force,
 /// oldest first, on one page.
+#[utoipa::path(
+    get, path = "/v1/grants", tag = "approvals",
+    responses((status = 200, description = "Grants in force, oldest first", body = Page<Grant>))
+)]
 pub async fn list_grants(
     State(state): State<AppState>,
     principal: Principal,
@@ -46,6 +59,14 @@ pub async fn list_grants(
 }
 
 /// `DELETE /v1/grants/{id}` (approver): 200 with the revoked grant, 404.
+#[utoipa::path(
+    delete, path = "/v1/grants/{id}", tag = "approvals",
+    params(("id" = String, Path, description = "The grant's id")),
+    responses(
+        (status = 200, description = "Revoked: the grant as it was", body = Grant),
+        (status = 404, description = "No such grant", body = ErrorBody),
+    )
+)]
 pub async fn revoke_grant(
     State(state): State<AppState>,
     principal: Principal,
@@ -61,6 +82,13 @@ pub async fn revoke_grant(
 }
 
 /// `POST /v1/nonces/consume` (worker).
+#[utoipa::path(
+    post, path = "/v1/nonces/consume", tag = "approvals", request_body = NonceConsume,
+    responses(
+        (status = 200, description = "Spent, the first time", body = NonceSpent),
+        (status = 409, description = "Already spent (`nonce_spent`)", body = ErrorBody),
+    )
+)]
 pub async fn consume_nonce(
     State(state): State<AppState>,
     principal: Principal,
@@ -87,6 +115,10 @@ pub async fn consume_nonce(
 }
 
 /// `POST /v1/keys/rotate` (admin): a new active signing key.
+#[utoipa::path(
+    post, path = "/v1/keys/rotate", tag = "approvals",
+    responses((status = 200, description = "A new signing key; the old one stays trusted", body = Jwks))
+)]
 pub async fn rotate_key(
     State(state): State<AppState>,
     principal: Principal,
@@ -106,6 +138,15 @@ pub async fn rotate_key(
 
 /// `DELETE /v1/keys/{kid}` (admin): stop trusting an old key; 409
 /// `active_key` for the key that signs.
+#[utoipa::path(
+    delete, path = "/v1/keys/{kid}", tag = "approvals",
+    params(("kid" = String, Path, description = "The key id")),
+    responses(
+        (status = 200, description = "Removed: the keys still trusted", body = Jwks),
+        (status = 404, description = "No such key", body = ErrorBody),
+        (status = 409, description = "The key signs today", body = ErrorBody),
+    )
+)]
 pub async fn remove_key(
     State(state): State<AppState>,
     principal: Principal,

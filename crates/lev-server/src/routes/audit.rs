@@ -25,10 +25,14 @@ const MAX_LIMIT: u32 = 10_000;
 const PAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The query of `GET /v1/audit`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditQuery {
+    /// Entries after this seq.
     after: Option<u64>,
+    /// The `next_cursor` of the page before (the same as `after`).
     cursor: Option<String>,
+    /// At most this many entries.
     limit: Option<u32>,
 }
 
@@ -55,6 +59,10 @@ impl AuditQuery {
 /// The log after `after`, oldest first, and the head of the whole chain as
 /// signed by the server. The head is read first and the entries cut at it,
 /// so a page never runs past its own head.
+#[utoipa::path(
+    get, path = "/v1/audit", tag = "audit", params(AuditQuery),
+    responses((status = 200, description = "Entries oldest first, and the signed head of the whole chain", body = AuditPage))
+)]
 pub async fn audit(
     State(state): State<AppState>,
     principal: Principal,

@@ -25,12 +25,19 @@ use crate::state::AppState;
 const PAGE: u32 = 500;
 
 /// The query of `GET /v1/events`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
+    /// Events after this id (`Last-Event-ID` wins when both are sent); absent, only new events.
     after: Option<i64>,
 }
 
 /// `GET /v1/events` (approver).
+#[utoipa::path(
+    get, path = "/v1/events", tag = "interactions", params(EventsQuery,
+        ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id")),
+    responses((status = 200, description = "Server-sent events: `id` (the seq), `event` (the kind), `data` (JSON)", content_type = "text/event-stream", body = String))
+)]
 pub async fn events(
     State(state): State<AppState>,
     principal: Principal,

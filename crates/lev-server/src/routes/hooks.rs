@@ -13,6 +13,7 @@
 //! Query: `timeout_s` (default 600, at most a day), `caller` (for a token
 //! bound to no caller), `route` (`operator,human`).
 
+use lev_protocol::claude_code::HookOutput;
 use std::time::Duration;
 
 use axum::Json;
@@ -38,14 +39,23 @@ const DEFAULT_TIMEOUT_S: u64 = 600;
 const MAX_TIMEOUT_S: u64 = 24 * 60 * 60;
 
 /// The query of `POST /v1/hooks/claude-code`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct HookQuery {
+    /// Seconds a person has to decide (default 600, at most a day).
     timeout_s: Option<u64>,
+    /// The person the run acts for, for a token bound to no caller.
     caller: Option<String>,
+    /// Who sees the question, comma-separated, such as `operator,human`.
     route: Option<String>,
 }
 
 /// `POST /v1/hooks/claude-code` (worker).
+#[utoipa::path(
+    post, path = "/v1/hooks/claude-code", tag = "agents", params(HookQuery),
+    request_body = HookEvent,
+    responses((status = 200, description = "The hook's output; `{}` lets the agent decide", body = HookOutput))
+)]
 pub async fn claude_code(
     State(state): State<AppState>,
     principal: Principal,

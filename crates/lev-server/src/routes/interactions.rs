@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use lev_protocol::api::ErrorBody;
 use lev_protocol::api::{InteractionView, Page, Role};
 use lev_protocol::validate::validate_request;
 use lev_protocol::{Interaction, InteractionRequest, InteractionStatus};
@@ -19,6 +20,15 @@ use crate::state::AppState;
 
 /// `POST /v1/interactions` (worker): 201 with the stored request; the same
 /// id and body again 200; the same id with another body 409.
+#[utoipa::path(
+    post, path = "/v1/interactions", tag = "interactions",
+    request_body = InteractionRequest,
+    responses(
+        (status = 201, description = "Stored (or the same id with an identical body: idempotent)", body = Interaction),
+        (status = 409, description = "The id exists with another body", body = ErrorBody),
+        (status = 429, description = "Too many pending interactions in the session", body = ErrorBody),
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -46,15 +56,26 @@ pub async fn create(
 }
 
 /// The query of `GET /v1/interactions`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only interactions in this status: `pending`, `answered`, `expired` or `cancelled`.
+    #[param(value_type = Option<lev_protocol::InteractionStatus>)]
     status: Option<String>,
+    /// Only this session's.
+    #[param(pattern = r"^[A-Za-z0-9._:-]{1,128}$")]
     session_id: Option<String>,
+    /// At most this many (1 to 500, default 50).
     limit: Option<u32>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
 /// `GET /v1/interactions` (approver): newest first, a page at a time.
+#[utoipa::path(
+    get, path = "/v1/interactions", tag = "interactions", params(ListQuery),
+    responses((status = 200, description = "Newest first", body = Page<InteractionView>))
+)]
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
@@ -94,6 +115,14 @@ pub async fn list(
 }
 
 /// `GET /v1/interactions/{id}` (worker, approver).
+#[utoipa::path(
+    get, path = "/v1/interactions/{id}", tag = "interactions",
+    params(("id" = String, Path, description = "The interaction's id")),
+    responses(
+        (status = 200, description = "The interaction, its answer and signed decision", body = InteractionView),
+        (status = 404, description = "No such interaction", body = ErrorBody),
+    )
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     principal: Principal,
@@ -106,6 +135,16 @@ pub async fn get_one(
 /// `POST /v1/interactions/{id}/cancel` (worker): 200 with the cancelled
 /// interaction (also when it was cancelled before), 409 with the winner when
 /// it was answered, 410 when it expired.
+#[utoipa::path(
+    post, path = "/v1/interactions/{id}/cancel", tag = "interactions",
+    params(("id" = String, Path, description = "The interaction's id")),
+    responses(
+        (status = 200, description = "Cancelled", body = InteractionView),
+        (status = 404, description = "No such interaction", body = ErrorBody),
+        (status = 409, description = "Already answered: the winning answer is beside the error", body = ErrorBody),
+        (status = 410, description = "Already expired or cancelled", body = ErrorBody),
+    )
+)]
 pub async fn cancel(
     State(state): State<AppState>,
     principal: Principal,

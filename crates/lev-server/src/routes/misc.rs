@@ -7,6 +7,7 @@ use axum::http::header::{
 };
 use axum::http::{HeaderValue, header::CONTENT_SECURITY_POLICY};
 use axum::response::{IntoResponse, Response};
+use lev_protocol::api::ErrorBody;
 use lev_protocol::api::{Health, Jwks, Role};
 
 use crate::auth::Principal;
@@ -15,6 +16,10 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
 /// `GET /v1/health` (no token).
+#[utoipa::path(
+    get, path = "/v1/health", tag = "server", security(()),
+    responses((status = 200, description = "The server answers", body = Health))
+)]
 pub async fn health(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok".into(),
@@ -25,12 +30,24 @@ pub async fn health(State(state): State<AppState>) -> Json<Health> {
 }
 
 /// `GET /v1/keys` (no token): the trusted public keys as a JWKS.
+#[utoipa::path(
+    get, path = "/v1/keys", tag = "approvals", security(()),
+    responses((status = 200, description = "The trusted public keys, newest first", body = Jwks))
+)]
 pub async fn keys(State(state): State<AppState>) -> Json<Jwks> {
     Json(state.keys().jwks())
 }
 
 /// `GET /v1/blobs/{sha256}` (worker, approver): an attachment's bytes, never
 /// rendered by a browser (attachment disposition, nosniff, sandbox CSP).
+#[utoipa::path(
+    get, path = "/v1/blobs/{sha256}", tag = "interactions",
+    params(("sha256" = String, Path, description = "SHA-256 of the bytes, 64 lowercase hex digits")),
+    responses(
+        (status = 200, description = "The attachment's bytes, as their own media type", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 404, description = "No such blob", body = ErrorBody),
+    )
+)]
 pub async fn blob(
     State(state): State<AppState>,
     principal: Principal,
@@ -69,6 +86,10 @@ pub async fn blob(
 }
 
 /// `GET /metrics` (admin): Prometheus text format.
+#[utoipa::path(
+    get, path = "/metrics", tag = "server",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String))
+)]
 pub async fn metrics(State(state): State<AppState>, principal: Principal) -> ApiResult<Response> {
     principal.require(&[Role::Admin])?;
     let pending = state.store().count_pending().await?;

@@ -7,6 +7,7 @@ mod events;
 mod hooks;
 mod interactions;
 mod misc;
+pub(crate) mod openapi;
 pub(crate) mod respond;
 mod sessions;
 mod tasks;
@@ -29,6 +30,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/health", get(misc::health))
         .route("/v1/keys", get(misc::keys))
+        .route("/v1/openapi.json", get(openapi::openapi_json))
         .route(
             "/v1/interactions",
             post(interactions::create).get(interactions::list),

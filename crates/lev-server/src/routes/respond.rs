@@ -3,7 +3,9 @@
 
 use axum::Json;
 use axum::extract::State;
+use lev_protocol::InboundPart;
 use lev_protocol::InteractionResponse;
+use lev_protocol::api::ErrorBody;
 use lev_protocol::api::{RespondResult, Role};
 
 use crate::auth::Principal;
@@ -12,6 +14,17 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
 /// `POST /v1/interactions/{id}/respond` (approver).
+#[utoipa::path(
+    post, path = "/v1/interactions/{id}/respond", tag = "interactions",
+    params(("id" = String, Path, description = "The interaction's id")),
+    request_body = InteractionResponse<InboundPart>,
+    responses(
+        (status = 200, description = "The answer won", body = RespondResult),
+        (status = 404, description = "No such interaction", body = ErrorBody),
+        (status = 409, description = "Already answered: the winning answer is beside the error", body = ErrorBody),
+        (status = 410, description = "Expired or cancelled", body = ErrorBody),
+    )
+)]
 pub async fn respond(
     State(state): State<AppState>,
     principal: Principal,

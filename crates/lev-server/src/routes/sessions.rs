@@ -6,6 +6,7 @@
 //! operator does not answer in time goes to people. The caller's `timeout_s`
 //! bounds the whole call: past it, 504.
 
+use lev_protocol::api::ErrorBody;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,6 +74,19 @@ fn escalation_reason(state: &AppState, session_id: &str, waited: &Waited) -> Opt
 }
 
 /// `POST /v1/sessions/{sid}/ask` (worker).
+#[utoipa::path(
+    post, path = "/v1/sessions/{sid}/ask", tag = "operators",
+    params(("sid" = String, Path, description = "The session")),
+    request_body = AskRequest,
+    responses(
+        (status = 200, description = "The operator's (or a person's) answer", body = AskResponse),
+        (status = 409, description = "Nobody can answer", body = ErrorBody),
+        (status = 410, description = "The question was cancelled", body = ErrorBody),
+        (status = 429, description = "Too many pending", body = ErrorBody),
+        (status = 502, description = "The operator failed", body = ErrorBody),
+        (status = 504, description = "No answer in time", body = ErrorBody),
+    )
+)]
 pub async fn ask(
     State(state): State<AppState>,
     principal: Principal,
@@ -190,6 +204,17 @@ async fn finish(
 }
 
 /// `POST /v1/sessions/{sid}/spawn` (worker): hook, task, spawn, result.
+#[utoipa::path(
+    post, path = "/v1/sessions/{sid}/spawn", tag = "operators",
+    params(("sid" = String, Path, description = "The session")),
+    request_body = SpawnRequest,
+    responses(
+        (status = 200, description = "The task's outcome", body = SpawnResponse),
+        (status = 409, description = "No operator", body = ErrorBody),
+        (status = 502, description = "The operator refused or failed", body = ErrorBody),
+        (status = 504, description = "No result in time", body = ErrorBody),
+    )
+)]
 pub async fn spawn(
     State(state): State<AppState>,
     principal: Principal,

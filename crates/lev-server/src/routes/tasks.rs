@@ -7,6 +7,7 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use lev_protocol::WorkerResult;
+use lev_protocol::api::ErrorBody;
 use lev_protocol::api::{Page, Role, Task, TaskStatus};
 use lev_store::tasks::{TaskChange, TaskFilter, TaskResult};
 use serde::Deserialize;
@@ -22,11 +23,18 @@ use crate::state::AppState;
 const OUTPUT_TAIL_BYTES: usize = 64 * 1024;
 
 /// The query of `GET /v1/tasks`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only this session's.
+    #[param(pattern = r"^[A-Za-z0-9._:-]{1,128}$")]
     session_id: Option<String>,
+    /// Only tasks in this status: `pending`, `running`, `succeeded` or `failed`.
+    #[param(value_type = Option<lev_protocol::api::TaskStatus>)]
     status: Option<String>,
+    /// At most this many (1 to 500, default 50).
     limit: Option<u32>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
@@ -35,6 +43,10 @@ fn parse_status(s: &str) -> Option<TaskStatus> {
 }
 
 /// `GET /v1/tasks` (worker, approver): newest first, a page at a time.
+#[utoipa::path(
+    get, path = "/v1/tasks", tag = "operators", params(ListQuery),
+    responses((status = 200, description = "Newest first", body = Page<Task>))
+)]
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
@@ -86,6 +98,14 @@ pub async fn list(
 }
 
 /// `GET /v1/tasks/{id}` (worker, approver).
+#[utoipa::path(
+    get, path = "/v1/tasks/{id}", tag = "operators",
+    params(("id" = String, Path, description = "The task's id")),
+    responses(
+        (status = 200, description = "The task", body = Task),
+        (status = 404, description = "No such task", body = ErrorBody),
+    )
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     principal: Principal,
@@ -167,6 +187,14 @@ fn tail_of(mut tail: String) -> String {
 /// `POST /v1/worker/result` (the task's token, worker, admin): set the task's
 /// `last_result` (`{"value","ok","error"}`) and output tail; 409 once the
 /// task is finished.
+#[utoipa::path(
+    post, path = "/v1/worker/result", tag = "operators", request_body = WorkerResult,
+    responses(
+        (status = 200, description = "Recorded", body = Task),
+        (status = 404, description = "No such task", body = ErrorBody),
+        (status = 409, description = "The task is finished", body = ErrorBody),
+    )
+)]
 pub async fn post_result(
     State(state): State<AppState>,
     poster: ResultPoster,

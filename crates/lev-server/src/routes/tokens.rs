@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use lev_protocol::api::ErrorBody;
 use lev_protocol::api::{Page, Role, TokenCreate, TokenCreated, TokenInfo};
 
 use crate::auth::Principal;
@@ -11,6 +12,13 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
 /// Create a token: 201 with its secret, shown this once.
+#[utoipa::path(
+    post, path = "/v1/tokens", tag = "tokens", request_body = TokenCreate,
+    responses(
+        (status = 201, description = "Made; the secret is shown this once", body = TokenCreated),
+        (status = 409, description = "The name is taken", body = ErrorBody),
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -22,6 +30,10 @@ pub async fn create(
 }
 
 /// List tokens (never their secrets), by name, on one page.
+#[utoipa::path(
+    get, path = "/v1/tokens", tag = "tokens",
+    responses((status = 200, description = "Every token, by name (never a secret)", body = Page<TokenInfo>))
+)]
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
@@ -31,6 +43,14 @@ pub async fn list(
 }
 
 /// Revoke a token: 204, effective on the next request; 404 when none.
+#[utoipa::path(
+    delete, path = "/v1/tokens/{name}", tag = "tokens",
+    params(("name" = String, Path, description = "The token's name")),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 404, description = "No such token", body = ErrorBody),
+    )
+)]
 pub async fn revoke(
     State(state): State<AppState>,
     principal: Principal,

@@ -3,6 +3,7 @@
 //! [`crate::interactions::wait_final`] with the caller's access check; a
 //! reconnecting waiter is simply a new one.
 
+use lev_protocol::api::ErrorBody;
 use std::time::Duration;
 
 use axum::Json;
@@ -23,8 +24,10 @@ const DEFAULT_WAIT: u64 = 30;
 const MAX_WAIT: u64 = 300;
 
 /// The query of `wait`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct WaitQuery {
+    /// Seconds to hold the request open (default 30, at most 300).
     timeout_s: Option<u64>,
 }
 
@@ -44,6 +47,14 @@ fn report(view: InteractionView) -> WaitResponse {
 }
 
 /// `GET /v1/interactions/{id}/wait?timeout_s=` (worker).
+#[utoipa::path(
+    get, path = "/v1/interactions/{id}/wait", tag = "interactions",
+    params(("id" = String, Path, description = "The interaction's id"), WaitQuery),
+    responses(
+        (status = 200, description = "The final state, or `pending` when the wait timed out", body = WaitResponse),
+        (status = 404, description = "No such interaction", body = ErrorBody),
+    )
+)]
 pub async fn wait(
     State(state): State<AppState>,
     principal: Principal,

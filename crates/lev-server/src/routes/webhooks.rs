@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use lev_protocol::api::ErrorBody;
 use lev_protocol::api::{Page, Role, Webhook, WebhookCreate, WebhookDelivery};
 use serde::Deserialize;
 
@@ -13,6 +14,13 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
 /// Add an endpoint: 201 with its secret, shown this once.
+#[utoipa::path(
+    post, path = "/v1/webhooks", tag = "webhooks", request_body = WebhookCreate,
+    responses(
+        (status = 201, description = "Added; the secret is shown this once", body = Webhook),
+        (status = 429, description = "Too many endpoints", body = ErrorBody),
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -24,6 +32,10 @@ pub async fn create(
 }
 
 /// Every endpoint (never its secret), oldest first, on one page.
+#[utoipa::path(
+    get, path = "/v1/webhooks", tag = "webhooks",
+    responses((status = 200, description = "Every endpoint (never a secret)", body = Page<Webhook>))
+)]
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
@@ -36,6 +48,14 @@ pub async fn list(
 }
 
 /// Remove an endpoint and its deliveries: 204; 404 when none.
+#[utoipa::path(
+    delete, path = "/v1/webhooks/{id}", tag = "webhooks",
+    params(("id" = String, Path, description = "The endpoint's id")),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 404, description = "No such endpoint", body = ErrorBody),
+    )
+)]
 pub async fn delete(
     State(state): State<AppState>,
     principal: Principal,
@@ -51,15 +71,25 @@ pub async fn delete(
 }
 
 /// `?limit=` of the delivery log.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveriesQuery {
     /// At most this many, newest first (1 to 500, default 50).
     #[serde(default)]
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
 }
 
 /// An endpoint's deliveries with their attempts, newest first.
+#[utoipa::path(
+    get, path = "/v1/webhooks/{id}/deliveries", tag = "webhooks",
+    params(("id" = String, Path, description = "The endpoint's id"), DeliveriesQuery),
+    responses(
+        (status = 200, description = "Deliveries with their attempts, newest first", body = Page<WebhookDelivery>),
+        (status = 404, description = "No such endpoint", body = ErrorBody),
+    )
+)]
 pub async fn deliveries(
     State(state): State<AppState>,
     principal: Principal,

@@ -14,7 +14,7 @@ use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use lev_protocol::api::Role;
+use lev_protocol::api::{ErrorBody, Role};
 use lev_protocol::{ApprovalScope, InteractionResponse};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -56,7 +56,23 @@ impl Replays {
     }
 }
 
+/// The body Slack posts, as the document describes it (the route reads the
+/// exact bytes, which the signature covers).
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)]
+struct SlackForm {
+    /// The interaction payload: a JSON object (`block_actions`, `view_submission`).
+    payload: String,
+}
+
 /// The route.
+#[utoipa::path(post, path = "/v1/integrations/slack/interactions", tag = "integrations", security(()),
+    request_body(content = SlackForm, content_type = "application/x-www-form-urlencoded",
+        description = "Slack's interactivity request: `payload=<JSON>`, signed with `X-Slack-Signature` and `X-Slack-Request-Timestamp`"),
+    responses(
+        (status = 200, description = "Taken (Slack shows nothing more)"),
+        (status = 404, description = "Slack is not set up on this server", body = ErrorBody),
+    ))]
 pub async fn interactions(State(state): State<AppState>, request: Request) -> Response {
     let Some(config) = state.settings().slack.clone() else {
         return ApiError::NotFound(
