@@ -1,12 +1,15 @@
 //! `lev bench chaos`: crash consistency under load. Workers create, answer,
 //! gate (allowed by a rule, and asked then approved for the session, which
-//! makes a grant) and spend nonces against `lev serve`, while it is killed
+//! makes a grant), spend nonces and spawn sub-agents (through a real
+//! operator on the WebSocket, whose sub-agents post their results over HTTP)
+//! against `lev serve`, while it is killed
 //! with SIGKILL at random instants and restarted on the same data dir and
 //! port, again and again. Every acknowledged write goes into a ledger kept
 //! here, outside lev; after each restart the harness checks that every
-//! acknowledged create, answer, gate decision, grant and spent nonce is there
-//! exactly once, that no interaction was answered twice, and that the audit
-//! chain verifies. Any response other than the expected ones (a 5xx, a
+//! acknowledged create, answer, gate decision, grant, spent nonce, task
+//! result and finished spawn is there exactly once, that no interaction was
+//! answered twice and no task took two results, and that the audit chain
+//! verifies. Any response other than the expected ones (a 5xx, a
 //! refusal of a valid request) fails the run at once.
 //!
 //! With `--database postgres://... --replicas N`, N replicas share the
@@ -24,8 +27,14 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use lev_approval::{TrustedKeys, verify};
 use lev_client::Client;
-use lev_protocol::api::{GateRequest, GateResponse, Role, TokenCreate};
-use lev_protocol::{ApprovalScope, InteractionKind, InteractionRequest, InteractionResponse};
+use lev_client::operator::{
+    Ask, Hook, HookDecision, Operator, OperatorHandler, Session, SpawnOrder, SpawnOutcome,
+    post_worker_result,
+};
+use lev_protocol::api::{GateRequest, GateResponse, Role, TaskStatus, TokenCreate};
+use lev_protocol::{
+    ApprovalScope, InteractionKind, InteractionRequest, InteractionResponse, WorkerResult,
+};
 use lev_test_support::Spawned;
 use tokio::time::Instant;
 
@@ -57,8 +66,14 @@ struct Ledger {
     spent: Vec<String>,
     /// Session ids given a session grant for `deploy`.
     granted: Vec<String>,
+    /// Results a sub-agent posted (`POST /v1/worker/result`), by task.
+    results: Vec<(String, serde_json::Value)>,
+    /// Spawns that finished (200), with the result they returned.
+    spawned: Vec<(String, serde_json::Value)>,
     /// How many acknowledged writes were checked, in all.
     checked: usize,
+    /// A wrong answer met outside a worker's loop (the operator's).
+    wrong: Option<String>,
 }
 
 type Shared = Arc<Mutex<Ledger>>;
@@ -104,12 +119,61 @@ fn gate_call(session: &str, tool: &str, n: usize, w: usize) -> GateRequest {
     }
 }
 
+/// The session whose operator runs the chaos run's spawns.
+fn spawn_session(tag: u32) -> String {
+    format!("chaos-spawn-{tag}")
+}
+
+/// The operator of the spawn session: lets every spawn run, and runs it as
+/// a sub-agent would, posting the task's result over HTTP with the task's
+/// token (recorded once acknowledged); the spawn's own result is that one.
+#[derive(Debug)]
+struct ChaosOperator {
+    client: Client,
+    shared: Shared,
+}
+
+impl OperatorHandler for ChaosOperator {
+    async fn ask(&self, ask: Ask) -> serde_json::Value {
+        serde_json::json!({"echo": ask.question})
+    }
+
+    async fn hook_before(&self, _hook: Hook) -> HookDecision {
+        HookDecision::Allow
+    }
+
+    async fn spawn(&self, order: SpawnOrder) -> SpawnOutcome {
+        let value = serde_json::json!({"ran": order.spawn, "task": order.task_id});
+        let result = WorkerResult {
+            task_id: order.task_id.clone(),
+            value: value.clone(),
+            ok: true,
+            error: None,
+            output_tail: Some(format!("sub-agent of {}", order.task_id)),
+        };
+        match post_worker_result(&order.sub_agent(&self.client), &result).await {
+            Ok(_) => ledger(&self.shared).results.push((order.task_id, value)),
+            // Re-sent after a reconnect: the first post was acknowledged.
+            Err(e) if e.code() == Some("task_finished") => {}
+            Err(e) if unacknowledged(&e) => {}
+            Err(e) => {
+                let mut l = ledger(&self.shared);
+                l.wrong
+                    .get_or_insert(format!("worker result of {}: {e}", order.task_id));
+            }
+        }
+        SpawnOutcome::deferred()
+    }
+}
+
 /// One worker's loop, until `stop`: returns at the first wrong answer.
+#[allow(clippy::too_many_arguments)]
 async fn work(
     w: usize,
     epoch: String,
     worker: Client,
     approver: Client,
+    spawner: Session,
     keys: TrustedKeys,
     shared: Shared,
     stop: Arc<AtomicBool>,
@@ -175,6 +239,22 @@ async fn work(
             }
             Err(e) => bail!("consume {nonce}: {e}"),
         }
+        // Now and then a sub-agent, spawned through the session's operator.
+        if n % 4 == 2 {
+            let order = serde_json::json!({"worker": w, "n": n, "epoch": epoch});
+            match spawner.spawn(order, Some(Duration::from_secs(5))).await {
+                Ok(done) if done.ok => ledger(&shared).spawned.push((done.task_id, done.value)),
+                Ok(done) => bail!("spawn {}: failed: {:?}", done.task_id, done.error),
+                Err(e) if unacknowledged(&e) => {
+                    tokio::time::sleep(BACK_OFF).await;
+                    continue;
+                }
+                // The operator has not reconnected since the restart, or its
+                // connection went with the server that held the spawn.
+                Err(e) if matches!(e.code(), Some("timeout" | "spawn_failed")) => {}
+                Err(e) => bail!("spawn: {e}"),
+            }
+        }
         // Now and then a deploy that asks, approved for the session: a grant.
         if n % 8 == 1 {
             let call = gate_call(&session, "deploy", n, w);
@@ -216,9 +296,19 @@ async fn check(
     worker: &Client,
     keys: &TrustedKeys,
     ledger: &mut Ledger,
-    from: [usize; 4],
-) -> anyhow::Result<[usize; 4]> {
-    let [created_from, spent_from, granted_from, gated_from] = from;
+    from: [usize; 6],
+) -> anyhow::Result<[usize; 6]> {
+    if let Some(wrong) = &ledger.wrong {
+        bail!("{wrong}");
+    }
+    let [
+        created_from,
+        spent_from,
+        granted_from,
+        gated_from,
+        results_from,
+        spawned_from,
+    ] = from;
     for id in &ledger.created[created_from..] {
         let view = admin
             .get_interaction(id)
@@ -265,7 +355,34 @@ async fn check(
             bail!("the acknowledged session grant of {session} is lost");
         }
     }
-    // One answer per interaction, and one chain.
+    // Every acknowledged result is the task's, and every acknowledged spawn
+    // finished with the result it returned.
+    for (task_id, value) in &ledger.results[results_from..] {
+        let task = admin
+            .get_task(task_id)
+            .await
+            .with_context(|| format!("the task of acknowledged result {task_id} is lost"))?;
+        if posted_value(&task) != Some(value) {
+            bail!(
+                "the acknowledged result of {task_id} is lost: found {:?}",
+                task.last_result
+            );
+        }
+    }
+    for (task_id, value) in &ledger.spawned[spawned_from..] {
+        let task = admin
+            .get_task(task_id)
+            .await
+            .with_context(|| format!("acknowledged spawn {task_id} is lost"))?;
+        if task.status != TaskStatus::Succeeded || posted_value(&task) != Some(value) {
+            bail!(
+                "acknowledged spawn {task_id} is {:?} with {:?}, expected succeeded with {value}",
+                task.status,
+                task.last_result
+            );
+        }
+    }
+    // One answer per interaction, one result per task, and one chain.
     let audit = admin.audit_all().await?;
     lev_approval::audit::verify_chain(&audit.page.items, &audit.head, keys, None)
         .map_err(|e| anyhow::anyhow!("the audit chain does not verify: {e}"))?;
@@ -283,17 +400,50 @@ async fn check(
             bail!("{id} was answered twice (audit entry {})", entry.seq);
         }
     }
+    let mut resulted = HashSet::new();
+    for entry in audit
+        .page
+        .items
+        .iter()
+        .filter(|e| e.action == "task.result")
+    {
+        let id = entry
+            .data
+            .get("task_id")
+            .or_else(|| entry.data.get("id"))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        if !resulted.insert(id.to_owned()) {
+            bail!("task {id} took two results (audit entry {})", entry.seq);
+        }
+    }
+    for (task_id, _) in &ledger.results[results_from..] {
+        if !resulted.contains(task_id) {
+            bail!("the acknowledged result of {task_id} is not in the audit log");
+        }
+    }
     ledger.checked += ledger.created.len() - created_from + ledger.spent.len() - spent_from
         + ledger.granted.len()
         - granted_from
         + ledger.gated.len()
-        - gated_from;
+        - gated_from
+        + ledger.results.len()
+        - results_from
+        + ledger.spawned.len()
+        - spawned_from;
     Ok([
         ledger.created.len(),
         ledger.spent.len(),
         ledger.granted.len(),
         ledger.gated.len(),
+        ledger.results.len(),
+        ledger.spawned.len(),
     ])
+}
+
+/// The `value` of the result a task's sub-agent posted.
+fn posted_value(task: &lev_protocol::api::Task) -> Option<&serde_json::Value> {
+    task.last_result.as_ref().and_then(|r| r.get("value"))
 }
 
 /// The servers under test: one on SQLite, or replicas on one PostgreSQL
@@ -315,13 +465,18 @@ impl Fleet {
     }
 }
 
-async fn token(admin: &Client, name: &str, role: Role) -> anyhow::Result<Client> {
+async fn token(
+    admin: &Client,
+    name: &str,
+    role: Role,
+    sessions: Option<Vec<String>>,
+) -> anyhow::Result<Client> {
     let created = admin
         .create_token(&TokenCreate {
             name: name.into(),
             role,
             caller: None,
-            sessions: None,
+            sessions,
         })
         .await?;
     Ok(admin.with_token(Some(created.token)))
@@ -405,8 +560,21 @@ pub async fn chaos(
     };
     let admin = Client::new(&urls[0], Some(admin_token))?;
     let tag = std::process::id();
-    let worker = token(&admin, &format!("chaos-worker-{tag}"), Role::Worker).await?;
-    let approver = token(&admin, &format!("chaos-approver-{tag}"), Role::Approver).await?;
+    let worker = token(&admin, &format!("chaos-worker-{tag}"), Role::Worker, None).await?;
+    let approver = token(
+        &admin,
+        &format!("chaos-approver-{tag}"),
+        Role::Approver,
+        None,
+    )
+    .await?;
+    let operator = token(
+        &admin,
+        &format!("chaos-operator-{tag}"),
+        Role::Operator,
+        Some(vec![spawn_session(tag)]),
+    )
+    .await?;
     let on = |client: &Client, r: usize| -> anyhow::Result<Client> {
         Ok(Client::new(
             &urls[r % urls.len()],
@@ -415,7 +583,21 @@ pub async fn chaos(
     };
     let keys = TrustedKeys::parse(&serde_json::to_string(&admin.keys().await?)?)?;
     let shared: Shared = Arc::default();
-    let mut from = [0; 4];
+    // The spawn session's operator, on the last replica: it reconnects by
+    // itself after each kill.
+    let operator = Operator::from_client(
+        &on(&operator, urls.len().saturating_sub(1))?,
+        &spawn_session(tag),
+    )
+    .with_backoff(Duration::from_millis(20), Duration::from_millis(200));
+    let handler = Arc::new(ChaosOperator {
+        client: on(&worker, 0)?,
+        shared: Arc::clone(&shared),
+    });
+    // Dropped (and so stopped) when this function returns, however.
+    let mut operator_task = tokio::task::JoinSet::new();
+    operator_task.spawn(async move { operator.run(handler).await });
+    let mut from = [0; 6];
     let t0 = Instant::now();
     let mut seed = u64::from(tag) ^ 0x9e37_79b9_7f4a_7c15;
     let replicas = urls.len();
@@ -436,6 +618,7 @@ pub async fn chaos(
                 format!("{tag}-{kill}"),
                 on(&worker, w)?,
                 on(&approver, w + 1)?,
+                Session::new(&on(&worker, w + 2)?, &spawn_session(tag)),
                 keys.clone(),
                 Arc::clone(&shared),
                 Arc::clone(&stop),
@@ -470,26 +653,29 @@ pub async fn chaos(
         from = checked.with_context(|| format!("after kill {}", kill + 1))?;
         let l = ledger(&shared);
         eprintln!(
-            "lev bench chaos: kill {} (replica {victim}) after {run} ms: {} created, {} answered, {} gated, {} nonces spent, {} grants acknowledged so far; all there",
+            "lev bench chaos: kill {} (replica {victim}) after {run} ms: {} created, {} answered, {} gated, {} nonces spent, {} grants, {} task results, {} spawns acknowledged so far; all there",
             kill + 1,
             l.created.len(),
             l.answered.len(),
             l.gated.len(),
             l.spent.len(),
-            l.granted.len()
+            l.granted.len(),
+            l.results.len(),
+            l.spawned.len()
         );
     }
     // A last check of everything, from the start.
     let mut book = std::mem::take(&mut *ledger(&shared));
-    check(&admin, &worker, &keys, &mut book, [0; 4])
+    check(&admin, &worker, &keys, &mut book, [0; 6])
         .await
         .context("the final check")?;
+    operator_task.abort_all();
     let on_what = match (database, replicas) {
         (None, _) => "SQLite".to_owned(),
         (Some(_), n) => format!("PostgreSQL, {n} replicas"),
     };
     println!(
-        "chaos: {} SIGKILLs in {:.0} s ({on_what}), {} workers: {} creates, {} answers, {} gate decisions, {} nonces spent, {} session grants acknowledged; {} checks after restarts; nothing acknowledged lost or doubled, the audit chain verifies",
+        "chaos: {} SIGKILLs in {:.0} s ({on_what}), {} workers: {} creates, {} answers, {} gate decisions, {} nonces spent, {} session grants, {} task results, {} spawns acknowledged; {} checks after restarts; nothing acknowledged lost or doubled, the audit chain verifies",
         args.kills,
         t0.elapsed().as_secs_f64(),
         args.workers,
@@ -498,6 +684,8 @@ pub async fn chaos(
         book.gated.len(),
         book.spent.len(),
         book.granted.len(),
+        book.results.len(),
+        book.spawned.len(),
         book.checked,
     );
     drop(fleet);

@@ -41,8 +41,8 @@ fn bench_modes_run_and_report() {
 }
 
 /// The crash-consistency harness, short: three SIGKILLs under load, every
-/// acknowledged create, answer, gate decision, spent nonce and grant checked
-/// after each restart (the long run is by hand: README, Proof under faults).
+/// acknowledged create, answer, gate decision, spent nonce, grant, task
+/// result and spawn checked after each restart (the long run is by hand: README, Proof under faults).
 #[test]
 fn chaos_kills_the_server_under_load_and_finds_everything_acknowledged() {
     let run = lev_env(
@@ -71,6 +71,23 @@ fn chaos_kills_the_server_under_load_and_finds_everything_acknowledged() {
         run.stdout
     );
     assert_eq!(run.stderr.matches("all there").count(), 3, "{}", run.stderr);
+    assert!(
+        acknowledged(&run.stdout, "task results") > 0,
+        "{}",
+        run.stdout
+    );
+    assert!(acknowledged(&run.stdout, "spawns") > 0, "{}", run.stdout);
+}
+
+/// The count before `what` in chaos's summary line ("..., 12 task results, ...").
+pub fn acknowledged(summary: &str, what: &str) -> u64 {
+    summary
+        .split([',', ':', ';'])
+        .find_map(|part| {
+            let (n, rest) = part.trim().split_once(' ')?;
+            rest.starts_with(what).then(|| n.parse().ok()).flatten()
+        })
+        .unwrap_or(0)
 }
 
 #[test]

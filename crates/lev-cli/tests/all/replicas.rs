@@ -937,6 +937,10 @@ fn chaos_on_two_replicas_finds_everything_acknowledged() {
         "{stdout}"
     );
     assert_eq!(stderr.matches("all there").count(), 3, "{stderr}");
+    assert!(
+        super::bench::acknowledged(&stdout, "task results") > 0,
+        "{stdout}"
+    );
 }
 
 /// Both replicas run a dispatcher over one outbox: every event written on
