@@ -90,6 +90,7 @@ pub fn run(data: &[u8]) -> Reached {
         nonce: "AAECAwQFBgcICQoLDA0ODw".into(),
         issued_at,
         expires_at,
+        votes: None,
     };
     let Ok(envelope) = sign_payload(&grant, &key) else {
         return reached;

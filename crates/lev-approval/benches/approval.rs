@@ -40,6 +40,7 @@ fn payload(now: OffsetDateTime) -> ApprovalPayload {
         nonce: "q3v1Yk0cW3bQ2l7m9n8o0A".into(),
         issued_at: now,
         expires_at: now + time::Duration::minutes(10),
+        votes: None,
     }
 }
 

@@ -1,6 +1,6 @@
 //! DSSE: the pre-authentication encoding and envelope signing.
 
-use lev_protocol::{APPROVAL_PAYLOAD_TYPE, Envelope, EnvelopeSignature};
+use lev_protocol::{Envelope, EnvelopeSignature};
 
 use crate::b64::encode_base64;
 use crate::keys::SigningKeyPair;
@@ -32,14 +32,15 @@ pub fn sign_envelope(payload_type: &str, payload: &[u8], key: &SigningKeyPair) -
     Envelope {
         payload_type: payload_type.to_owned(),
         payload: encode_base64(payload),
-        signatures: vec![EnvelopeSignature {
-            keyid: key.kid().to_owned(),
-            sig: encode_base64(&sig),
-        }],
+        signatures: vec![EnvelopeSignature::new(
+            key.kid().to_owned(),
+            encode_base64(&sig),
+        )],
     }
 }
 
-/// Sign an approval payload.
+/// Sign an approval payload, under version 1's payload type or, when it
+/// carries votes, version 2's.
 ///
 /// # Errors
 /// When the payload cannot be written ([`ApprovalPayload::to_bytes`]).
@@ -48,7 +49,7 @@ pub fn sign_payload(
     key: &SigningKeyPair,
 ) -> Result<Envelope, serde_json::Error> {
     Ok(sign_envelope(
-        APPROVAL_PAYLOAD_TYPE,
+        payload.payload_type(),
         &payload.to_bytes()?,
         key,
     ))

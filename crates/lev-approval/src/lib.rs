@@ -28,6 +28,7 @@ pub mod ledger;
 pub mod payload;
 pub mod policy;
 pub mod verify;
+pub mod votes;
 
 pub use b64::{decode_base64, encode_base64, encode_base64url};
 pub use clock::{Clock, FixedClock, SystemClock};
@@ -35,10 +36,17 @@ pub use dsse::{pae, sign_envelope, sign_payload};
 pub use grant::{ArgsMatcher, GrantMatch, GrantRule, PatternError, shortfall};
 pub use keys::{KeyError, SigningKeyPair, TrustedKeys, key_id};
 pub use ledger::{InMemoryNonceLedger, NonceLedger, NonceSpent};
-pub use payload::{ApprovalPayload, PAYLOAD_VERSION, TimestampError, new_nonce, parse_timestamp};
+pub use payload::{
+    ApprovalPayload, PAYLOAD_VERSION, PAYLOAD_VERSION_VOTES, TimestampError, new_nonce,
+    parse_timestamp,
+};
 pub use verify::{
     Call, ContextMismatch, MAX_SIGNATURES, NotAuthorized, VerifiedResponse, VerifyError,
     resolve_approved_call, verify, verify_json,
+};
+pub use votes::{
+    NotEnoughVotes, PayloadVote, PeopleKeys, PersonKey, VerifiedVote, VoteCheck, VoteEnvelope,
+    VoteError, VotePayload, check_vote_binding, sha256_hex, sign_vote, verify_vote,
 };
 
 /// Allowed clock skew when checking `issued_at` and `expires_at`.

@@ -6,8 +6,12 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::b64::encode_base64url;
 
-/// The only payload version this code knows.
+/// The payload version of a decision by one person without a signed vote.
 pub const PAYLOAD_VERSION: u32 = 1;
+
+/// The payload version of a decision that carries its votes: more than one,
+/// or signed ones (SPEC section 13).
+pub const PAYLOAD_VERSION_VOTES: u32 = 2;
 
 /// What an approval envelope signs. A verified envelope gives it back inside
 /// a [`crate::VerifiedResponse`], beside the key that signed it.
@@ -17,7 +21,7 @@ pub const PAYLOAD_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalPayload {
-    /// Payload version, 1.
+    /// Payload version: 1, or 2 for a decision carrying its votes.
     pub v: u32,
     /// The turn that made the call.
     pub turn_id: String,
@@ -55,6 +59,10 @@ pub struct ApprovalPayload {
     /// When it stops being valid (strict RFC 3339, see [`parse_timestamp`]).
     #[serde(with = "strict_rfc3339")]
     pub expires_at: OffsetDateTime,
+    /// Version 2 only, and there required: the votes that made the
+    /// decision, each with the voter's own signed vote or null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub votes: Option<Vec<crate::votes::PayloadVote>>,
 }
 
 impl ApprovalPayload {
@@ -65,6 +73,16 @@ impl ApprovalPayload {
     /// year 9999): such a payload is never signed.
     pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
         serde_json::to_vec(self)
+    }
+
+    /// The DSSE payload type this payload is signed under: version 1's, or
+    /// version 2's for one carrying votes.
+    pub fn payload_type(&self) -> &'static str {
+        if self.votes.is_some() {
+            lev_protocol::APPROVAL_PAYLOAD_TYPE_V2
+        } else {
+            lev_protocol::APPROVAL_PAYLOAD_TYPE
+        }
     }
 
     /// Strictly parse payload bytes.
@@ -146,7 +164,7 @@ pub fn parse_timestamp(text: &str) -> Result<OffsetDateTime, TimestampError> {
 }
 
 /// Serde for the payload's times: written as RFC 3339, read by [`parse_timestamp`].
-mod strict_rfc3339 {
+pub(crate) mod strict_rfc3339 {
     use serde::{Deserialize as _, Deserializer, Serializer};
     use time::OffsetDateTime;
 

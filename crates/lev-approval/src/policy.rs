@@ -84,6 +84,8 @@ struct RawPolicy {
     #[serde(default = "default_true")]
     self_approval: bool,
     #[serde(default)]
+    groups: BTreeMap<String, Spanned<Vec<String>>>,
+    #[serde(default)]
     default: Option<RuleDecision>,
     #[serde(default)]
     sandbox_modes: BTreeMap<String, Spanned<Vec<String>>>,
@@ -103,6 +105,48 @@ struct RawTool {
     name: String,
     #[serde(default)]
     requires: Vec<String>,
+    #[serde(default)]
+    approvals: Option<u32>,
+    #[serde(default)]
+    approvers: Option<Vec<String>>,
+    #[serde(default)]
+    escalate_after_s: Option<u64>,
+    #[serde(default)]
+    escalate_to: Option<Vec<String>>,
+    #[serde(default)]
+    require_signed_votes: Option<bool>,
+}
+
+/// The quorum keys a rule or a `[[tool]]` entry may carry (SPEC section 13).
+struct RawQuorum {
+    approvals: Option<u32>,
+    approvers: Option<Vec<String>>,
+    escalate_after_s: Option<u64>,
+    escalate_to: Option<Vec<String>>,
+    require_signed_votes: Option<bool>,
+}
+
+/// The quorum keys of a `[[tool]]` entry or a `[[rule]]`.
+macro_rules! raw_quorum {
+    ($raw:expr) => {
+        RawQuorum {
+            approvals: $raw.approvals,
+            approvers: $raw.approvers.clone(),
+            escalate_after_s: $raw.escalate_after_s,
+            escalate_to: $raw.escalate_to.clone(),
+            require_signed_votes: $raw.require_signed_votes,
+        }
+    };
+}
+
+impl RawQuorum {
+    fn is_set(&self) -> bool {
+        self.approvals.is_some()
+            || self.approvers.is_some()
+            || self.escalate_after_s.is_some()
+            || self.escalate_to.is_some()
+            || self.require_signed_votes.is_some()
+    }
 }
 
 #[derive(Deserialize)]
@@ -118,6 +162,16 @@ struct RawRule {
     risk: Risk,
     #[serde(default)]
     remind_after_s: Option<u64>,
+    #[serde(default)]
+    approvals: Option<u32>,
+    #[serde(default)]
+    approvers: Option<Vec<String>>,
+    #[serde(default)]
+    escalate_after_s: Option<u64>,
+    #[serde(default)]
+    escalate_to: Option<Vec<String>>,
+    #[serde(default)]
+    require_signed_votes: Option<bool>,
 }
 
 /// A tool's needs.
@@ -125,6 +179,33 @@ struct RawRule {
 struct ToolNeeds {
     glob: Glob,
     requires: Vec<String>,
+    quorum: Option<QuorumRule>,
+}
+
+/// How many people must approve the calls a rule (or `[[tool]]` entry)
+/// asks about, and who may vote: `group:` names already expanded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumRule {
+    /// Distinct people who must approve (1 or more).
+    pub approvals: u32,
+    /// Token names who may vote, sorted; empty: any approver.
+    pub approvers: Vec<String>,
+    /// After this many seconds `escalate_to` may vote too, and are notified.
+    pub escalate_after_s: Option<u64>,
+    /// Who may vote once escalated, sorted.
+    pub escalate_to: Vec<String>,
+    /// Every vote must be signed by the voter's own key.
+    pub require_signed_votes: bool,
+    /// The line the rule or entry starts on.
+    pub line: usize,
+}
+
+impl QuorumRule {
+    /// Whether a grant may stand in for this decision: not when more than
+    /// one person must approve, nor when votes must be signed.
+    pub fn grants_may_decide(&self) -> bool {
+        self.approvals <= 1 && !self.require_signed_votes
+    }
 }
 
 /// One ordered rule.
@@ -147,6 +228,8 @@ pub struct Rule {
     pub remind_after_s: Option<u64>,
     /// The args patterns as written (pointer -> regex), for warnings.
     patterns: BTreeMap<String, String>,
+    /// For an ask: how many must approve and who may vote, when the rule says.
+    pub quorum: Option<QuorumRule>,
 }
 
 /// A parsed policy.
@@ -172,6 +255,17 @@ impl Policy {
     pub fn shortest_reminder(&self) -> Option<u64> {
         self.rules.iter().filter_map(|r| r.remind_after_s).min()
     }
+
+    /// The shortest `escalate_after_s` of any rule or `[[tool]]` entry.
+    #[must_use]
+    pub fn shortest_escalation(&self) -> Option<u64> {
+        self.rules
+            .iter()
+            .filter_map(|r| r.quorum.as_ref())
+            .chain(self.tools.iter().filter_map(|t| t.quorum.as_ref()))
+            .filter_map(|q| q.escalate_after_s)
+            .min()
+    }
 }
 
 impl Default for Policy {
@@ -194,6 +288,7 @@ impl Default for Policy {
                 risk: Risk::Normal,
                 remind_after_s: None,
                 patterns: BTreeMap::new(),
+                quorum: None,
             }],
         }
     }
@@ -273,6 +368,129 @@ impl Policy {
                 )),
                 None => Ok(()),
             };
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, members) in &raw.groups {
+            let span = members.span();
+            if !lev_protocol::ids::is_valid_id(name) || name.contains(':') {
+                return Err(at(
+                    span,
+                    format!(
+                        "groups: expected a group name of letters, digits, '.', '_' or '-', found {name:?}"
+                    ),
+                ));
+            }
+            for m in members.get_ref() {
+                if !lev_protocol::ids::is_valid_id(m) {
+                    return Err(at(
+                        span,
+                        format!("groups.{name}: expected approver token names, found {m:?}"),
+                    ));
+                }
+            }
+            let mut list = members.get_ref().clone();
+            list.sort();
+            list.dedup();
+            groups.insert(name.clone(), list);
+        }
+        let quorum_of = |q: &RawQuorum,
+                         span: std::ops::Range<usize>,
+                         what: &str|
+         -> Result<Option<QuorumRule>, PolicyError> {
+            if !q.is_set() {
+                return Ok(None);
+            }
+            let err = |message: String| Err(at(span.clone(), message));
+            let expand = |key: &str, names: &[String]| -> Result<Vec<String>, PolicyError> {
+                let mut out = Vec::new();
+                for n in names {
+                    if let Some(group) = n.strip_prefix("group:") {
+                        match groups.get(group) {
+                            Some(members) => out.extend(members.iter().cloned()),
+                            None => {
+                                return Err(at(
+                                    span.clone(),
+                                    format!(
+                                        "{key}: unknown group {group:?} (define it under [groups])"
+                                    ),
+                                ));
+                            }
+                        }
+                    } else if lev_protocol::ids::is_valid_id(n) && !n.starts_with("person:") {
+                        out.push(n.clone());
+                    } else {
+                        return Err(at(
+                            span.clone(),
+                            format!(
+                                "{key}: expected approver token names or \"group:NAME\", found {n:?}"
+                            ),
+                        ));
+                    }
+                }
+                out.sort();
+                out.dedup();
+                Ok(out)
+            };
+            let approvals = q.approvals.unwrap_or(1);
+            if !(1..=64).contains(&approvals) {
+                return err(format!(
+                    "approvals: expected 1 to 64 distinct people, found {approvals}"
+                ));
+            }
+            let approvers = expand("approvers", q.approvers.as_deref().unwrap_or_default())?;
+            if q.approvers.is_some() && approvers.is_empty() {
+                return err(format!(
+                    "approvers: names nobody, so nobody could approve this {what}"
+                ));
+            }
+            let escalate_to = expand("escalate_to", q.escalate_to.as_deref().unwrap_or_default())?;
+            match (q.escalate_after_s, q.escalate_to.is_some()) {
+                (Some(s), true) if !(1..=7 * 24 * 3600).contains(&s) => {
+                    return err(format!(
+                        "escalate_after_s: expected 1 to 604800 seconds, found {s}"
+                    ));
+                }
+                (Some(_), true) => {
+                    if escalate_to.is_empty() {
+                        return err("escalate_to: names nobody to escalate to".into());
+                    }
+                }
+                (None, true) => {
+                    return err(
+                        "escalate_to needs escalate_after_s: the seconds after which they may vote too"
+                            .into(),
+                    );
+                }
+                (Some(_), false) => {
+                    return err(
+                        "escalate_after_s needs escalate_to: the people it escalates to".into(),
+                    );
+                }
+                (None, false) => {}
+            }
+            if !approvers.is_empty() {
+                let mut voters: BTreeSet<&String> = approvers.iter().collect();
+                voters.extend(escalate_to.iter());
+                if usize::try_from(approvals).unwrap_or(usize::MAX) > voters.len() {
+                    return err(format!(
+                        "approvals = {approvals}, but only {} people may vote ({}): no decision could ever pass",
+                        voters.len(),
+                        voters
+                            .iter()
+                            .map(|v| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+            Ok(Some(QuorumRule {
+                approvals,
+                approvers,
+                escalate_after_s: q.escalate_after_s,
+                escalate_to,
+                require_signed_votes: q.require_signed_votes.unwrap_or(false),
+                line: line_of(text, span.start),
+            }))
+        };
         let mut sandbox_modes = BTreeMap::new();
         for (mode, caps) in raw.sandbox_modes {
             check_caps(caps.get_ref(), caps.span(), true)?;
@@ -283,10 +501,12 @@ impl Policy {
             let span = t.span();
             let t = t.into_inner();
             check_caps(&t.requires, span.clone(), false)?;
+            let quorum = quorum_of(&raw_quorum!(t), span.clone(), "tool")?;
             let glob = glob_regex(&t.name).map_err(|e| at(span, format!("tool name glob: {e}")))?;
             tools.push(ToolNeeds {
                 glob,
                 requires: t.requires,
+                quorum,
             });
         }
         let mut rules = Vec::new();
@@ -308,6 +528,16 @@ impl Policy {
                     ));
                 }
             }
+            let raw_q = raw_quorum!(r);
+            if raw_q.is_set() && r.decision != RuleDecision::Ask {
+                return Err(at(
+                    span.clone(),
+                    "approvals, approvers, escalate_after_s, escalate_to and require_signed_votes \
+                     go on an ask rule only: an allow or deny rule asks nobody"
+                        .into(),
+                ));
+            }
+            let quorum = quorum_of(&raw_q, span.clone(), "call")?;
             let glob =
                 glob_regex(&r.tool).map_err(|e| at(span.clone(), format!("tool glob: {e}")))?;
             // A bad pattern names its own line, not the rule's.
@@ -325,6 +555,7 @@ impl Policy {
                 risk: r.risk,
                 remind_after_s: r.remind_after_s,
                 patterns: patterns_of(&r.args),
+                quorum,
             });
         }
         Ok(Self {
@@ -397,6 +628,21 @@ impl Policy {
         self.rules
             .iter()
             .find(|r| r.glob.is_match(tool) && r.args.matches(args))
+    }
+
+    /// How many must approve a call of `tool` with `args` that asks, and who
+    /// may vote: the matching ask rule's quorum when it says, else the first
+    /// `[[tool]]` entry for the tool that says; `None`: one approver, anyone.
+    pub fn quorum_for(&self, tool: &str, args: &Value) -> Option<&QuorumRule> {
+        if let Some(rule) = self.first_matching_rule(tool, args)
+            && let Some(q) = &rule.quorum
+        {
+            return Some(q);
+        }
+        self.tools
+            .iter()
+            .filter(|t| t.glob.is_match(tool))
+            .find_map(|t| t.quorum.as_ref())
     }
 
     /// Whether a deny rule matches (the check an edited call passes again).
@@ -541,6 +787,16 @@ pub fn decide(policy: &Policy, call: &GateCall<'_>, grants: &[GrantRule]) -> Gat
             }
             RuleDecision::Allow | RuleDecision::Ask => {}
         },
+    }
+    if policy
+        .quorum_for(call.tool_name, call.args)
+        .is_some_and(|q| !q.grants_may_decide())
+    {
+        // Each such call needs its own votes: no grant stands in for them.
+        return GateVerdict::Ask {
+            shortfall: missing,
+            rule: asking,
+        };
     }
     let facts = GrantMatch {
         caller: call.caller,

@@ -2,7 +2,7 @@
 //! verifier makes before it runs a call.
 
 use ed25519_dalek::Signature;
-use lev_protocol::{APPROVAL_PAYLOAD_TYPE, Envelope};
+use lev_protocol::{APPROVAL_PAYLOAD_TYPE, APPROVAL_PAYLOAD_TYPE_V2, Envelope};
 use serde::ser::SerializeStruct as _;
 use serde::{Serialize, Serializer};
 use time::OffsetDateTime;
@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use crate::CLOCK_SKEW;
 use crate::b64::{decode_base64, encode_base64url};
 use crate::keys::{TrustedKeys, key_id};
-use crate::payload::{ApprovalPayload, PAYLOAD_VERSION};
+use crate::payload::{ApprovalPayload, PAYLOAD_VERSION, PAYLOAD_VERSION_VOTES};
 
 /// Why an envelope is not a genuine, currently valid approval.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,8 +18,8 @@ pub enum VerifyError {
     /// Not a DSSE envelope.
     #[error("malformed envelope: {0}")]
     Malformed(String),
-    /// The payload type is not lev's approval type.
-    #[error("expected payload type {expected:?}, found {found:?}")]
+    /// The payload type is not one of lev's approval types.
+    #[error("expected payload type {expected:?} (or version=2), found {found:?}")]
     PayloadType {
         /// lev's type.
         expected: &'static str,
@@ -35,8 +35,11 @@ pub enum VerifyError {
     /// The signed payload is not a valid approval payload.
     #[error("invalid payload: {0}")]
     Payload(String),
-    /// The payload's version is unknown.
-    #[error("expected payload version 1, found {0}")]
+    /// The payload's version is unknown, or not the one its payload type
+    /// names (1 without votes, 2 with them).
+    #[error(
+        "expected payload version 1 (no votes) or 2 (votes), as its payload type says; found {0}"
+    )]
     Version(u32),
     /// Past `expires_at` (plus skew).
     #[error("expired at {expires_at} (now {now})")]
@@ -100,7 +103,7 @@ impl Serialize for VerifiedResponse {
             }
         }
         let p = &self.payload;
-        let mut out = s.serialize_struct("VerifiedResponse", 18)?;
+        let mut out = s.serialize_struct("VerifiedResponse", 19)?;
         out.serialize_field("turn_id", &p.turn_id)?;
         out.serialize_field("request_id", &p.request_id)?;
         out.serialize_field("tool_name", &p.tool_name)?;
@@ -122,6 +125,9 @@ impl Serialize for VerifiedResponse {
         )?;
         out.serialize_field("issued_at", &Time(p.issued_at))?;
         out.serialize_field("expires_at", &Time(p.expires_at))?;
+        if let Some(votes) = &p.votes {
+            out.serialize_field("votes", votes)?;
+        }
         out.end()
     }
 }
@@ -423,7 +429,12 @@ pub fn verify(
     keys: &TrustedKeys,
     now: OffsetDateTime,
 ) -> Result<VerifiedResponse, VerifyError> {
-    if envelope.payload_type != APPROVAL_PAYLOAD_TYPE {
+    let version = match envelope.payload_type.as_str() {
+        APPROVAL_PAYLOAD_TYPE => PAYLOAD_VERSION,
+        APPROVAL_PAYLOAD_TYPE_V2 => PAYLOAD_VERSION_VOTES,
+        _ => 0,
+    };
+    if version == 0 {
         return Err(VerifyError::PayloadType {
             expected: APPROVAL_PAYLOAD_TYPE,
             found: shorten(&envelope.payload_type, 100),
@@ -477,7 +488,9 @@ pub fn verify(
     };
     let p =
         ApprovalPayload::from_bytes(&payload).map_err(|e| VerifyError::Payload(e.to_string()))?;
-    if p.v != PAYLOAD_VERSION {
+    // The version is the one the payload type names, and only version 2
+    // carries votes (and must).
+    if p.v != version || p.votes.is_some() != (version == PAYLOAD_VERSION_VOTES) {
         return Err(VerifyError::Version(p.v));
     }
     check_payload(&p)?;
@@ -521,9 +534,11 @@ mod tests {
             payload_type: APPROVAL_PAYLOAD_TYPE.into(),
             payload: crate::b64::encode_base64(b"{}"),
             signatures: (0..signatures)
-                .map(|i| EnvelopeSignature {
-                    keyid: format!("{i:016x}"),
-                    sig: crate::b64::encode_base64(&[0u8; 64]),
+                .map(|i| {
+                    EnvelopeSignature::new(
+                        format!("{i:016x}"),
+                        crate::b64::encode_base64(&[0u8; 64]),
+                    )
                 })
                 .collect(),
         }
@@ -571,10 +586,7 @@ mod tests {
             ("AAAA", "not 64 bytes (found 3 bytes)"),
         ] {
             let mut envelope = untrusted_envelope(1);
-            envelope.signatures[0] = EnvelopeSignature {
-                keyid: key.kid().into(),
-                sig: sig.into(),
-            };
+            envelope.signatures[0] = EnvelopeSignature::new(key.kid(), sig);
             let err = verify(&envelope, &keys, OffsetDateTime::UNIX_EPOCH).unwrap_err();
             assert_eq!(
                 err.to_string(),

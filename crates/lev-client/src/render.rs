@@ -193,6 +193,7 @@ mod tests {
             expires_at: None,
             answered_at: None,
             answered_by: None,
+            votes: Vec::new(),
         }
     }
 

@@ -77,6 +77,93 @@ pub struct Jwk {
     pub use_: Option<String>,
 }
 
+/// `GET /v1/people/keys`: every person's registered public keys (SPEC
+/// section 13), with which votes are checked offline.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PeopleJwks {
+    /// The keys, by person and number.
+    pub keys: Vec<PersonJwk>,
+}
+
+/// A person's public key as a JWK: Ed25519 (`OKP`, from `lev key init`, or
+/// a passkey's EdDSA) or P-256 (`EC`, a passkey's ES256). Its `kid` is
+/// `person:NAME:N`, NAME the person's token name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PersonJwk {
+    /// `OKP` or `EC`.
+    pub kty: String,
+    /// `Ed25519` or `P-256`.
+    pub crv: String,
+    /// The public key (Ed25519), or its x coordinate (P-256), base64url.
+    pub x: String,
+    /// The y coordinate of a P-256 key, base64url.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub y: Option<String>,
+    /// `person:NAME:N`; empty when registering.
+    #[serde(default)]
+    pub kid: String,
+    /// `EdDSA` or `ES256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alg: Option<String>,
+    /// `sig`.
+    #[serde(default, rename = "use", skip_serializing_if = "Option::is_none")]
+    pub use_: Option<String>,
+    /// A passkey's relying party id (the dashboard's host): its votes are
+    /// WebAuthn assertions for it. Absent: a key of `lev key init`, whose
+    /// votes are plain Ed25519 signatures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rp_id: Option<String>,
+    /// A passkey's credential id, base64url.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_id: Option<String>,
+}
+
+/// `POST /v1/people/keys` and `POST /v1/people/passkeys`: 201.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PersonKeyRegistered {
+    /// The key as `GET /v1/people/keys` serves it, with its `kid`.
+    pub key: PersonJwk,
+    /// The person it is registered to (the token's name).
+    pub person: String,
+}
+
+/// `GET /v1/people/passkeys/options`: what the dashboard needs to make a
+/// passkey (WebAuthn `navigator.credentials.create`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PasskeyOptions {
+    /// The registration challenge, base64url: bound to this login session.
+    pub challenge: String,
+    /// The relying party id: the host the dashboard is opened on.
+    pub rp_id: String,
+    /// The relying party's name, shown by the authenticator.
+    pub rp_name: String,
+    /// The user handle, base64url.
+    pub user_id: String,
+    /// The person's token name.
+    pub user_name: String,
+    /// Credential ids already registered to this person, base64url.
+    pub exclude_credentials: Vec<String>,
+}
+
+/// `POST /v1/people/passkeys`: a passkey made by the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PasskeyRegistration {
+    /// The credential id, base64url.
+    pub credential_id: String,
+    /// The credential's public key as SubjectPublicKeyInfo DER, base64
+    /// (`AuthenticatorAttestationResponse.getPublicKey()`).
+    pub public_key: String,
+    /// Its COSE algorithm: -7 (ES256) or -8 (EdDSA).
+    pub alg: i64,
+    /// The registration's client data JSON, base64.
+    pub client_data_json: String,
+}
+
 /// One page of a list: every list route answers this shape.
 ///
 /// `GET /v1/interactions` (`Page<InteractionView>`, newest first),
@@ -154,11 +241,21 @@ pub struct WaitResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RespondResult {
-    /// The stored answer.
+    /// The stored answer; for a vote that did not decide yet, the vote's.
     pub response: StoredResponse,
-    /// The signed decision, for a tool approval.
+    /// The signed decision, for a tool approval once decided.
     #[serde(default)]
     pub approval: Option<Envelope>,
+    /// `pending` (answered 202) when the answer was a vote recorded while
+    /// more approvals are needed; absent when it decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<crate::InteractionStatus>,
+    /// A tool approval's votes so far, this one included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<crate::Vote>,
+    /// How many distinct people must approve the tool approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_needed: Option<u32>,
 }
 
 /// `POST /v1/gate`.
@@ -581,6 +678,7 @@ pub const EVENT_KINDS: &[&str] = &[
     "interaction.expired",
     "interaction.cancelled",
     "interaction.escalated",
+    "interaction.voted",
     "interaction.reminder",
     "task.updated",
     "operator.connected",

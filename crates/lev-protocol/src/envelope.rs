@@ -24,6 +24,29 @@ pub struct EnvelopeSignature {
     /// Key id hint: the first 16 hex digits of SHA-256 of the raw public key.
     #[serde(default)]
     pub keyid: String,
-    /// The Ed25519 signature in base64.
+    /// The signature in base64: Ed25519 over the pre-authentication
+    /// encoding; for a passkey, the WebAuthn assertion's signature (ES256 in
+    /// DER, or EdDSA) over `authenticator_data` and the SHA-256 of
+    /// `client_data_json`.
     pub sig: String,
+    /// A passkey's authenticator data (base64), for a vote signed in a
+    /// browser; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authenticator_data: Option<String>,
+    /// A passkey's client data JSON (base64), whose `challenge` is the
+    /// base64url SHA-256 of the pre-authentication encoding; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_data_json: Option<String>,
+}
+
+impl EnvelopeSignature {
+    /// A plain signature (no passkey data).
+    pub fn new(keyid: impl Into<String>, sig: impl Into<String>) -> Self {
+        Self {
+            keyid: keyid.into(),
+            sig: sig.into(),
+            authenticator_data: None,
+            client_data_json: None,
+        }
+    }
 }

@@ -58,6 +58,83 @@ pub struct InteractionRequest {
     /// tool approvals it opens, refused on a request a client sends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateNote>,
+    /// How many distinct people must approve a tool approval (SPEC section
+    /// 13): set by the server on every tool approval it stores (1 unless
+    /// the policy asks for more), refused on a request a client sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_needed: Option<u32>,
+    /// Who may vote on it, and its escalation, from the policy: set by the
+    /// server, refused on a request a client sends. Absent: any approver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<Quorum>,
+    /// What a vote on this tool approval binds, so that a client signs a
+    /// vote without rebuilding it: set by the server, refused on a request
+    /// a client sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vote_binding: Option<VoteBinding>,
+}
+
+/// Who may vote on a tool approval beyond "any approver", from the policy
+/// rule (or `[[tool]]` entry) that asked for it, groups already expanded.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Quorum {
+    /// The token names who may vote; empty: any approver.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    /// Seconds after creation when `escalate_to` may vote too, and are notified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_after_s: Option<u64>,
+    /// Who may vote once the interaction has escalated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalate_to: Vec<String>,
+    /// Every vote must be signed by the voter's own key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_signed_votes: bool,
+    /// The policy line the rule or `[[tool]]` entry starts on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_line: Option<u64>,
+}
+
+/// The call a vote on a tool approval is bound to (SPEC section 13): the
+/// fields a voter's signed vote repeats, so a client signs without
+/// rebuilding them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct VoteBinding {
+    /// The gate call's `request_id` (the tool-call id), or the interaction's
+    /// id for a tool approval created directly.
+    pub request_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// Lowercase hex SHA-256 of the exact `args_json` bytes.
+    pub args_sha256: String,
+    /// The conversation, or empty.
+    pub conversation_id: String,
+    /// The caller, or empty.
+    pub caller: String,
+    /// The sandbox mode, or empty.
+    pub sandbox_mode: String,
+}
+
+/// One person's approve or deny on a tool approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Vote {
+    /// The voter's token name.
+    pub voter: String,
+    /// Approve or deny.
+    pub approved: bool,
+    /// When it was cast.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// Whether the voter signed it with their own key.
+    pub signed: bool,
+    /// The voter's answer (scope, edit, feedback, ...).
+    pub response: crate::StoredResponse,
+    /// The voter's signed vote, when signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<crate::Envelope>,
 }
 
 /// Why the gate asked a person about a call (the policy's side; the
@@ -103,6 +180,9 @@ impl InteractionRequest {
             reason: None,
             metadata: None,
             gate: None,
+            approvals_needed: None,
+            quorum: None,
+            vote_binding: None,
         }
     }
 
@@ -306,12 +386,50 @@ pub struct Interaction {
     /// Who answered: a token name, `policy`, `timeout`, or an operator's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_by: Option<String>,
+    /// The votes cast on a tool approval, in the order they were cast.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<Vote>,
 }
 
 impl Interaction {
     /// The interaction's id (the server always sets it).
     pub fn id(&self) -> &str {
         self.request.id.as_deref().unwrap_or_default()
+    }
+
+    /// How many distinct people must approve (1 unless the policy asked for more).
+    pub fn approvals_needed(&self) -> u32 {
+        self.request.approvals_needed.unwrap_or(1).max(1)
+    }
+
+    /// When `escalate_to` may vote too, if the policy escalates it.
+    pub fn escalates_at(&self) -> Option<OffsetDateTime> {
+        let q = self.request.quorum.as_ref()?;
+        let s = i64::try_from(q.escalate_after_s?).ok()?;
+        self.created_at.checked_add(time::Duration::seconds(s))
+    }
+
+    /// Whether `name` may vote at `now`: anyone when no approvers are named,
+    /// else the approvers, and `escalate_to` once escalated.
+    pub fn may_vote(&self, name: &str, now: OffsetDateTime) -> bool {
+        let Some(q) = &self.request.quorum else {
+            return true;
+        };
+        if q.approvers.is_empty() || q.approvers.iter().any(|a| a == name) {
+            return true;
+        }
+        q.escalate_to.iter().any(|a| a == name) && self.escalates_at().is_some_and(|t| now >= t)
+    }
+
+    /// Whether a grant may stand in for this decision: not when more than
+    /// one person must approve, nor when votes must be signed.
+    pub fn grants_may_decide(&self) -> bool {
+        self.approvals_needed() <= 1
+            && !self
+                .request
+                .quorum
+                .as_ref()
+                .is_some_and(|q| q.require_signed_votes)
     }
 }
 

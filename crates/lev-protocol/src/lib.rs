@@ -21,11 +21,20 @@ pub mod validate;
 
 pub use envelope::{Envelope, EnvelopeSignature};
 pub use interaction::{
-    GateNote, Interaction, InteractionKind, InteractionRequest, InteractionStatus, OnTimeout, Point,
+    GateNote, Interaction, InteractionKind, InteractionRequest, InteractionStatus, OnTimeout,
+    Point, Quorum, Vote, VoteBinding,
 };
 pub use operator::{ClientMsg, ServerMsg, WorkerResult};
 pub use response::{ApprovalScope, InboundPart, InteractionResponse, StoredPart, StoredResponse};
 pub use validate::{Limits, ValidationError, ValidationErrorKind};
 
-/// The approval envelope's DSSE payload type. Anything else is refused.
+/// The approval envelope's DSSE payload type for a decision by one person
+/// without a signed vote (payload version 1).
 pub const APPROVAL_PAYLOAD_TYPE: &str = "application/vnd.lev.approval+json; version=1";
+
+/// The approval envelope's DSSE payload type for a decision that carries its
+/// votes (payload version 2): more than one vote, or signed votes.
+pub const APPROVAL_PAYLOAD_TYPE_V2: &str = "application/vnd.lev.approval+json; version=2";
+
+/// A person's own signed vote (SPEC section 13).
+pub const VOTE_PAYLOAD_TYPE: &str = "application/vnd.lev.vote+json; version=1";

@@ -52,6 +52,12 @@ pub struct InteractionResponse<P = InboundPart> {
     /// pointer -> regex. Absent: the grant covers any args of that tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant_args: Option<BTreeMap<String, String>>,
+    /// The voter's own signed vote on a tool approval (SPEC section 13): a
+    /// DSSE envelope of type [`crate::VOTE_PAYLOAD_TYPE`] signed by a key
+    /// registered to the answering person. Kept with the vote, not in the
+    /// stored answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vote: Option<crate::Envelope>,
 }
 
 /// A response as the server returns it: parts are stored references.
@@ -71,6 +77,7 @@ impl<P> InteractionResponse<P> {
             injected_context: None,
             reason: None,
             grant_args: None,
+            vote: None,
         }
     }
 
@@ -155,6 +162,7 @@ impl<P> InteractionResponse<P> {
             injected_context: self.injected_context,
             reason: self.reason,
             grant_args: self.grant_args,
+            vote: self.vote,
         }
     }
 }

@@ -356,6 +356,9 @@ pub fn validate_response<P>(
             check_len(field, text, ANSWER_TEXT_BYTES)?;
         }
     }
+    if let Some(vote) = &resp.vote {
+        check_vote_envelope(vote)?;
+    }
     if let Some(grant_args) = &resp.grant_args {
         if grant_args.len() > GRANT_ARGS_MAX {
             return Err(invalid(
@@ -384,10 +387,11 @@ pub fn validate_response<P>(
             "injected_context" => resp.injected_context.is_some(),
             "reason" => resp.reason.is_some(),
             "grant_args" => resp.grant_args.is_some(),
+            "vote" => resp.vote.is_some(),
             _ => false,
         }
     };
-    const ALL: [&str; 10] = [
+    const ALL: [&str; 11] = [
         "value",
         "choice_index",
         "approved",
@@ -398,6 +402,7 @@ pub fn validate_response<P>(
         "injected_context",
         "reason",
         "grant_args",
+        "vote",
     ];
     let (required, allowed): (&str, &[&str]) = match &req.kind {
         InteractionKind::FreeText { .. } | InteractionKind::InteractionPoints { .. } => {
@@ -415,6 +420,7 @@ pub fn validate_response<P>(
                 "injected_context",
                 "reason",
                 "grant_args",
+                "vote",
             ],
         ),
     };
@@ -494,6 +500,44 @@ pub fn validate_response<P>(
         }
     }
     Ok(resp)
+}
+
+/// The most bytes a signed vote's fields may hold: a vote's payload is a few
+/// hundred bytes, a passkey's authenticator and client data a few hundred
+/// more.
+pub const VOTE_FIELD_BYTES: usize = 8 * 1024;
+
+/// A vote envelope's shape, before anyone checks its signature: one to four
+/// signatures, every field within [`VOTE_FIELD_BYTES`].
+fn check_vote_envelope(vote: &crate::Envelope) -> Result<(), ValidationError> {
+    if vote.signatures.is_empty() || vote.signatures.len() > 4 {
+        return Err(invalid(
+            "vote.signatures",
+            format!(
+                "expected 1 to 4 signatures, found {}",
+                vote.signatures.len()
+            ),
+        ));
+    }
+    check_len("vote.payloadType", &vote.payload_type, VOTE_FIELD_BYTES)?;
+    check_len("vote.payload", &vote.payload, VOTE_FIELD_BYTES)?;
+    for (i, sig) in vote.signatures.iter().enumerate() {
+        for (field, text) in [
+            ("keyid", Some(sig.keyid.as_str())),
+            ("sig", Some(sig.sig.as_str())),
+            ("authenticator_data", sig.authenticator_data.as_deref()),
+            ("client_data_json", sig.client_data_json.as_deref()),
+        ] {
+            if let Some(text) = text {
+                check_len(
+                    &format!("vote.signatures[{i}].{field}"),
+                    text,
+                    VOTE_FIELD_BYTES,
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn truncate(s: &str, max_chars: usize) -> String {

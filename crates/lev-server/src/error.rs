@@ -51,6 +51,14 @@ pub enum ApiError {
     /// 422: well-formed but invalid; the message names the field.
     #[error("{0}")]
     Invalid(String),
+    /// 422 with a code of its own (`invalid_vote`, `signed_vote_required`).
+    #[error("{message}")]
+    Unprocessable {
+        /// Stable code.
+        code: &'static str,
+        /// For a person.
+        message: String,
+    },
     /// 429: over a limit on how many.
     #[error("{0}")]
     TooMany(String),
@@ -96,7 +104,7 @@ impl ApiError {
             Self::Conflict { .. } | Self::AlreadyAnswered(_) => StatusCode::CONFLICT,
             Self::Gone(_) => StatusCode::GONE,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Invalid(_) | Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -112,6 +120,7 @@ impl ApiError {
             Self::Unauthorized(_) => "unauthorized",
             Self::Forbidden { code, .. }
             | Self::Conflict { code, .. }
+            | Self::Unprocessable { code, .. }
             | Self::Upstream { code, .. } => code,
             Self::NotFound(_) => "not_found",
             Self::AlreadyAnswered(_) => "already_answered",

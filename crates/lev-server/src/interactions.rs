@@ -19,9 +19,10 @@ use lev_protocol::api::{InteractionView, RespondResult};
 use lev_protocol::validate::validate_response;
 use lev_protocol::{
     Interaction, InteractionKind, InteractionRequest, InteractionResponse, InteractionStatus,
+    Quorum, VoteBinding,
 };
 use lev_store::{CreateOutcome, NewAnswer, NewInteraction, TransitionOutcome};
-use serde_json::json;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::auth::Principal;
@@ -52,7 +53,11 @@ pub fn expires_at(
 }
 
 /// A new pending interaction of `request` by `actor`, ready for the store:
-/// an `ir_` id when it has none, and its expiry.
+/// an `ir_` id when it has none, its expiry, and for a tool approval what
+/// its votes need (SPEC section 13): how many must approve and who may
+/// vote, from the policy, and what a vote binds. `request_id` is the gate
+/// call's tool-call id when the gate opens it (a vote binds that id), else
+/// the interaction's own id.
 ///
 /// # Errors
 /// 422 for a timeout too far ahead; 500 without randomness.
@@ -61,12 +66,44 @@ pub fn prepare(
     mut request: InteractionRequest,
     actor: &str,
     now: OffsetDateTime,
+    request_id: Option<&str>,
 ) -> ApiResult<NewInteraction> {
     if request.id.is_none() {
         request.id = Some(
             crate::ids::new_id("ir_", now)
                 .map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?,
         );
+    }
+    if let InteractionKind::ToolApproval {
+        tool_name,
+        args_json,
+        sandbox_mode,
+        ..
+    } = &request.kind
+    {
+        // Validated JSON already; a request that is not (an operator's
+        // escalation) matches no args pattern.
+        let args: Value = serde_json::from_str(args_json).unwrap_or(Value::Null);
+        let rule = state.settings().policy.quorum_for(tool_name, &args);
+        request.approvals_needed = Some(rule.map_or(1, |q| q.approvals));
+        request.quorum = rule.map(|q| Quorum {
+            approvers: q.approvers.clone(),
+            escalate_after_s: q.escalate_after_s,
+            escalate_to: q.escalate_to.clone(),
+            require_signed_votes: q.require_signed_votes,
+            rule_line: u64::try_from(q.line).ok(),
+        });
+        request.vote_binding = Some(VoteBinding {
+            request_id: request_id
+                .or(request.id.as_deref())
+                .unwrap_or_default()
+                .to_owned(),
+            tool_name: tool_name.clone(),
+            args_sha256: lev_approval::sha256_hex(args_json.as_bytes()),
+            conversation_id: request.conversation_id.clone().unwrap_or_default(),
+            caller: request.caller.clone().unwrap_or_default(),
+            sandbox_mode: sandbox_mode.clone(),
+        });
     }
     let expires_at = expires_at(now, request.timeout_s)?;
     Ok(NewInteraction {
@@ -77,6 +114,7 @@ pub fn prepare(
             expires_at,
             answered_at: None,
             answered_by: None,
+            votes: Vec::new(),
         },
         max_pending_per_session: state.settings().max_pending_per_session,
         actor: actor.to_owned(),
@@ -188,21 +226,45 @@ pub async fn wait_final(
     }
 }
 
-/// Decide interaction `id` with `answer` by `approver` (a token's name, the
-/// identity signed into a tool approval): validate the answer against its
-/// request, store its parts, sign a tool approval (with its grant), then the
-/// store's compare-and-set. `via` is the dashboard session a person answered
-/// from (for `@path` attachments); `None` for the API, an operator or Slack.
+/// Who answers: a token's name (the identity signed into a tool
+/// approval), whether it is a session's operator, and the dashboard
+/// session a person answered from (for `@path` attachments; `None` for the
+/// API, an operator or Slack).
+#[derive(Debug, Clone, Copy)]
+pub struct By<'a> {
+    /// The token's name.
+    pub name: &'a str,
+    /// A session's operator (triage).
+    pub operator: bool,
+    /// The dashboard session, for a person in the dashboard.
+    pub via: Option<&'a SessionInfo>,
+}
+
+impl<'a> By<'a> {
+    /// A person (or a program) answering with their own token.
+    pub fn person(name: &'a str, via: Option<&'a SessionInfo>) -> Self {
+        Self {
+            name,
+            operator: false,
+            via,
+        }
+    }
+}
+
+/// Answer interaction `id` with `answer` by `by`: validate the answer
+/// against its request and store its parts; a tool approval's answer is a
+/// vote ([`crate::votes::cast`]: who may vote, the signed vote, the quorum,
+/// the signed decision), any other answer decides through the store's
+/// compare-and-set.
 ///
 /// # Errors
 /// 404, 409 `already_answered` (with the winner), 410, 413, 422, and for a
-/// tool approval 403 `self_approval` or 422 for an edit the policy denies.
+/// tool approval those of [`crate::votes::cast`].
 pub async fn answer(
     state: &AppState,
     id: &str,
     answer: InteractionResponse,
-    approver: &str,
-    via: Option<&SessionInfo>,
+    by: By<'_>,
 ) -> ApiResult<RespondResult> {
     let view = state
         .store()
@@ -216,49 +278,39 @@ pub async fn answer(
     }
     let request = &view.request.request;
     let mut answer = validate_response(request, answer)?;
-    crate::attach::expand_at_paths(state.settings(), via, &mut answer)?;
+    crate::attach::expand_at_paths(state.settings(), by.via, &mut answer)?;
     let inbound = std::mem::take(&mut answer.parts);
     let decoded = decode_parts(inbound, state.settings().max_part_bytes)?;
     let parts = store_parts(state.store(), decoded).await?;
     let response = answer.map_parts(parts);
-    let now = OffsetDateTime::now_utc();
-    let outcome = if let InteractionKind::ToolApproval { .. } = &request.kind {
-        // Checked against the policy, signed, with its grant: the gate's part.
-        let prepared = crate::gate::answer::prepare(state, approver, &view, &response).await?;
-        state
-            .store()
-            .answer_tool_approval(
-                NewAnswer {
-                    id: id.to_owned(),
-                    response: response.clone(),
-                    approval: Some(prepared.approval),
-                    answered_by: approver.to_owned(),
-                    answered_at: now,
-                    audit: prepared.audit,
-                },
-                prepared.grant,
-            )
-            .await?
-    } else {
-        let audit = BTreeMap::from([("approver".to_owned(), json!(approver))]);
-        state
-            .store()
-            .answer_interaction(NewAnswer {
-                id: id.to_owned(),
-                response: response.clone(),
-                approval: None,
-                answered_by: approver.to_owned(),
-                answered_at: now,
-                audit,
-            })
-            .await?
-    };
+    if let InteractionKind::ToolApproval { .. } = &request.kind {
+        let voter = crate::votes::Voter {
+            name: by.name,
+            operator: by.operator,
+        };
+        return crate::votes::cast(state, view, response, voter).await;
+    }
+    let audit = BTreeMap::from([("approver".to_owned(), json!(by.name))]);
+    let outcome = state
+        .store()
+        .answer_interaction(NewAnswer {
+            id: id.to_owned(),
+            response: response.clone(),
+            approval: None,
+            answered_by: by.name.to_owned(),
+            answered_at: OffsetDateTime::now_utc(),
+            audit,
+        })
+        .await?;
     match outcome {
         TransitionOutcome::Done(view) => {
             state.metrics().answered();
             Ok(RespondResult {
                 response: view.response.unwrap_or(response),
                 approval: view.approval,
+                status: None,
+                votes: Vec::new(),
+                approvals_needed: None,
             })
         }
         TransitionOutcome::AlreadyAnswered(view) => Err(already_answered(*view)),

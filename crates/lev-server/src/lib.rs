@@ -32,6 +32,7 @@ mod keys;
 mod log;
 mod metrics;
 mod operators;
+mod people;
 mod reminders;
 mod routes;
 mod session_auth;
@@ -41,6 +42,7 @@ mod state;
 mod store;
 mod tls;
 mod tokens;
+mod votes;
 pub mod webhooks;
 
 use std::future::Future;

@@ -4,6 +4,13 @@
 //! records reminder N of an interaction once across every server and
 //! commits an `interaction.reminder` event with it, which the outbox turns
 //! into webhook deliveries and a reply in the Slack message's thread.
+//!
+//! The same pass escalates quorums (SPEC section 13): a tool approval still
+//! pending `escalate_after_s` after it was made lets its `escalate_to`
+//! vote too (that follows from the time alone) and notifies them: the store
+//! records the escalation once across servers with an
+//! `interaction.escalated` event (`data` is the interaction with
+//! `escalation: {to, after_s, at}`) and its audit entry.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -21,13 +28,11 @@ const PAGE: u32 = 500;
 /// Run until shutdown; returns at once when nothing asks for reminders.
 pub async fn run(state: AppState) {
     let default = state.settings().webhooks.remind_after;
+    let policy = &state.settings().policy;
     let shortest = [
         default,
-        state
-            .settings()
-            .policy
-            .shortest_reminder()
-            .map(Duration::from_secs),
+        policy.shortest_reminder().map(Duration::from_secs),
+        policy.shortest_escalation().map(Duration::from_secs),
     ]
     .into_iter()
     .flatten()
@@ -40,6 +45,8 @@ pub async fn run(state: AppState) {
     // Reminder numbers already recorded by this server (the store keeps
     // them once across servers; this only spares it the asking).
     let mut sent: HashMap<String, u32> = HashMap::new();
+    // Escalations already recorded (by any server, as far as this one knows).
+    let mut escalated: HashSet<String> = HashSet::new();
     loop {
         tokio::select! {
             () = tokio::time::sleep(tick) => {}
@@ -48,7 +55,7 @@ pub async fn run(state: AppState) {
         if *shutdown.borrow() {
             return;
         }
-        if let Err(e) = pass(&state, default, &mut sent).await {
+        if let Err(e) = pass(&state, default, &mut sent, &mut escalated).await {
             log::info(&format!("reminders: {e}"));
         }
     }
@@ -58,6 +65,7 @@ async fn pass(
     state: &AppState,
     default: Option<Duration>,
     sent: &mut HashMap<String, u32>,
+    escalated: &mut HashSet<String>,
 ) -> Result<(), lev_store::StoreError> {
     let store = state.store();
     let mut before = None;
@@ -75,6 +83,26 @@ async fn pass(
         for view in &page.items {
             let id = view.request.id().to_owned();
             pending.insert(id.clone());
+            if let Some(at) = view.request.escalates_at()
+                && now >= at
+                && !escalated.contains(&id)
+            {
+                let mut data = lev_store::view_json(view);
+                let q = view.request.request.quorum.clone().unwrap_or_default();
+                if let Some(obj) = data.as_object_mut() {
+                    obj.insert(
+                        "escalation".into(),
+                        serde_json::json!({
+                            "to": q.escalate_to,
+                            "after_s": q.escalate_after_s,
+                            "at": at.format(&time::format_description::well_known::Rfc3339)
+                                .unwrap_or_default(),
+                        }),
+                    );
+                }
+                store.escalate_once(&id, data).await?;
+                escalated.insert(id.clone());
+            }
             let interval = view
                 .request
                 .request
@@ -108,5 +136,6 @@ async fn pass(
         }
     }
     sent.retain(|id, _| pending.contains(id));
+    escalated.retain(|id| pending.contains(id));
     Ok(())
 }

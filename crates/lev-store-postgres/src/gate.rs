@@ -8,11 +8,16 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 
 use crate::sql::{Tx, col, corrupt, parse_time, rfc3339};
-use crate::{InsertOutcome, PostgresStore, answer_in, insert_interaction, session_lock, sql};
-use lev_store::gate::{
-    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
+use crate::{
+    InsertOutcome, PostgresStore, VIEW_COLUMNS, answer_in, insert_interaction, session_lock, sql,
+    view_from_row, view_json,
 };
-use lev_store::{AuditRecord, NewAnswer, Result, TransitionOutcome};
+use lev_protocol::InteractionStatus;
+use lev_store::gate::{
+    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
+    VoteOutcome,
+};
+use lev_store::{AuditRecord, Result, TransitionOutcome};
 
 const GATE_COLUMNS: &str = "session_id, request_id, call_json, decision_json, created_at";
 
@@ -290,17 +295,69 @@ impl GateStore for PostgresStore {
         .transpose()
     }
 
-    async fn answer_tool_approval(
-        &self,
-        answer: NewAnswer,
-        grant: Option<NewGrant>,
-    ) -> Result<TransitionOutcome> {
+    async fn cast_vote(&self, new: NewVote) -> Result<VoteOutcome> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        let outcome = answer_in(&mut tx, answer).await?;
-        if let (TransitionOutcome::Done(_), Some(grant)) = (&outcome, &grant) {
-            insert_grant(&mut tx, grant).await?;
+        // The row lock orders concurrent votes (and answers) on one
+        // interaction: each reads the votes the one before it committed.
+        let row = tx
+            .query_opt(
+                &format!("SELECT {VIEW_COLUMNS} FROM interactions WHERE id = $1 FOR UPDATE"),
+                &[&new.id],
+            )
+            .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(VoteOutcome::Closed(TransitionOutcome::NotFound));
+        };
+        let (_, view) = view_from_row(&row)?;
+        let early = match view.request.status {
+            InteractionStatus::Answered => Some(VoteOutcome::Closed(
+                TransitionOutcome::AlreadyAnswered(Box::new(view.clone())),
+            )),
+            InteractionStatus::Expired | InteractionStatus::Cancelled => Some(VoteOutcome::Closed(
+                TransitionOutcome::Gone(Box::new(view.clone())),
+            )),
+            InteractionStatus::Pending
+                if view.request.votes.iter().any(|v| v.voter == new.vote.voter) =>
+            {
+                Some(VoteOutcome::AlreadyVoted(Box::new(view.clone())))
+            }
+            InteractionStatus::Pending if view.request.votes.len() != new.seen_votes => {
+                Some(VoteOutcome::Stale(Box::new(view.clone())))
+            }
+            InteractionStatus::Pending => None,
+        };
+        if let Some(outcome) = early {
+            tx.rollback().await?;
+            return Ok(outcome);
         }
+        let mut all = view.request.votes.clone();
+        all.push(new.vote.clone());
+        let text = serde_json::to_string(&all).map_err(|e| corrupt(&new.id, e))?;
+        let row = tx
+            .query_one(
+                &format!(
+                    "UPDATE interactions SET votes_json = $2 WHERE id = $1 RETURNING {VIEW_COLUMNS}"
+                ),
+                &[&new.id, &text],
+            )
+            .await?;
+        let (_, voted) = view_from_row(&row)?;
+        tx.event("interaction.voted", &view_json(&voted));
+        tx.audit(&lev_store::vote_audit(&voted, &new));
+        let outcome = match new.decision {
+            None => VoteOutcome::Recorded(Box::new(voted)),
+            Some((answer, grant)) => match answer_in(&mut tx, answer).await? {
+                TransitionOutcome::Done(decided) => {
+                    if let Some(grant) = &grant {
+                        insert_grant(&mut tx, grant).await?;
+                    }
+                    VoteOutcome::Recorded(decided)
+                }
+                other => VoteOutcome::Closed(other),
+            },
+        };
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;

@@ -43,6 +43,7 @@ mod keys;
 mod listener;
 mod migrations;
 mod operators;
+mod people;
 mod sequencer;
 mod sessions;
 mod sql;
@@ -358,10 +359,10 @@ impl PostgresStore {
     }
 }
 
-const VIEW_COLUMNS: &str = "seq, id, request_json, status, created_at, expires_at, answered_at, answered_by, response_json, approval_json";
+pub(crate) const VIEW_COLUMNS: &str = "seq, id, request_json, status, created_at, expires_at, answered_at, answered_by, response_json, approval_json, votes_json";
 
 /// A row of [`VIEW_COLUMNS`], decoded.
-fn view_from_row(row: &Row) -> Result<(i64, InteractionView)> {
+pub(crate) fn view_from_row(row: &Row) -> Result<(i64, InteractionView)> {
     let seq: i64 = col(row, 0)?;
     let id: String = col(row, 1)?;
     let what = format!("interaction {id}");
@@ -386,6 +387,11 @@ fn view_from_row(row: &Row) -> Result<(i64, InteractionView)> {
         .map(|s| serde_json::from_str(&s))
         .transpose()
         .map_err(|e| corrupt(&what, e))?;
+    let votes: Vec<lev_protocol::Vote> = col::<Option<String>>(row, 10)?
+        .map(|s| serde_json::from_str(&s))
+        .transpose()
+        .map_err(|e| corrupt(&what, e))?
+        .unwrap_or_default();
     Ok((
         seq,
         InteractionView {
@@ -396,6 +402,7 @@ fn view_from_row(row: &Row) -> Result<(i64, InteractionView)> {
                 expires_at,
                 answered_at,
                 answered_by,
+                votes,
             },
             response,
             approval,
@@ -951,10 +958,11 @@ impl Store for PostgresStore {
             .execute("DELETE FROM tokens WHERE name = $1", &[&name])
             .await?;
         if n > 0 {
+            let keys = crate::people::revoke_all_of(&mut tx, name, actor).await?;
             tx.audit(&AuditRecord {
                 action: "token.revoked".into(),
                 actor: actor.to_owned(),
-                data: json!({"name": name}),
+                data: json!({"name": name, "person_keys_revoked": keys}),
             });
         }
         let staged = tx.commit().await?.any();

@@ -267,6 +267,28 @@ CREATE TABLE reminders (
 );
 ",
     ),
+    (
+        4,
+        // Quorum (SPEC section 13): the votes cast on a tool approval, in
+        // order, and the public keys people sign their votes with. A key's
+        // row stays when it is revoked (with its token).
+        r"
+ALTER TABLE interactions ADD COLUMN votes_json text;
+CREATE TABLE people_keys (
+    kid         text PRIMARY KEY,
+    person      text NOT NULL,
+    n           integer NOT NULL,
+    fingerprint text NOT NULL,
+    jwk_json    text NOT NULL,
+    created_at  text NOT NULL,
+    revoked_at  text,
+    revoked_by  text,
+    UNIQUE (person, n)
+);
+CREATE INDEX people_keys_in_force ON people_keys (person) WHERE revoked_at IS NULL;
+CREATE INDEX people_keys_by_fingerprint ON people_keys (fingerprint) WHERE revoked_at IS NULL;
+",
+    ),
 ];
 
 /// The newest schema version this build knows.

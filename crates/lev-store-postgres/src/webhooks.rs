@@ -421,4 +421,40 @@ impl WebhookStore for PostgresStore {
         self.sequenced(staged).await;
         Ok(true)
     }
+
+    async fn escalate_once(&self, interaction_id: &str, data: serde_json::Value) -> Result<bool> {
+        let mut client = self.client().await?;
+        let mut tx = Tx::begin(&mut client).await?;
+        let pending = tx
+            .query_opt(
+                "SELECT 1 FROM interactions WHERE id = $1 AND status = 'pending' FOR UPDATE",
+                &[&interaction_id],
+            )
+            .await?
+            .is_some();
+        // Reminder 0 is the escalation: reminders count from 1.
+        let fresh = pending
+            && tx
+                .execute(
+                    "INSERT INTO reminders (interaction_id, n, at) VALUES ($1, 0, $2)
+                     ON CONFLICT DO NOTHING",
+                    &[&interaction_id, &rfc3339(OffsetDateTime::now_utc())],
+                )
+                .await?
+                == 1;
+        if !fresh {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        tx.audit(&AuditRecord {
+            action: "interaction.escalated".into(),
+            actor: "system".into(),
+            data: lev_store::escalation_audit(&data),
+        });
+        tx.event("interaction.escalated", &data);
+        let staged = tx.commit().await?.any();
+        drop(client);
+        self.sequenced(staged).await;
+        Ok(true)
+    }
 }

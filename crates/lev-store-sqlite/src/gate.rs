@@ -10,9 +10,10 @@ use time::OffsetDateTime;
 use crate::writer::{Tx, rfc3339};
 use crate::{SqliteStore, audit_summary, corrupt, load_view, millis, parse_time, view_json};
 use lev_store::gate::{
-    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
+    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
+    VoteOutcome,
 };
-use lev_store::{AuditRecord, NewAnswer, NewInteraction, Result, TransitionOutcome};
+use lev_store::{AuditRecord, NewInteraction, Result, TransitionOutcome};
 
 const GATE_COLUMNS: &str = "session_id, request_id, call_json, decision_json, created_at";
 
@@ -295,18 +296,44 @@ impl GateStore for SqliteStore {
         .await
     }
 
-    async fn answer_tool_approval(
-        &self,
-        answer: NewAnswer,
-        grant: Option<NewGrant>,
-    ) -> Result<TransitionOutcome> {
+    async fn cast_vote(&self, new: NewVote) -> Result<VoteOutcome> {
         self.writer
             .write(move |tx| {
-                let outcome = crate::answer_in(tx, answer)?;
-                if let (TransitionOutcome::Done(_), Some(grant)) = (&outcome, &grant) {
-                    insert_grant(tx, grant)?;
+                let view = match crate::precheck(load_view(tx.conn, &new.id)?) {
+                    Ok(view) => view,
+                    Err(closed) => return Ok(VoteOutcome::Closed(closed)),
+                };
+                let votes = &view.request.votes;
+                if votes.iter().any(|v| v.voter == new.vote.voter) {
+                    return Ok(VoteOutcome::AlreadyVoted(Box::new(view)));
                 }
-                Ok(outcome)
+                if votes.len() != new.seen_votes {
+                    return Ok(VoteOutcome::Stale(Box::new(view)));
+                }
+                let mut all = votes.clone();
+                all.push(new.vote.clone());
+                let text = serde_json::to_string(&all).map_err(|e| corrupt(&new.id, e))?;
+                tx.conn
+                    .prepare_cached(
+                        "UPDATE interactions SET votes_json = ?2 WHERE id = ?1 AND status = 'pending'",
+                    )?
+                    .execute(params![new.id, text])?;
+                let voted = load_view(tx.conn, &new.id)?
+                    .ok_or_else(|| corrupt(&new.id, "vanished during its own vote"))?;
+                tx.event("interaction.voted", view_json(&voted))?;
+                tx.audit(lev_store::vote_audit(&voted, &new))?;
+                let Some((answer, grant)) = new.decision else {
+                    return Ok(VoteOutcome::Recorded(Box::new(voted)));
+                };
+                match crate::answer_in(tx, answer)? {
+                    TransitionOutcome::Done(decided) => {
+                        if let Some(grant) = &grant {
+                            insert_grant(tx, grant)?;
+                        }
+                        Ok(VoteOutcome::Recorded(decided))
+                    }
+                    other => Ok(VoteOutcome::Closed(other)),
+                }
             })
             .await
     }

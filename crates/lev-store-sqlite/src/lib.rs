@@ -13,6 +13,7 @@ mod gate;
 mod keys;
 mod migrations;
 mod operators;
+mod people;
 mod sessions;
 mod tasks;
 mod webhooks;
@@ -205,9 +206,9 @@ fn query_one<T>(
     conn.prepare_cached(sql)?.query_row(params, f)
 }
 
-const VIEW_COLUMNS: &str = "seq, id, request_json, status, created_at, expires_at, answered_at, answered_by, response_json, approval_json";
+const VIEW_COLUMNS: &str = "seq, id, request_json, status, created_at, expires_at, answered_at, answered_by, response_json, approval_json, votes_json";
 
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt {
         what: what.to_owned(),
         message: e.to_string(),
@@ -249,6 +250,12 @@ fn view_from_row(row: &Row<'_>) -> Result<(i64, InteractionView)> {
         .map(|s| serde_json::from_str(&s))
         .transpose()
         .map_err(|e| corrupt(&what, e))?;
+    let votes: Vec<lev_protocol::Vote> = row
+        .get::<_, Option<String>>(10)?
+        .map(|s| serde_json::from_str(&s))
+        .transpose()
+        .map_err(|e| corrupt(&what, e))?
+        .unwrap_or_default();
     Ok((
         seq,
         InteractionView {
@@ -259,6 +266,7 @@ fn view_from_row(row: &Row<'_>) -> Result<(i64, InteractionView)> {
                 expires_at,
                 answered_at,
                 answered_by,
+                votes,
             },
             response,
             approval,
@@ -358,7 +366,7 @@ fn event_kind(status: InteractionStatus) -> &'static str {
     }
 }
 
-fn precheck(
+pub(crate) fn precheck(
     view: Option<InteractionView>,
 ) -> std::result::Result<InteractionView, TransitionOutcome> {
     match view {
@@ -711,10 +719,11 @@ impl Store for SqliteStore {
                     .conn
                     .execute("DELETE FROM tokens WHERE name = ?1", [&name])?;
                 if n > 0 {
+                    let keys = crate::people::revoke_all_of(tx, &name, &actor)?;
                     tx.audit(AuditRecord {
                         action: "token.revoked".into(),
                         actor,
-                        data: json!({"name": name}),
+                        data: json!({"name": name, "person_keys_revoked": keys}),
                     })?;
                 }
                 Ok(n > 0)

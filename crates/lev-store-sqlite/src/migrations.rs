@@ -218,6 +218,28 @@ CREATE TABLE reminders (
 ) WITHOUT ROWID;
 ",
     ),
+    (
+        7,
+        // Quorum (SPEC section 13): the votes cast on a tool approval, in
+        // order, and the public keys people sign their votes with. A key's
+        // row stays when it is revoked (with its token).
+        r"
+ALTER TABLE interactions ADD COLUMN votes_json TEXT;
+CREATE TABLE people_keys (
+    kid         TEXT PRIMARY KEY,
+    person      TEXT NOT NULL,
+    n           INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    jwk_json    TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    revoked_at  TEXT,
+    revoked_by  TEXT,
+    UNIQUE (person, n)
+);
+CREATE INDEX people_keys_in_force ON people_keys (person) WHERE revoked_at IS NULL;
+CREATE INDEX people_keys_by_fingerprint ON people_keys (fingerprint) WHERE revoked_at IS NULL;
+",
+    ),
 ];
 
 /// Bring the database up to the newest schema.

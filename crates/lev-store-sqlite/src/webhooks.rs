@@ -443,4 +443,38 @@ impl WebhookStore for SqliteStore {
             })
             .await
     }
+
+    async fn escalate_once(&self, interaction_id: &str, data: serde_json::Value) -> Result<bool> {
+        let id = interaction_id.to_owned();
+        self.writer
+            .write(move |tx| {
+                let pending = tx
+                    .conn
+                    .prepare_cached("SELECT status = 'pending' FROM interactions WHERE id = ?1")?
+                    .query_row([&id], |r| r.get::<_, bool>(0))
+                    .optional()?
+                    .unwrap_or(false);
+                if !pending {
+                    return Ok(false);
+                }
+                // Reminder 0 is the escalation: reminders count from 1.
+                let fresh = tx
+                    .conn
+                    .prepare_cached(
+                        "INSERT OR IGNORE INTO reminders (interaction_id, n, at) VALUES (?1, 0, ?2)",
+                    )?
+                    .execute(params![id, rfc3339(OffsetDateTime::now_utc())])?;
+                if fresh == 0 {
+                    return Ok(false);
+                }
+                tx.audit(lev_store::AuditRecord {
+                    action: "interaction.escalated".into(),
+                    actor: "system".into(),
+                    data: lev_store::escalation_audit(&data),
+                })?;
+                tx.event("interaction.escalated", data)?;
+                Ok(true)
+            })
+            .await
+    }
 }

@@ -6,8 +6,12 @@
 //! - A gate decision, the interaction it opens (when it asks), its audit
 //!   entry and its idempotency record commit in one transaction: a retry
 //!   finds either all of them or none.
-//! - An answer to a tool approval and the grant it records commit in one
-//!   transaction, and only when the answer wins.
+//! - A vote on a tool approval is recorded only while the interaction is
+//!   pending, once per voter, and only when the votes are still the ones
+//!   its caster saw (compare-and-set on their number), so two concurrent
+//!   votes can never both miss (or both make) the quorum. The vote that
+//!   decides commits with the answer and the grant it records, in one
+//!   transaction.
 //! - A nonce spent once is refused for ever (the table is never pruned).
 //! - The store decides nothing: the server works out the decision, the
 //!   store keeps it.
@@ -73,6 +77,37 @@ pub struct NewGrant {
     pub actor: String,
 }
 
+/// A vote to record (SPEC section 13), and the decision it makes, if any.
+#[derive(Debug, Clone)]
+pub struct NewVote {
+    /// The interaction.
+    pub id: String,
+    /// The vote.
+    pub vote: lev_protocol::Vote,
+    /// How many votes the interaction held when the caster read it: the
+    /// vote is recorded only if it holds exactly these many still.
+    pub seen_votes: usize,
+    /// Extra details for the `interaction.voted` audit entry.
+    pub audit: std::collections::BTreeMap<String, Value>,
+    /// The answer this vote decides (quorum reached, or a deny), with the
+    /// grant it records; `None` while votes are still needed.
+    pub decision: Option<(NewAnswer, Option<NewGrant>)>,
+}
+
+/// Outcome of [`GateStore::cast_vote`].
+#[derive(Debug, Clone)]
+pub enum VoteOutcome {
+    /// Recorded; the view holds it (and the decision, when it made one).
+    Recorded(Box<InteractionView>),
+    /// The voter had voted on it before: nothing changed.
+    AlreadyVoted(Box<InteractionView>),
+    /// Another vote came in since the caster read the interaction: nothing
+    /// changed; read it again and recount.
+    Stale(Box<InteractionView>),
+    /// It is no longer pending (or does not exist): nothing changed.
+    Closed(TransitionOutcome),
+}
+
 /// Outcome of [`GateStore::consume_nonce`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NonceOutcome {
@@ -94,13 +129,12 @@ pub trait GateStore: Send + Sync + 'static {
         interaction_id: &str,
     ) -> Result<Option<GateCallRecord>>;
 
-    /// Compare-and-set a tool approval `pending` -> `answered`, recording
-    /// `grant` in the same transaction when the answer wins.
-    async fn answer_tool_approval(
-        &self,
-        answer: NewAnswer,
-        grant: Option<NewGrant>,
-    ) -> Result<TransitionOutcome>;
+    /// Record a vote on a pending tool approval, once per voter, only when
+    /// it still holds `seen_votes` votes (compare-and-set), with its event
+    /// (`interaction.voted`) and audit entry; and, when it carries the
+    /// decision, the answer (compare-and-set `pending` -> `answered`) and
+    /// its grant, all in one transaction.
+    async fn cast_vote(&self, vote: NewVote) -> Result<VoteOutcome>;
 
     /// The grants in force that may cover a call of `caller` to `tool_name`
     /// under `sandbox_mode`: always grants and the session grants of

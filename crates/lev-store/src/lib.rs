@@ -17,7 +17,8 @@
 //! - **Compare-and-set.** Answers, cancels and expiry move an interaction out
 //!   of `pending` only if it is still pending: exactly one wins, the others
 //!   get the winner ([`TransitionOutcome::AlreadyAnswered`] / `Gone`). The
-//!   same holds for finishing a task and spending a nonce.
+//!   same holds for finishing a task and spending a nonce. A vote is
+//!   recorded only if the votes are still those its caster counted.
 //! - **Limits are atomic.** "At most N pending per session" and gate
 //!   idempotency (one decision per session and request id) are decided in
 //!   the transaction that inserts, serialised per session, so two writers
@@ -42,7 +43,8 @@
 //!   tokens, tasks, attachments, signing keys ([`KeyStore`]), dashboard
 //!   sessions ([`DashboardSessionStore`]), the messages waiting for
 //!   sessions' operators ([`OperatorStore`]) with where each operator is
-//!   connected, and webhook endpoints with their outbox ([`WebhookStore`]).
+//!   connected, webhook endpoints with their outbox ([`WebhookStore`]),
+//!   and people's keys ([`PeopleKeyStore`]).
 //! - **Deliveries commit with their event.** Every event writes, in its own
 //!   transaction, one delivery per enabled endpoint that wants its kind;
 //!   a delivery is sent by one server at a time (a lease), and recorded
@@ -66,18 +68,21 @@ pub mod conformance;
 pub mod gate;
 pub mod keys;
 pub mod operators;
+pub mod people;
 pub mod sessions;
 pub mod tasks;
 pub mod webhooks;
 
 pub use gate::{
-    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NonceOutcome,
+    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
+    VoteOutcome,
 };
 pub use keys::{KeyRemoveOutcome, KeyStore, StoredSigningKey};
 pub use operators::{
     InProcessOperators, OperatorPresence, OperatorReply, OperatorRequest, OperatorSignal,
     OperatorStore, ResolveOutcome, WithdrawOutcome,
 };
+pub use people::{NewPersonKey, PeopleKeyStore, PersonKeyOutcome, PersonKeyRecord};
 pub use sessions::{DashboardSession, DashboardSessionStore};
 pub use tasks::TaskStore;
 pub use webhooks::{
@@ -256,6 +261,7 @@ pub trait Store:
     + DashboardSessionStore
     + OperatorStore
     + WebhookStore
+    + PeopleKeyStore
     + Send
     + Sync
     + 'static
@@ -307,7 +313,8 @@ pub trait Store:
     /// Every token, by name.
     async fn list_tokens(&self) -> Result<Vec<TokenInfo>>;
 
-    /// Delete a token; false when there was none.
+    /// Delete a token, and revoke the keys registered to its name, in one
+    /// transaction; false when there was none.
     async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool>;
 
     /// The token whose secret hashes to `hash`.
@@ -340,6 +347,67 @@ pub trait Store:
 #[must_use]
 pub fn view_json(view: &InteractionView) -> Value {
     serde_json::to_value(view).unwrap_or(Value::Null)
+}
+
+/// The `interaction.voted` audit entry of `vote` on `view` (after the
+/// vote): the same fields whichever backend writes it. Each vote is
+/// audited on its own, its signed envelope's payload included.
+#[must_use]
+pub fn vote_audit(view: &InteractionView, vote: &NewVote) -> AuditRecord {
+    let v = &vote.vote;
+    let mut data = audit_summary(view);
+    data.insert("voter".into(), Value::from(v.voter.as_str()));
+    data.insert("approved".into(), Value::from(v.approved));
+    data.insert("signed".into(), Value::from(v.signed));
+    data.insert(
+        "scope".into(),
+        serde_json::to_value(v.response.scope).unwrap_or(Value::Null),
+    );
+    if let Some(envelope) = &v.envelope {
+        data.insert(
+            "vote_payload".into(),
+            Value::from(envelope.payload.as_str()),
+        );
+        data.insert(
+            "vote_keyids".into(),
+            Value::from(
+                envelope
+                    .signatures
+                    .iter()
+                    .map(|s| Value::from(s.keyid.as_str()))
+                    .collect::<Vec<_>>(),
+            ),
+        );
+    }
+    data.insert("votes".into(), Value::from(view.request.votes.len()));
+    data.insert(
+        "approvals_needed".into(),
+        Value::from(view.request.approvals_needed()),
+    );
+    data.insert("decides".into(), Value::from(vote.decision.is_some()));
+    data.extend(vote.audit.clone());
+    AuditRecord {
+        action: "interaction.voted".into(),
+        actor: v.voter.clone(),
+        data: Value::Object(data),
+    }
+}
+
+/// The audit entry of a quorum's escalation, from its event's `data` (the
+/// interaction with its `escalation`).
+#[must_use]
+pub fn escalation_audit(data: &Value) -> Value {
+    let mut m = serde_json::Map::new();
+    let request = data.get("request");
+    for key in ["id", "session_id", "caller"] {
+        if let Some(v) = request.and_then(|r| r.get(key)) {
+            m.insert(key.into(), v.clone());
+        }
+    }
+    if let Some(e) = data.get("escalation") {
+        m.insert("escalation".into(), e.clone());
+    }
+    Value::Object(m)
 }
 
 /// What the audit log says of an interaction, beside the action: the same

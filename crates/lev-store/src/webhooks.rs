@@ -297,4 +297,10 @@ pub trait WebhookStore: Send + Sync + 'static {
     /// with `data` (in the same transaction, so it reaches the outbox) and
     /// return true.
     async fn remind(&self, interaction_id: &str, n: u32, data: serde_json::Value) -> Result<bool>;
+
+    /// Record that a pending interaction's quorum escalated (SPEC section
+    /// 13), once across every server: when not recorded before and still
+    /// pending, append the `interaction.escalated` event with `data` and
+    /// its audit entry (actor `system`), and return true.
+    async fn escalate_once(&self, interaction_id: &str, data: serde_json::Value) -> Result<bool>;
 }

@@ -59,6 +59,7 @@ prop_compose! {
             nonce: "AAECAwQFBgcICQoLDA0ODw".into(),
             issued_at: now(),
             expires_at: now() + time::Duration::minutes(10),
+            votes: None,
         }
     }
 }
@@ -279,6 +280,7 @@ fn a_verified_response_serialises_as_it_always_did() {
         nonce: "AAECAwQFBgcICQoLDA0ODw".into(),
         issued_at: now(),
         expires_at: now() + time::Duration::minutes(10),
+        votes: None,
     };
     let text = serde_json::to_string(&verified(&p)).unwrap();
     let expected = format!(

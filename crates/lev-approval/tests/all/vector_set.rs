@@ -205,6 +205,7 @@ fn grant() -> ApprovalPayload {
         nonce: "AAECAwQFBgcICQoLDA0ODw".into(),
         issued_at: at(ISSUED_AT),
         expires_at: at(EXPIRES_AT),
+        votes: None,
     }
 }
 
@@ -411,10 +412,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
                     "payload and signature in URL-safe base64 without padding are accepted",
                     json(&Envelope {
                         payload: url_payload,
-                        signatures: vec![EnvelopeSignature {
-                            keyid: a.kid().into(),
-                            sig: url_sig,
-                        }],
+                        signatures: vec![EnvelopeSignature::new(a.kid(), url_sig)],
                         ..envelope
                     }),
                     authorized(&payload.args_json),
@@ -696,10 +694,10 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
         let envelope = Envelope {
             payload_type: APPROVAL_PAYLOAD_TYPE.into(),
             payload: lev_approval::encode_base64(&grant().to_bytes().unwrap()),
-            signatures: vec![EnvelopeSignature {
-                keyid: key_id(&WEAK_KEY),
-                sig: lev_approval::encode_base64(&forged),
-            }],
+            signatures: vec![EnvelopeSignature::new(
+                key_id(&WEAK_KEY),
+                lev_approval::encode_base64(&forged),
+            )],
         };
         v.push((
             "weak_key",

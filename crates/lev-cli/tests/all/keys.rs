@@ -115,6 +115,7 @@ fn a_generated_key_signs_what_lev_verify_accepts() {
         nonce: lev_approval::new_nonce().unwrap(),
         issued_at: now,
         expires_at: now + time::Duration::minutes(10),
+        votes: None,
     };
     let envelope = dir.write(
         "envelope.json",

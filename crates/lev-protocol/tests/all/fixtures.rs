@@ -247,6 +247,7 @@ fn interaction_cases() -> Vec<(&'static str, Interaction)> {
         expires_at: None,
         answered_at: None,
         answered_by: None,
+        votes: Vec::new(),
     };
     vec![
         ("pending", {
@@ -579,10 +580,7 @@ fn envelope(payload: &str, keyid: &str, sig: &str) -> Envelope {
     Envelope {
         payload_type: s(lev_protocol::APPROVAL_PAYLOAD_TYPE),
         payload: s(payload),
-        signatures: vec![EnvelopeSignature {
-            keyid: s(keyid),
-            sig: s(sig),
-        }],
+        signatures: vec![EnvelopeSignature::new(s(keyid), s(sig))],
     }
 }
 
@@ -596,14 +594,8 @@ fn envelope_cases() -> Vec<(&'static str, Envelope)> {
             "without_keyid",
             Envelope {
                 signatures: vec![
-                    EnvelopeSignature {
-                        keyid: s(""),
-                        sig: s("c2lnbmF0dXJlLWJ5dGVz"),
-                    },
-                    EnvelopeSignature {
-                        keyid: s("fedcba9876543210"),
-                        sig: s("b3RoZXI="),
-                    },
+                    EnvelopeSignature::new(s(""), s("c2lnbmF0dXJlLWJ5dGVz")),
+                    EnvelopeSignature::new(s("fedcba9876543210"), s("b3RoZXI=")),
                 ],
                 ..envelope("eyJ2IjoxfQ==", "", "")
             },

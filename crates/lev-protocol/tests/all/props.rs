@@ -121,6 +121,7 @@ fn response<P: std::fmt::Debug + Clone>(
             injected_context,
             reason,
             grant_args,
+            vote: None,
         },
     )
 }
@@ -203,6 +204,9 @@ fn request() -> impl Strategy<Value = InteractionRequest> {
             route,
             metadata,
             gate: None,
+            approvals_needed: None,
+            quorum: None,
+            vote_binding: None,
         },
     )
 }
@@ -243,6 +247,7 @@ fn interaction() -> impl Strategy<Value = Interaction> {
                 expires_at,
                 answered_at,
                 answered_by,
+                votes: Vec::new(),
             },
         )
 }

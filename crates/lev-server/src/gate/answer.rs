@@ -1,11 +1,11 @@
-//! A person's (or an operator's) answer to a `tool_approval` interaction,
-//! before the store's compare-and-set: who may approve, the edited call
-//! checked against the policy again, the grant it records, the signed
-//! decision.
+//! A person's (or an operator's) vote on a `tool_approval` interaction, and
+//! the decision the deciding vote makes, before the store's compare-and-set:
+//! who may approve, the edited call checked against the policy again, the
+//! grant it records, the signed decision.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lev_approval::ArgsMatcher;
+use lev_approval::{ArgsMatcher, PayloadVote};
 use lev_protocol::api::{Grant, InteractionView};
 use lev_protocol::validate::check_args_json;
 use lev_protocol::{ApprovalScope, Envelope, InteractionKind, StoredResponse};
@@ -29,75 +29,123 @@ pub struct Prepared {
     pub audit: BTreeMap<String, Value>,
 }
 
-/// Check and sign `approver`'s answer `response` (already validated against
-/// the request) to the tool approval `view`.
-///
-/// # Errors
-/// 403 `self_approval` when the policy forbids approving one's own call;
-/// 422 for an edit that is not JSON or that a deny rule matches, and for
-/// `grant_args` that do not compile. The interaction stays pending.
-pub async fn prepare(
-    state: &AppState,
-    approver: &str,
-    view: &InteractionView,
-    response: &StoredResponse,
-) -> ApiResult<Prepared> {
-    let request = &view.request.request;
-    let InteractionKind::ToolApproval {
-        tool_name,
-        args_json,
-        missing_capabilities,
-        sandbox_mode,
-        ..
-    } = &request.kind
-    else {
-        return Err(ApiError::Internal(
-            "gate::answer::prepare called for an interaction that is not a tool approval".into(),
-        ));
-    };
-    let settings = state.settings();
-    let policy = &settings.policy;
-    let id = view.request.id();
-    let caller = request.caller.as_deref().unwrap_or_default();
-    let approved = response.approved == Some(true);
-    if approved && !policy.self_approval && !caller.is_empty() && caller == approver {
-        return Err(ApiError::Forbidden {
-            code: "self_approval",
-            message: format!(
-                "the policy forbids self-approval: {approver:?} may not approve a call made on \
-                 their own behalf; another person must decide"
-            ),
-        });
+/// The parts of a tool approval a vote is checked against.
+struct ToolCall<'a> {
+    tool_name: &'a str,
+    args_json: &'a str,
+    missing_capabilities: &'a [String],
+    sandbox_mode: &'a str,
+}
+
+fn tool_call(view: &InteractionView) -> ApiResult<ToolCall<'_>> {
+    match &view.request.request.kind {
+        InteractionKind::ToolApproval {
+            tool_name,
+            args_json,
+            missing_capabilities,
+            sandbox_mode,
+            ..
+        } => Ok(ToolCall {
+            tool_name,
+            args_json,
+            missing_capabilities,
+            sandbox_mode,
+        }),
+        _ => Err(ApiError::Internal(
+            "a tool approval's vote on an interaction that is not one".into(),
+        )),
     }
-    let edit = if approved {
+}
+
+/// The approver's edit of an approval, if any (an edit on a deny means
+/// nothing and was refused by validation).
+pub fn edit_of(response: &StoredResponse) -> Option<&str> {
+    if response.approved == Some(true) {
         response
             .modified_args_json
             .as_deref()
             .filter(|e| !e.is_empty())
     } else {
         None
-    };
-    if let Some(edit) = edit {
+    }
+}
+
+/// Check one vote by `voter` (already validated against the request):
+/// self-approval, an edit the policy denies, grant patterns that do not
+/// compile. Every vote passes these, not only the one that decides.
+///
+/// # Errors
+/// 403 `self_approval` when the policy forbids approving one's own call;
+/// 422 for an edit that is not JSON or that a deny rule matches, and for
+/// `grant_args` that do not compile. Nothing is recorded.
+pub fn check_vote(
+    state: &AppState,
+    voter: &str,
+    view: &InteractionView,
+    response: &StoredResponse,
+) -> ApiResult<()> {
+    let call = tool_call(view)?;
+    let settings = state.settings();
+    let policy = &settings.policy;
+    let caller = view.request.request.caller.as_deref().unwrap_or_default();
+    let approved = response.approved == Some(true);
+    if approved && !policy.self_approval && !caller.is_empty() && caller == voter {
+        return Err(ApiError::Forbidden {
+            code: "self_approval",
+            message: format!(
+                "the policy forbids self-approval: {voter:?} may not approve a call made on \
+                 their own behalf; another person must decide"
+            ),
+        });
+    }
+    if let Some(edit) = edit_of(response) {
         check_args_json("modified_args_json", edit, &settings.limits)?;
         let edited: Value = serde_json::from_str(edit).map_err(|e| {
             ApiError::Invalid(format!("modified_args_json: expected JSON text, {e}"))
         })?;
-        if let Some(rule) = policy.denies(tool_name, &edited) {
+        if let Some(rule) = policy.denies(call.tool_name, &edited) {
             return Err(ApiError::Invalid(format!(
                 "modified_args_json: the policy denies the edited call (rule at line {} of {}): {}",
                 rule.line, settings.policy_source, rule.reason
             )));
         }
     }
+    if approved
+        && response.scope.unwrap_or_default().is_grant_scope()
+        && let Some(patterns) = &response.grant_args
+    {
+        ArgsMatcher::compile(patterns)
+            .map_err(|e| ApiError::Invalid(format!("grant_args: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Sign the decision `response` that `approver`'s vote makes on the tool
+/// approval `view` (checked by [`check_vote`]), with the grant it records.
+/// `votes` are the votes that made it, for a payload of version 2 (`None`:
+/// one person's unsigned decision, version 1).
+///
+/// # Errors
+/// 500 without randomness or a signing key; the store's.
+pub async fn prepare(
+    state: &AppState,
+    approver: &str,
+    view: &InteractionView,
+    response: &StoredResponse,
+    votes: Option<Vec<PayloadVote>>,
+) -> ApiResult<Prepared> {
+    let call = tool_call(view)?;
+    let request = &view.request.request;
+    let settings = state.settings();
+    let id = view.request.id();
+    let caller = request.caller.as_deref().unwrap_or_default();
+    let approved = response.approved == Some(true);
+    let edit = edit_of(response);
     let scope = response.scope.unwrap_or_default();
     let for_session = approved && scope.is_grant_scope();
-    let covered: BTreeSet<String> = missing_capabilities.iter().cloned().collect();
+    let covered: BTreeSet<String> = call.missing_capabilities.iter().cloned().collect();
     let now = OffsetDateTime::now_utc();
     let grant = if for_session {
-        if let Some(patterns) = &response.grant_args {
-            ArgsMatcher::compile(patterns)
-                .map_err(|e| ApiError::Invalid(format!("grant_args: {e}")))?;
-        }
         let conversation = (scope == ApprovalScope::Session).then(|| {
             grant_conversation(
                 request.conversation_id.as_deref().unwrap_or_default(),
@@ -112,8 +160,8 @@ pub async fn prepare(
                 scope,
                 caller: caller.to_owned(),
                 conversation_id: conversation,
-                sandbox_mode: sandbox_mode.clone(),
-                tool_name: tool_name.clone(),
+                sandbox_mode: call.sandbox_mode.to_owned(),
+                tool_name: call.tool_name.to_owned(),
                 covered_capabilities: covered.iter().cloned().collect(),
                 grant_args: response.grant_args.clone(),
                 approver: approver.to_owned(),
@@ -128,23 +176,27 @@ pub async fn prepare(
     // A gate call's decision is bound to the tool-call id it was gated under.
     let gate = state.store().gate_call_by_interaction(id).await?;
     let request_id = gate.as_ref().map_or(id, |g| g.request_id.as_str());
+    let voters: Option<Vec<String>> = votes
+        .as_ref()
+        .map(|v| v.iter().map(|v| v.voter.clone()).collect());
     let (approval, nonce) = sign(
         state,
         &Decision {
             request_id,
             turn_id: request.turn_id.as_deref().unwrap_or_default(),
-            tool_name,
-            args_json,
+            tool_name: call.tool_name,
+            args_json: call.args_json,
             modified_args_json: edit.unwrap_or_default(),
             approved,
             approved_for_session: for_session,
             covered: &covered,
             caller,
             approver,
-            sandbox_mode,
+            sandbox_mode: call.sandbox_mode,
             reason: response.reason.as_deref().unwrap_or_default(),
             injected_context: response.injected_context.as_deref().unwrap_or_default(),
             conversation_id: request.conversation_id.as_deref().unwrap_or_default(),
+            votes,
         },
     )?;
     let mut audit = BTreeMap::new();
@@ -162,6 +214,9 @@ pub async fn prepare(
     }
     if let Some(g) = &gate {
         audit.insert("gate_request_id".to_owned(), json!(g.request_id));
+    }
+    if let Some(voters) = voters {
+        audit.insert("voters".to_owned(), json!(voters));
     }
     audit.insert("policy".to_owned(), json!(settings.policy_source));
     audit.insert("nonce".to_owned(), json!(nonce));

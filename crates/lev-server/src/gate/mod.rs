@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 
 use lev_approval::policy::{GateCall, GateVerdict, Policy, Risk, RuleDecision, decide as verdict};
 use lev_approval::{
-    ApprovalPayload, ArgsMatcher, GrantRule, PAYLOAD_VERSION, new_nonce, sign_payload,
+    ApprovalPayload, ArgsMatcher, GrantRule, PAYLOAD_VERSION, PAYLOAD_VERSION_VOTES, PayloadVote,
+    new_nonce, sign_payload,
 };
 use lev_protocol::api::{GateRequest, GateResponse, Grant};
 use lev_protocol::validate::{
@@ -87,6 +88,9 @@ pub(crate) struct Decision<'a> {
     pub reason: &'a str,
     pub injected_context: &'a str,
     pub conversation_id: &'a str,
+    /// The votes that made the decision, for a payload of version 2; `None`
+    /// for one person's unsigned decision (version 1).
+    pub votes: Option<Vec<PayloadVote>>,
 }
 
 /// Sign a decision with the active key: a fresh nonce, `issued_at` now,
@@ -97,7 +101,11 @@ pub(crate) fn sign(state: &AppState, d: &Decision<'_>) -> ApiResult<(Envelope, S
     let ttl = time::Duration::try_from(state.settings().approval_ttl)
         .map_err(|e| ApiError::Internal(format!("approval ttl: {e}")))?;
     let payload = ApprovalPayload {
-        v: PAYLOAD_VERSION,
+        v: if d.votes.is_some() {
+            PAYLOAD_VERSION_VOTES
+        } else {
+            PAYLOAD_VERSION
+        },
         turn_id: d.turn_id.to_owned(),
         request_id: d.request_id.to_owned(),
         tool_name: d.tool_name.to_owned(),
@@ -118,6 +126,7 @@ pub(crate) fn sign(state: &AppState, d: &Decision<'_>) -> ApiResult<(Envelope, S
         expires_at: now.checked_add(ttl).ok_or_else(|| {
             ApiError::Internal("approval ttl: the expiry time is out of range".into())
         })?,
+        votes: d.votes.clone(),
     };
     Ok((
         sign_payload(&payload, &state.keys().active())
@@ -317,6 +326,7 @@ pub async fn decide(
                 reason,
                 injected_context: "",
                 conversation_id: &req.conversation_id,
+                votes: None,
             },
         )
     };
@@ -484,5 +494,5 @@ fn ask_interaction(
     request.timeout_s = req.timeout_s;
     request.route = req.route.clone();
     request.reason = req.reason.clone();
-    crate::interactions::prepare(state, request, actor, now)
+    crate::interactions::prepare(state, request, actor, now, Some(&req.request_id))
 }

@@ -110,7 +110,7 @@ pub async fn ask_people(
         }
     }));
     validate_request(&request, &state.settings().limits)?;
-    let new = crate::interactions::prepare(state, request, &escalation.actor, now)?;
+    let new = crate::interactions::prepare(state, request, &escalation.actor, now, None)?;
     match crate::interactions::open(state, new).await {
         Ok(_) => {}
         Err(ApiError::TooMany(_)) => {

@@ -206,9 +206,19 @@ async fn apply_operator_answer(
             "expected an InteractionResponse or {{\"escalate\": \"why\"}}: {e}"
         ))
     })?;
-    match crate::interactions::answer(state, id, answer, by, None).await {
+    let by = crate::interactions::By {
+        name: by,
+        operator: true,
+        via: None,
+    };
+    match crate::interactions::answer(state, id, answer, by).await {
         Ok(_) | Err(ApiError::AlreadyAnswered(_) | ApiError::Gone(_)) => Ok(()),
         Err(ApiError::Conflict { .. } | ApiError::NotFound(_)) => Ok(()),
+        // The policy asks people for this call: not the operator's fault.
+        Err(ApiError::Forbidden {
+            code: "vote_not_allowed" | "self_approval",
+            message,
+        }) => Err(Refusal::Escalate(message)),
         Err(e) => Err(Refusal::Invalid(e.to_string())),
     }
 }

@@ -37,15 +37,28 @@ pub async fn create(
     principal.require(&[Role::Worker])?;
     principal.check_session(&req.session_id)?;
     req.caller = principal.effective_caller(req.caller.as_deref())?;
-    if req.gate.is_some() {
-        return Err(ApiError::Invalid(
-            "gate: set by lev's gate on the tool approvals it opens, never by a client; \
-             leave it out (POST /v1/gate asks through the policy)"
-                .into(),
-        ));
+    // What the server sets from its policy is never a client's to say.
+    for (field, sent) in [
+        ("gate", req.gate.is_some()),
+        ("approvals_needed", req.approvals_needed.is_some()),
+        ("quorum", req.quorum.is_some()),
+        ("vote_binding", req.vote_binding.is_some()),
+    ] {
+        if sent {
+            return Err(ApiError::Invalid(format!(
+                "{field}: set by lev from its policy on the tool approvals it stores, never by \
+                 a client; leave it out (POST /v1/gate asks through the policy)"
+            )));
+        }
     }
     validate_request(&req, &state.settings().limits)?;
-    let new = interactions::prepare(&state, req, &principal.name, OffsetDateTime::now_utc())?;
+    let new = interactions::prepare(
+        &state,
+        req,
+        &principal.name,
+        OffsetDateTime::now_utc(),
+        None,
+    )?;
     let (view, created) = interactions::open(&state, new).await?;
     let status = if created {
         StatusCode::CREATED

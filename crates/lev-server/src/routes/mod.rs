@@ -8,6 +8,7 @@ mod hooks;
 mod interactions;
 mod misc;
 pub(crate) mod openapi;
+mod people;
 pub(crate) mod respond;
 mod sessions;
 mod tasks;
@@ -30,6 +31,10 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/health", get(misc::health))
         .route("/v1/keys", get(misc::keys))
+        .route("/v1/people/keys", get(people::keys).post(people::register))
+        .route("/v1/people/keys/{kid}", delete(people::revoke))
+        .route("/v1/people/passkeys/options", get(people::passkey_options))
+        .route("/v1/people/passkeys", post(people::register_passkey))
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route(
             "/v1/interactions",

@@ -32,6 +32,11 @@ use utoipa::{Modify, OpenApi};
     paths(
         super::misc::health,
         super::misc::keys,
+        super::people::keys,
+        super::people::register,
+        super::people::revoke,
+        super::people::passkey_options,
+        super::people::register_passkey,
         openapi_json,
         super::interactions::create,
         super::interactions::list,

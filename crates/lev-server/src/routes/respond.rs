@@ -3,6 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use lev_protocol::InboundPart;
 use lev_protocol::InteractionResponse;
 use lev_protocol::api::ErrorBody;
@@ -19,9 +20,12 @@ use crate::state::AppState;
     params(("id" = String, Path, description = "The interaction's id")),
     request_body = InteractionResponse<InboundPart>,
     responses(
-        (status = 200, description = "The answer won", body = RespondResult),
+        (status = 200, description = "The answer won (for a tool approval: the vote decided)", body = RespondResult),
+        (status = 202, description = "A vote on a tool approval, recorded; more approvals are needed (status pending)", body = RespondResult),
+        (status = 403, description = "The policy does not let this person vote on the call (vote_not_allowed), or forbids self-approval", body = ErrorBody),
+        (status = 422, description = "Invalid answer, or a signed vote that does not verify or bind this call (invalid_vote), or none where one is required (signed_vote_required)", body = ErrorBody),
         (status = 404, description = "No such interaction", body = ErrorBody),
-        (status = 409, description = "Already answered: the winning answer is beside the error", body = ErrorBody),
+        (status = 409, description = "Already answered (the winning answer is beside the error), or this person voted already (already_voted)", body = ErrorBody),
         (status = 410, description = "Expired or cancelled", body = ErrorBody),
     )
 )]
@@ -31,7 +35,7 @@ pub async fn respond(
     via: crate::session_auth::CurrentSession,
     super::PathParam(id): super::PathParam,
     request: axum::extract::Request,
-) -> ApiResult<Json<RespondResult>> {
+) -> ApiResult<(StatusCode, Json<RespondResult>)> {
     principal.require(&[Role::Approver])?;
     let bytes = read_limited(request, RESPOND_LIMIT).await?;
     let size = bytes.len();
@@ -44,7 +48,13 @@ pub async fn respond(
             size.div_ceil(1024)
         )));
     }
-    crate::interactions::answer(&state, &id, answer, &principal.name, via.0.as_ref())
-        .await
-        .map(Json)
+    let by = crate::interactions::By::person(&principal.name, via.0.as_ref());
+    let result = crate::interactions::answer(&state, &id, answer, by).await?;
+    // A vote recorded while more are needed: accepted, not yet decided.
+    let status = if result.status.is_some() {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(result)))
 }

@@ -281,7 +281,14 @@ async fn decide(
     answer: InteractionResponse,
     name: &str,
 ) -> Result<(), String> {
-    match crate::interactions::answer(state, id, answer, name, None).await {
+    match crate::interactions::answer(
+        state,
+        id,
+        answer,
+        crate::interactions::By::person(name, None),
+    )
+    .await
+    {
         Ok(_) => Ok(()),
         Err(ApiError::AlreadyAnswered(_) | ApiError::Gone(_)) => {
             let text = match state.store().get_interaction(id).await {

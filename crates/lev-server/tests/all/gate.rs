@@ -920,7 +920,32 @@ async fn an_ask_rule_names_itself_and_its_risk_on_the_interaction() {
         v["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("gate: set by lev's gate"),
+            .starts_with("gate: set by lev"),
         "{v}"
     );
+    // Nor what the policy says of its votes (SPEC section 13).
+    for (field, value) in [
+        ("approvals_needed", json!(1)),
+        ("quorum", json!({"approvers": ["mallory"]})),
+        (
+            "vote_binding",
+            json!({"request_id": "x", "tool_name": "deploy", "args_sha256": "00",
+                   "conversation_id": "", "caller": "", "sandbox_mode": ""}),
+        ),
+    ] {
+        let mut forged = json!({
+            "session_id": "s-1",
+            "kind": {"type": "tool_approval", "tool_name": "deploy", "args_json": "{}"},
+        });
+        forged[field] = value;
+        let (status, v) = s.post("/v1/interactions", &worker, &forged).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{field}: set by lev")),
+            "{v}"
+        );
+    }
 }

@@ -46,13 +46,18 @@ async fn the_audit_chain_verifies_and_records_every_change() {
             "token.created",
             "token.created",
             "interaction.created",
+            "interaction.voted",
             "interaction.answered",
             "interaction.created",
             "interaction.cancelled",
             "token.revoked"
         ]
     );
-    let answered = &page.page.items[4];
+    let voted = &page.page.items[4];
+    assert_eq!(voted.actor, "alice-approver");
+    assert_eq!(voted.data["voter"], "alice-approver");
+    assert_eq!(voted.data["decides"], true);
+    let answered = &page.page.items[5];
     assert_eq!(answered.actor, "alice-approver");
     assert_eq!(answered.data["approver"], "alice-approver");
     assert_eq!(answered.data["modified_args_json"], r#"{"x":2}"#);

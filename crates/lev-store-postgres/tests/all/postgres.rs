@@ -45,6 +45,7 @@ fn free_text(id: &str) -> NewInteraction {
             expires_at: None,
             answered_at: None,
             answered_by: None,
+            votes: Vec::new(),
         },
         max_pending_per_session: 100,
         actor: "worker".into(),

@@ -8,7 +8,10 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::tasks::{NewTask, TaskFinish, TaskResult};
-use crate::{NewAnswer, NewInteraction, TokenRecord};
+use crate::{
+    NewAnswer, NewGrant, NewInteraction, NewVote, Store, TokenRecord, TransitionOutcome,
+    VoteOutcome,
+};
 
 pub(crate) fn interaction(id: &str, session: &str, kind: InteractionKind) -> Interaction {
     let mut request = InteractionRequest::new(session, kind);
@@ -20,6 +23,45 @@ pub(crate) fn interaction(id: &str, session: &str, kind: InteractionKind) -> Int
         expires_at: None,
         answered_at: None,
         answered_by: None,
+        votes: Vec::new(),
+    }
+}
+
+/// `answer` by its `answered_by` as the one vote that decides a tool
+/// approval (with its grant), as the server casts a single person's
+/// decision: counted against the votes there are now, again when another
+/// vote came in meanwhile.
+pub(crate) async fn answer_tool_approval(
+    store: &dyn Store,
+    answer: NewAnswer,
+    grant: Option<NewGrant>,
+) -> TransitionOutcome {
+    loop {
+        let seen = store
+            .get_interaction(&answer.id)
+            .await
+            .unwrap()
+            .map_or(0, |v| v.request.votes.len());
+        let vote = NewVote {
+            id: answer.id.clone(),
+            vote: lev_protocol::Vote {
+                voter: answer.answered_by.clone(),
+                approved: true,
+                at: answer.answered_at,
+                signed: false,
+                response: answer.response.clone(),
+                envelope: None,
+            },
+            seen_votes: seen,
+            audit: Default::default(),
+            decision: Some((answer.clone(), grant.clone())),
+        };
+        match store.cast_vote(vote).await.unwrap() {
+            VoteOutcome::Recorded(view) => return TransitionOutcome::Done(view),
+            VoteOutcome::Closed(outcome) => return outcome,
+            VoteOutcome::AlreadyVoted(view) => return TransitionOutcome::AlreadyAnswered(view),
+            VoteOutcome::Stale(_) => {}
+        }
     }
 }
 

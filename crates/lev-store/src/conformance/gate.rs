@@ -9,7 +9,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use super::Backend;
-use super::fixtures::{answer, tool_approval};
+use super::fixtures::{answer, answer_tool_approval, tool_approval};
 use super::interactions::handles;
 use crate::{
     AuditRecord, GateCallRecord, GateRecordOutcome, NewGateDecision, NewGrant, NonceOutcome,
@@ -203,17 +203,11 @@ pub async fn grants_commit_only_with_the_winning_answer(b: &dyn Backend) {
         actor: "carol".into(),
     };
     assert!(matches!(
-        store
-            .answer_tool_approval(answer("ir_t1", "yes", "bob"), Some(first))
-            .await
-            .unwrap(),
+        answer_tool_approval(&*store, answer("ir_t1", "yes", "bob"), Some(first)).await,
         TransitionOutcome::Done(_)
     ));
     assert!(matches!(
-        store
-            .answer_tool_approval(answer("ir_t1", "yes too", "carol"), Some(late))
-            .await
-            .unwrap(),
+        answer_tool_approval(&*store, answer("ir_t1", "yes too", "carol"), Some(late)).await,
         TransitionOutcome::AlreadyAnswered(_)
     ));
     let grants = store.list_grants().await.unwrap();
@@ -260,10 +254,7 @@ pub async fn grants_commit_only_with_the_winning_answer(b: &dyn Backend) {
         grant: grant("gr_3", "ir_t2", ApprovalScope::Always, None),
         actor: "bob".into(),
     };
-    store
-        .answer_tool_approval(answer("ir_t2", "ok", "bob"), Some(always))
-        .await
-        .unwrap();
+    answer_tool_approval(&*store, answer("ir_t2", "ok", "bob"), Some(always)).await;
     assert_eq!(found("conv-2").await, ["gr_3"]);
     let revoked = store.revoke_grant("gr_3", "admin").await.unwrap().unwrap();
     assert_eq!(revoked.id, "gr_3");

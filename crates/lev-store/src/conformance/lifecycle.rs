@@ -16,7 +16,7 @@ use lev_protocol::{ApprovalScope, InteractionStatus};
 use time::OffsetDateTime;
 
 use super::Backend;
-use super::fixtures::{answer, free_text, tool_approval};
+use super::fixtures::{answer, answer_tool_approval, free_text, tool_approval};
 use super::interactions::handles;
 use crate::gate::{NewGrant, NonceOutcome};
 use crate::{CreateOutcome, NewInteraction, Store, TransitionOutcome};
@@ -300,16 +300,15 @@ async fn run_one(b: &dyn Backend, seed: u64) {
                     n => ("session", Some(format!("conv-{n}"))),
                 };
                 let value = format!("t{step}");
-                let outcome = store
-                    .answer_tool_approval(
-                        answer(&tid, &value, "bob"),
-                        Some(NewGrant {
-                            grant: grant_for(base, &tid, &gkey),
-                            actor: "bob".into(),
-                        }),
-                    )
-                    .await
-                    .unwrap();
+                let outcome = answer_tool_approval(
+                    &*store,
+                    answer(&tid, &value, "bob"),
+                    Some(NewGrant {
+                        grant: grant_for(base, &tid, &gkey),
+                        actor: "bob".into(),
+                    }),
+                )
+                .await;
                 let expected = model.transition(tkey);
                 assert_eq!(did(&outcome), expected, "{at}: approve {tid}");
                 if expected == Did::Done {

@@ -23,6 +23,7 @@ mod operators;
 mod parts;
 mod replicas;
 mod tasks;
+mod votes;
 mod webhooks;
 
 use std::sync::Arc;
@@ -38,6 +39,7 @@ pub use operators::*;
 pub use parts::*;
 pub use replicas::*;
 pub use tasks::*;
+pub use votes::*;
 pub use webhooks::*;
 
 /// One test's database, on some backend.
@@ -97,6 +99,10 @@ macro_rules! conformance_suite {
             deliveries_are_claimed_once_and_keep_their_attempts,
             a_gone_endpoint_is_disabled_and_a_deleted_one_forgotten,
             reminders_are_recorded_once_and_reach_the_outbox,
+            votes_count_once_each_against_the_votes_seen,
+            concurrent_votes_never_count_the_same_votes,
+            people_keys_belong_to_one_person_and_go_with_the_token,
+            an_escalation_is_recorded_once,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

@@ -15,7 +15,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use super::Backend;
-use super::fixtures::{answer, free_text_in, tool_approval};
+use super::fixtures::{answer, answer_tool_approval, free_text_in, tool_approval};
 use super::interactions::handles;
 use crate::{AuditRecord, NewGrant, StoredEvent, StoredSigningKey, TransitionOutcome};
 
@@ -216,10 +216,7 @@ pub async fn one_grant_per_key_under_concurrent_approvals(b: &dyn Backend) {
                 grant: grant(&format!("gr_{i}"), &id),
                 actor: "bob".into(),
             };
-            store
-                .answer_tool_approval(answer(&id, "yes", "bob"), Some(g))
-                .await
-                .unwrap()
+            answer_tool_approval(&*store, answer(&id, "yes", "bob"), Some(g)).await
         }));
     }
     for t in tasks {

@@ -139,6 +139,7 @@ pub async fn an_escalation_note_keeps_the_create_idempotent(b: &dyn Backend) {
             expires_at: None,
             answered_at: None,
             answered_by: None,
+            votes: Vec::new(),
         },
         max_pending_per_session: 100,
         actor: "worker-1".into(),

@@ -1,0 +1,161 @@
+//! People's keys in the `people_keys` table.
+
+use async_trait::async_trait;
+use lev_protocol::api::PersonJwk;
+use lev_store::{
+    AuditRecord, NewPersonKey, PeopleKeyStore, PersonKeyOutcome, PersonKeyRecord, Result,
+};
+use rusqlite::{Connection, OptionalExtension as _, Row, params};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::writer::{Tx, rfc3339};
+use crate::{SqliteStore, corrupt, parse_time};
+
+const COLUMNS: &str = "kid, person, fingerprint, jwk_json, created_at, revoked_at";
+
+fn from_row(row: &Row<'_>) -> Result<PersonKeyRecord> {
+    let kid: String = row.get(0)?;
+    let what = format!("person key {kid}");
+    let mut jwk: PersonJwk =
+        serde_json::from_str(&row.get::<_, String>(3)?).map_err(|e| corrupt(&what, e))?;
+    jwk.kid = kid;
+    Ok(PersonKeyRecord {
+        jwk,
+        person: row.get(1)?,
+        fingerprint: row.get(2)?,
+        created_at: parse_time(&what, &row.get::<_, String>(4)?)?,
+        revoked_at: row
+            .get::<_, Option<String>>(5)?
+            .map(|t| parse_time(&what, &t))
+            .transpose()?,
+    })
+}
+
+fn in_force(conn: &Connection, person: Option<&str>) -> Result<Vec<PersonKeyRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM people_keys WHERE revoked_at IS NULL \
+         AND (?1 IS NULL OR person = ?1) ORDER BY person, n"
+    ))?;
+    let mut rows = stmt.query([person])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(from_row(row)?);
+    }
+    Ok(out)
+}
+
+/// Revoke every key of `person` in force, inside the open transaction (a
+/// token's revocation): the kids revoked.
+pub(crate) fn revoke_all_of(tx: &mut Tx<'_>, person: &str, actor: &str) -> Result<Vec<String>> {
+    let kids: Vec<String> = in_force(tx.conn, Some(person))?
+        .into_iter()
+        .map(|k| k.jwk.kid)
+        .collect();
+    if !kids.is_empty() {
+        tx.conn
+            .prepare_cached(
+                "UPDATE people_keys SET revoked_at = ?2, revoked_by = ?3 \
+                 WHERE person = ?1 AND revoked_at IS NULL",
+            )?
+            .execute(params![person, rfc3339(OffsetDateTime::now_utc()), actor])?;
+    }
+    Ok(kids)
+}
+
+#[async_trait]
+impl PeopleKeyStore for SqliteStore {
+    async fn add_person_key(&self, new: NewPersonKey) -> Result<PersonKeyOutcome> {
+        self.writer
+            .write(move |tx| {
+                let owner: Option<String> = tx
+                    .conn
+                    .prepare_cached(
+                        "SELECT person FROM people_keys WHERE fingerprint = ?1 AND revoked_at IS NULL",
+                    )?
+                    .query_row([&new.fingerprint], |r| r.get(0))
+                    .optional()?;
+                match owner {
+                    Some(person) if person == new.person => {
+                        let existing = in_force(tx.conn, Some(&person))?
+                            .into_iter()
+                            .find(|k| k.fingerprint == new.fingerprint)
+                            .ok_or_else(|| corrupt(&person, "a key vanished"))?;
+                        return Ok(PersonKeyOutcome::Existing(Box::new(existing)));
+                    }
+                    Some(person) => return Ok(PersonKeyOutcome::Taken { person }),
+                    None => {}
+                }
+                if in_force(tx.conn, Some(&new.person))?.len() >= new.max_keys {
+                    return Ok(PersonKeyOutcome::TooMany);
+                }
+                let n: i64 = tx
+                    .conn
+                    .prepare_cached("SELECT COALESCE(MAX(n), 0) + 1 FROM people_keys WHERE person = ?1")?
+                    .query_row([&new.person], |r| r.get(0))?;
+                let kid = format!("person:{}:{n}", new.person);
+                let mut jwk = new.jwk.clone();
+                jwk.kid = String::new();
+                let text = serde_json::to_string(&jwk).map_err(|e| corrupt(&kid, e))?;
+                tx.conn
+                    .prepare_cached(
+                        "INSERT INTO people_keys (kid, person, n, fingerprint, jwk_json, created_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )?
+                    .execute(params![kid, new.person, n, new.fingerprint, text, rfc3339(new.at)])?;
+                jwk.kid = kid.clone();
+                tx.audit(AuditRecord {
+                    action: "person_key.added".into(),
+                    actor: new.actor.clone(),
+                    data: json!({"kid": kid, "person": new.person, "fingerprint": new.fingerprint,
+                                 "jwk": jwk}),
+                })?;
+                Ok(PersonKeyOutcome::Added(Box::new(PersonKeyRecord {
+                    jwk,
+                    person: new.person,
+                    fingerprint: new.fingerprint,
+                    created_at: new.at,
+                    revoked_at: None,
+                })))
+            })
+            .await
+    }
+
+    async fn person_keys(&self, person: Option<&str>) -> Result<Vec<PersonKeyRecord>> {
+        let person = person.map(str::to_owned);
+        self.read(move |conn| in_force(conn, person.as_deref()))
+            .await
+    }
+
+    async fn revoke_person_key(&self, kid: &str, actor: &str) -> Result<Option<PersonKeyRecord>> {
+        let (kid, actor) = (kid.to_owned(), actor.to_owned());
+        self.writer
+            .write(move |tx| {
+                let found = tx
+                    .conn
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM people_keys WHERE kid = ?1 AND revoked_at IS NULL"
+                    ))?
+                    .query_row([&kid], |r| Ok(from_row(r)))
+                    .optional()?
+                    .transpose()?;
+                let Some(mut key) = found else {
+                    return Ok(None);
+                };
+                let now = OffsetDateTime::now_utc();
+                tx.conn
+                    .prepare_cached(
+                        "UPDATE people_keys SET revoked_at = ?2, revoked_by = ?3 WHERE kid = ?1",
+                    )?
+                    .execute(params![kid, rfc3339(now), actor])?;
+                tx.audit(AuditRecord {
+                    action: "person_key.revoked".into(),
+                    actor,
+                    data: json!({"kid": kid, "person": key.person}),
+                })?;
+                key.revoked_at = Some(now);
+                Ok(Some(key))
+            })
+            .await
+    }
+}

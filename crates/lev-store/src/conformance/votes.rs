@@ -1,0 +1,366 @@
+//! Votes on tool approvals, people's keys and the quorum's escalation
+//! (SPEC section 13).
+
+use std::sync::Arc;
+
+use lev_protocol::api::PersonJwk;
+use lev_protocol::{ApprovalScope, InteractionResponse, InteractionStatus, Vote};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use super::Backend;
+use super::fixtures::tool_approval;
+use super::interactions::handles;
+use crate::{
+    NewAnswer, NewPersonKey, NewVote, PersonKeyOutcome, Store, TransitionOutcome, VoteOutcome,
+};
+
+fn vote(id: &str, voter: &str, approved: bool, seen: usize) -> NewVote {
+    let response: lev_protocol::StoredResponse = if approved {
+        InteractionResponse::approval(id, true, ApprovalScope::Once)
+    } else {
+        InteractionResponse::deny_with_feedback(id, "not now")
+    };
+    NewVote {
+        id: id.into(),
+        vote: Vote {
+            voter: voter.into(),
+            approved,
+            at: OffsetDateTime::now_utc(),
+            signed: false,
+            response,
+            envelope: None,
+        },
+        seen_votes: seen,
+        audit: Default::default(),
+        decision: None,
+    }
+}
+
+fn deciding(mut v: NewVote) -> NewVote {
+    v.decision = Some((
+        NewAnswer {
+            id: v.id.clone(),
+            response: v.vote.response.clone(),
+            approval: None,
+            answered_by: v.vote.voter.clone(),
+            answered_at: v.vote.at,
+            audit: Default::default(),
+        },
+        None,
+    ));
+    v
+}
+
+fn voters(v: &lev_protocol::api::InteractionView) -> Vec<&str> {
+    v.request.votes.iter().map(|v| v.voter.as_str()).collect()
+}
+
+pub async fn votes_count_once_each_against_the_votes_seen(b: &dyn Backend) {
+    let store = b.open().await;
+    store
+        .create_interaction(tool_approval("ir_v1", "s-v"))
+        .await
+        .unwrap();
+    let VoteOutcome::Recorded(view) = store
+        .cast_vote(vote("ir_v1", "ann", true, 0))
+        .await
+        .unwrap()
+    else {
+        panic!("ann's vote is recorded")
+    };
+    assert_eq!(voters(&view), ["ann"]);
+    assert_eq!(view.request.status, InteractionStatus::Pending);
+    // The same person twice, and a vote counted against stale votes.
+    assert!(matches!(
+        store
+            .cast_vote(vote("ir_v1", "ann", true, 1))
+            .await
+            .unwrap(),
+        VoteOutcome::AlreadyVoted(_)
+    ));
+    let VoteOutcome::Stale(now) = store
+        .cast_vote(vote("ir_v1", "bob", true, 0))
+        .await
+        .unwrap()
+    else {
+        panic!("bob counted no votes, there is one")
+    };
+    assert_eq!(voters(&now), ["ann"]);
+    // The vote that decides commits the answer with it.
+    let VoteOutcome::Recorded(decided) = store
+        .cast_vote(deciding(vote("ir_v1", "bob", true, 1)))
+        .await
+        .unwrap()
+    else {
+        panic!("bob's vote decides")
+    };
+    assert_eq!(decided.request.status, InteractionStatus::Answered);
+    assert_eq!(decided.request.answered_by.as_deref(), Some("bob"));
+    assert_eq!(voters(&decided), ["ann", "bob"]);
+    assert!(matches!(
+        store
+            .cast_vote(vote("ir_v1", "carol", true, 2))
+            .await
+            .unwrap(),
+        VoteOutcome::Closed(TransitionOutcome::AlreadyAnswered(_))
+    ));
+    assert!(matches!(
+        store
+            .cast_vote(vote("ir_nope", "carol", true, 0))
+            .await
+            .unwrap(),
+        VoteOutcome::Closed(TransitionOutcome::NotFound)
+    ));
+    // Each vote has its event and its audit entry, before the answer's.
+    let kinds: Vec<String> = store
+        .events_after(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "interaction.created",
+            "interaction.voted",
+            "interaction.voted",
+            "interaction.answered"
+        ]
+    );
+    let audit: Vec<(String, String)> = store
+        .audit_after(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.action, e.actor))
+        .collect();
+    let voted: Vec<&(String, String)> = audit
+        .iter()
+        .filter(|(a, _)| a == "interaction.voted")
+        .collect();
+    assert_eq!(
+        voted
+            .iter()
+            .map(|(_, who)| who.as_str())
+            .collect::<Vec<_>>(),
+        ["ann", "bob"]
+    );
+    // The votes are stored: another handle (or a restart) reads them.
+    drop(store);
+    let store = b.open().await;
+    let view = store.get_interaction("ir_v1").await.unwrap().unwrap();
+    assert_eq!(voters(&view), ["ann", "bob"]);
+    assert!(view.request.votes.iter().all(|v| v.approved && !v.signed));
+}
+
+pub async fn concurrent_votes_never_count_the_same_votes(b: &dyn Backend) {
+    let stores = handles(b).await;
+    stores[0]
+        .create_interaction(tool_approval("ir_v2", "s-v"))
+        .await
+        .unwrap();
+    // Eight people vote at once, each having seen no vote: one is recorded,
+    // every other is told to count again. Then each recounts until in.
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let store: Arc<dyn Store> = Arc::clone(&stores[i % stores.len()]);
+        tasks.push(tokio::spawn(async move {
+            let voter = format!("p{i}");
+            let first = store
+                .cast_vote(vote("ir_v2", &voter, true, 0))
+                .await
+                .unwrap();
+            let first_in = matches!(first, VoteOutcome::Recorded(_));
+            let mut outcome = first;
+            while let VoteOutcome::Stale(view) = outcome {
+                outcome = store
+                    .cast_vote(vote("ir_v2", &voter, true, view.request.votes.len()))
+                    .await
+                    .unwrap();
+            }
+            assert!(matches!(outcome, VoteOutcome::Recorded(_)), "{outcome:?}");
+            first_in
+        }));
+    }
+    let mut first_in = 0;
+    for t in tasks {
+        first_in += usize::from(t.await.unwrap());
+    }
+    assert_eq!(first_in, 1, "exactly one vote counted the empty list");
+    let view = stores[0].get_interaction("ir_v2").await.unwrap().unwrap();
+    let mut names = voters(&view);
+    names.sort_unstable();
+    assert_eq!(names, ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"]);
+}
+
+fn key(x: u8) -> PersonJwk {
+    PersonJwk {
+        kty: "OKP".into(),
+        crv: "Ed25519".into(),
+        x: format!("key-{x}"),
+        y: None,
+        kid: String::new(),
+        alg: Some("EdDSA".into()),
+        use_: Some("sig".into()),
+        rp_id: None,
+        credential_id: None,
+    }
+}
+
+fn register(person: &str, x: u8, max: usize) -> NewPersonKey {
+    NewPersonKey {
+        person: person.into(),
+        jwk: key(x),
+        fingerprint: format!("fp-{x}"),
+        max_keys: max,
+        actor: person.into(),
+        at: OffsetDateTime::now_utc(),
+    }
+}
+
+async fn kids(store: &dyn Store, person: Option<&str>) -> Vec<String> {
+    store
+        .person_keys(person)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|k| k.jwk.kid)
+        .collect()
+}
+
+pub async fn people_keys_belong_to_one_person_and_go_with_the_token(b: &dyn Backend) {
+    let store = b.open().await;
+    let added = |o: PersonKeyOutcome| match o {
+        PersonKeyOutcome::Added(k) => k.jwk.kid,
+        other => panic!("expected a new key, found {other:?}"),
+    };
+    assert_eq!(
+        added(store.add_person_key(register("alice", 1, 4)).await.unwrap()),
+        "person:alice:1"
+    );
+    assert!(matches!(
+        store.add_person_key(register("alice", 1, 4)).await.unwrap(),
+        PersonKeyOutcome::Existing(k) if k.jwk.kid == "person:alice:1"
+    ));
+    assert_eq!(
+        store.add_person_key(register("bob", 1, 4)).await.unwrap(),
+        PersonKeyOutcome::Taken {
+            person: "alice".into()
+        }
+    );
+    assert_eq!(
+        added(store.add_person_key(register("alice", 2, 4)).await.unwrap()),
+        "person:alice:2"
+    );
+    assert_eq!(
+        store.add_person_key(register("alice", 3, 2)).await.unwrap(),
+        PersonKeyOutcome::TooMany
+    );
+    // A revoked kid is never given again.
+    let revoked = store
+        .revoke_person_key("person:alice:1", "admin")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(revoked.revoked_at.is_some());
+    assert!(
+        store
+            .revoke_person_key("person:alice:1", "admin")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        added(store.add_person_key(register("alice", 3, 4)).await.unwrap()),
+        "person:alice:3"
+    );
+    assert_eq!(
+        added(store.add_person_key(register("bob", 4, 4)).await.unwrap()),
+        "person:bob:1"
+    );
+    assert_eq!(
+        kids(&*store, None).await,
+        ["person:alice:2", "person:alice:3", "person:bob:1"]
+    );
+    let back = store.person_keys(Some("alice")).await.unwrap();
+    assert_eq!(back[0].jwk.x, "key-2", "the key comes back as it went");
+    assert_eq!(back[0].fingerprint, "fp-2");
+    // Revoking alice's token revokes her keys, in the same transaction.
+    store
+        .create_token(
+            super::fixtures::token("alice", lev_protocol::api::Role::Approver, "h-alice"),
+            "admin",
+        )
+        .await
+        .unwrap();
+    assert!(store.revoke_token("alice", "admin").await.unwrap());
+    assert!(kids(&*store, Some("alice")).await.is_empty());
+    assert_eq!(kids(&*store, None).await, ["person:bob:1"]);
+    // A revoked key is nobody's: bob may register it.
+    assert_eq!(
+        added(store.add_person_key(register("bob", 2, 4)).await.unwrap()),
+        "person:bob:2"
+    );
+    let actions: Vec<String> = store
+        .audit_after(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .filter(|a| a.starts_with("person_key."))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "person_key.added",
+            "person_key.added",
+            "person_key.revoked",
+            "person_key.added",
+            "person_key.added",
+            "person_key.added"
+        ]
+    );
+}
+
+pub async fn an_escalation_is_recorded_once(b: &dyn Backend) {
+    let stores = handles(b).await;
+    stores[0]
+        .create_interaction(tool_approval("ir_e1", "s-v"))
+        .await
+        .unwrap();
+    let data = json!({"request": {"id": "ir_e1", "session_id": "s-v"},
+                      "escalation": {"to": ["dana"]}});
+    let mut recorded = 0;
+    for store in stores.iter().chain(stores.iter()) {
+        recorded += usize::from(store.escalate_once("ir_e1", data.clone()).await.unwrap());
+    }
+    assert_eq!(recorded, 1);
+    let events: Vec<_> = stores[0]
+        .events_after(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "interaction.escalated")
+        .collect();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].data, data);
+    let audit = stores[0].audit_after(0, 100).await.unwrap();
+    let entry = audit
+        .iter()
+        .find(|e| e.action == "interaction.escalated")
+        .unwrap();
+    assert_eq!(entry.actor, "system");
+    assert_eq!(entry.data["escalation"]["to"], json!(["dana"]));
+    // Not once it is decided.
+    stores[0]
+        .create_interaction(tool_approval("ir_e2", "s-v"))
+        .await
+        .unwrap();
+    stores[0]
+        .cancel_interaction("ir_e2", "worker")
+        .await
+        .unwrap();
+    assert!(!stores[0].escalate_once("ir_e2", data).await.unwrap());
+}
