@@ -39,6 +39,8 @@ mod observability;
 mod operators;
 #[path = "all/pages.rs"]
 mod pages;
+#[path = "all/quorum.rs"]
+mod quorum;
 #[path = "all/respond.rs"]
 mod respond;
 #[path = "all/wait.rs"]
