@@ -29,6 +29,14 @@ pub fn summary(interaction: &Interaction) -> String {
     }
 }
 
+/// A tool approval's tally for listings, when more than one person must
+/// approve or votes were cast: `1/2 approvals`.
+pub fn tally(interaction: &Interaction) -> Option<String> {
+    let needed = interaction.approvals_needed();
+    (needed > 1 || !interaction.votes.is_empty())
+        .then(|| format!("{}/{needed} approvals", interaction.approvals()))
+}
+
 /// A kind's short name for listings.
 pub fn kind_label(kind: &InteractionKind) -> &'static str {
     match kind {
@@ -261,6 +269,7 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
             for (n, option) in (1..).zip(options) {
                 let _ = writeln!(out, "  [{n}] {}", term::one_line(option));
             }
+            votes(&mut out, style, i);
         }
     }
     if let Some(response) = &view.response {
@@ -300,6 +309,70 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
         let _ = writeln!(out, "\n{} {how}", style.dim("answer with:"));
     }
     out
+}
+
+/// A tool approval's votes (SPEC section 13): how many must approve, each
+/// vote, who may still vote and when the escalation opens.
+fn votes(out: &mut String, style: Style, i: &lev_protocol::Interaction) {
+    let needed = i.approvals_needed();
+    let q = i.request.quorum.as_ref();
+    if needed <= 1 && q.is_none() && i.votes.is_empty() {
+        return;
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let pad = |name: &str| style.dim(&format!("{name:<13}"));
+    let mut head = format!("{} of {needed} approvals", i.approvals());
+    if q.is_some_and(|q| q.require_signed_votes) {
+        head.push_str(", each signed by the voter's own key");
+    }
+    let _ = writeln!(out, "  {} {head}", pad("votes"));
+    for v in &i.votes {
+        let what = if v.approved {
+            let scope = v.response.scope.unwrap_or_default().as_str();
+            match v.response.modified_args_json.as_deref() {
+                Some(edit) => format!("approve ({scope}) with args {}", compact_json(edit)),
+                None => format!("approve ({scope})"),
+            }
+        } else {
+            "deny".to_owned()
+        };
+        let signed = if v.signed { "signed" } else { "unsigned" };
+        let _ = writeln!(
+            out,
+            "    {:<12} {}  {}  {}",
+            term::one_line(&v.voter),
+            if v.approved {
+                style.green(&what)
+            } else {
+                style.red(&what)
+            },
+            style.dim(signed),
+            style.dim(&term::rfc3339(Some(v.at)))
+        );
+    }
+    if i.status != InteractionStatus::Pending {
+        return;
+    }
+    let may = match i.may_still_vote(now) {
+        None => "any approver (not those who voted)".to_owned(),
+        Some(names) if names.is_empty() => "nobody".to_owned(),
+        Some(names) => names.join(", "),
+    };
+    let _ = writeln!(out, "  {} {}", pad("may vote"), term::one_line(&may));
+    if let (Some(at), Some(q)) = (i.escalates_at(), q) {
+        let when = if now < at {
+            let left = (at - now).whole_seconds().max(0);
+            format!("in {left} s ({})", term::rfc3339(Some(at)))
+        } else {
+            format!("since {}", term::rfc3339(Some(at)))
+        };
+        let _ = writeln!(
+            out,
+            "  {} {} may vote too, {when}",
+            pad("escalates"),
+            term::one_line(&q.escalate_to.join(", "))
+        );
+    }
 }
 
 fn response_detail(

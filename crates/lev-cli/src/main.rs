@@ -52,6 +52,9 @@ enum Command {
     /// The server's signing keys: list (the default), rotate, remove KID;
     /// and generate, which writes a new key file.
     Keys(cmd::keys::Args),
+    /// Your own signing key, with which `lev respond` signs your votes:
+    /// init (make it once and register it with your token), ls, revoke KID.
+    Key(cmd::key::Args),
     /// Run a command once a person (or the policy, or a grant) approves it.
     ///
     /// Gates tool `shell` with {"argv":[...],"cwd":"..."}, waits for the
@@ -153,6 +156,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Verify(args) => cmd::verify::run(args),
         Command::Keys(args) => cmd::keys::run(args),
+        Command::Key(args) => cmd::key::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Grants(args) => cmd::grants::run(args),
         Command::Policy(args) => cmd::policy::run(args),

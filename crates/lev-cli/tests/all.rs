@@ -25,6 +25,9 @@
 //!   the loopback HTTP receiver it and the Slack tests use).
 //! - `slack`: the Slack integration against a fake of Slack's Web API:
 //!   posts, 429, signed clicks and modals, hostile requests refused.
+//! - `votes`: quorum and people's own signed votes: `lev key init`, `lev
+//!   respond` signing, `lev show`/`lev ls` with votes, `lev verify
+//!   --require-votes`, revoked keys.
 //! - `watch`: `lev watch` in a real pseudo-terminal (tmux): keys typed, answers
 //!   checked through the API, a dropped connection resumed.
 //!
@@ -76,6 +79,8 @@ mod terminal;
 mod tokens;
 #[path = "all/verify.rs"]
 mod verify;
+#[path = "all/votes.rs"]
+mod votes;
 #[path = "all/watch.rs"]
 mod watch;
 #[path = "all/webhooks.rs"]

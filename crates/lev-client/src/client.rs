@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lev_protocol::api::{
-    AuditPage, ErrorBody, Health, InteractionView, Jwks, Page, RespondResult, Task, TaskStatus,
-    TokenCreate, TokenCreated, TokenInfo, WaitResponse, Webhook, WebhookCreate, WebhookDelivery,
+    AuditPage, ErrorBody, Health, InteractionView, Jwks, Page, PeopleJwks, PersonJwk,
+    PersonKeyRegistered, RespondResult, Task, TaskStatus, TokenCreate, TokenCreated, TokenInfo,
+    WaitResponse, Webhook, WebhookCreate, WebhookDelivery,
 };
 use lev_protocol::{
     Interaction, InteractionRequest, InteractionResponse, InteractionStatus, WorkerResult,
@@ -221,6 +222,37 @@ impl Client {
     /// Any [`Error`].
     pub async fn keys(&self) -> Result<Jwks> {
         self.call(Method::GET, "/v1/keys", None::<&()>, None).await
+    }
+
+    /// `GET /v1/people/keys`: people's public keys, with which their signed
+    /// votes are checked (SPEC section 13).
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn people_keys(&self) -> Result<PeopleJwks> {
+        self.call(Method::GET, "/v1/people/keys", None::<&()>, None)
+            .await
+    }
+
+    /// `POST /v1/people/keys`: register a public key to this token's name.
+    ///
+    /// # Errors
+    /// 409 `key_taken` when it is registered to someone else, 403 for a
+    /// token that is not an approver's, ...
+    pub async fn register_person_key(&self, key: &PersonJwk) -> Result<PersonKeyRegistered> {
+        self.call(Method::POST, "/v1/people/keys", Some(key), None)
+            .await
+    }
+
+    /// `DELETE /v1/people/keys/{kid}`.
+    ///
+    /// # Errors
+    /// 404 when no such key is in force, 403 for another person's key, ...
+    pub async fn revoke_person_key(&self, kid: &str) -> Result<()> {
+        let path = format!("/v1/people/keys/{}", segment(kid));
+        self.send(Method::DELETE, &path, None::<&()>, None)
+            .await
+            .map(drop)
     }
 
     /// `POST /v1/interactions`: ask a question. The same id with the same

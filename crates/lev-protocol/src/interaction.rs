@@ -421,6 +421,28 @@ impl Interaction {
         q.escalate_to.iter().any(|a| a == name) && self.escalates_at().is_some_and(|t| now >= t)
     }
 
+    /// Who may still vote at `now`, by name: `None` when any approver may.
+    /// Those who voted are left out; `escalate_to` are in once escalated.
+    pub fn may_still_vote(&self, now: OffsetDateTime) -> Option<Vec<String>> {
+        let q = self.request.quorum.as_ref()?;
+        if q.approvers.is_empty() {
+            return None;
+        }
+        let mut names = q.approvers.clone();
+        if self.escalates_at().is_some_and(|t| now >= t) {
+            names.extend(q.escalate_to.iter().cloned());
+        }
+        names.sort();
+        names.dedup();
+        names.retain(|n| !self.votes.iter().any(|v| &v.voter == n));
+        Some(names)
+    }
+
+    /// How many approving votes it holds.
+    pub fn approvals(&self) -> usize {
+        self.votes.iter().filter(|v| v.approved).count()
+    }
+
     /// Whether a grant may stand in for this decision: not when more than
     /// one person must approve, nor when votes must be signed.
     pub fn grants_may_decide(&self) -> bool {

@@ -79,8 +79,11 @@ fn names(list: &[String]) -> String {
     }
 }
 
+/// A time for a person: RFC 3339 to the second.
 fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
+    t.replace_nanosecond(0)
+        .unwrap_or(t)
+        .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
 }
 

@@ -164,7 +164,7 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
 /// Write `bytes` to a file that is never readable by others, not even for an
 /// instant: it is created with mode 0600. Without `force`, an existing file is
 /// left alone; with it, the new file replaces the old one atomically.
-fn write_secret(path: &Path, bytes: &[u8], force: bool) -> anyhow::Result<()> {
+pub(crate) fn write_secret(path: &Path, bytes: &[u8], force: bool) -> anyhow::Result<()> {
     if !force {
         return match create_private(path) {
             Ok(mut file) => {

@@ -120,6 +120,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             line.push_str(&padded.replacen(i.status.as_str(), &coloured, 1));
             line.push_str("  ");
         }
+        if let Some(tally) = describe::tally(i) {
+            line.push_str(&style.yellow(&format!("[{tally}] ")));
+        }
         line.push_str(&term::clip(&describe::summary(i), 100));
         println!("{line}");
     }

@@ -9,6 +9,7 @@ pub mod bench_soak;
 pub mod demo;
 pub mod grants;
 pub mod hook;
+pub mod key;
 pub mod keys;
 pub mod ls;
 pub mod mcp;

@@ -93,6 +93,14 @@ pub struct Args {
     #[arg(long, value_name = "TEXT", conflicts_with = "text")]
     reason: Option<String>,
 
+    /// Send the vote without signing it, though you have a key (lev key
+    /// init); by default a decision on a tool call is signed with your key
+    /// when you have one.
+    #[arg(long, conflicts_with = "text")]
+    unsigned: bool,
+    #[command(flatten)]
+    key: super::key::KeyFile,
+
     /// Print the stored answer and its signed decision as JSON.
     #[arg(long)]
     json: bool,
@@ -123,13 +131,14 @@ impl From<Scope> for ApprovalScope {
 
 /// Run `lev respond`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let response = build(&args)?;
+    let mut response = build(&args)?;
     let client = args.client.client()?;
     let shown_id = term::one_line(&args.id);
     let rt = runtime()?;
     // Refuse an answer that does not fit the question before sending it,
     // saying what to type instead.
-    if let Ok(view) = rt.block_on(client.get_interaction(&args.id))
+    let view = rt.block_on(client.get_interaction(&args.id)).ok();
+    if let Some(view) = &view
         && let Some(problem) = misfit(&args, &view.request.request.kind)
     {
         clap::Error::raw(
@@ -138,10 +147,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
         .exit();
     }
+    // A decision on a tool call is the person's vote: signed with their own
+    // key when they have one.
+    let mut signed_with = None;
+    if (args.approve || args.deny)
+        && !args.unsigned
+        && let Some(view) = &view
+        && let Some((path, key)) = args.key.load()?
+    {
+        signed_with = Some(sign_vote(&rt, &client, view, &mut response, &path, &key)?);
+    }
     let result = rt.block_on(client.respond(&args.id, &response));
     let result = match result {
         Ok(result) => result,
-        Err(e) if e.status() == Some(409) => {
+        Err(e) if e.code() == Some("already_answered") => {
             let winner = match e.winner() {
                 Some(w) => {
                     let kind = rt
@@ -175,18 +194,84 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(kind) => describe::answer_summary(kind, &result.response),
         None => "answered".to_owned(),
     };
-    let signed = if result.approval.is_some() {
-        format!(" {}", style.dim("(signed)"))
-    } else {
+    let mut notes = Vec::new();
+    if let Some(kid) = &signed_with {
+        notes.push(format!("your vote signed with {}", term::one_line(kid)));
+    }
+    if result.approval.is_some() {
+        notes.push("decision signed".to_owned());
+    }
+    let notes = if notes.is_empty() {
         String::new()
+    } else {
+        format!(" {}", style.dim(&format!("({})", notes.join(", "))))
     };
+    if result.status == Some(lev_protocol::InteractionStatus::Pending) {
+        let needed = result.approvals_needed.unwrap_or(1);
+        let approvals = result.votes.iter().filter(|v| v.approved).count();
+        let still = rt
+            .block_on(client.get_interaction(&args.id))
+            .ok()
+            .and_then(|v| v.request.may_still_vote(time::OffsetDateTime::now_utc()))
+            .map(|names| format!("; may still vote: {}", term::one_line(&names.join(", "))))
+            .unwrap_or_default();
+        println!(
+            "{} {}: {}{notes}; {approvals} of {needed} approvals{still}",
+            style.green("voted"),
+            style.cyan(&shown_id),
+            term::one_line(&summary)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
-        "{} {}: {}{signed}",
+        "{} {}: {}{notes}",
         style.green("answered"),
         style.cyan(&shown_id),
         term::one_line(&summary)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sign `response`, a decision on the tool approval `view`, as the vote of
+/// the person `key` is registered to on this server: the kid it was
+/// signed with.
+fn sign_vote(
+    rt: &tokio::runtime::Runtime,
+    client: &lev_client::Client,
+    view: &lev_protocol::api::InteractionView,
+    response: &mut InteractionResponse,
+    path: &Path,
+    key: &lev_approval::SigningKeyPair,
+) -> anyhow::Result<String> {
+    let id = term::one_line(view.request.id());
+    let Some(binding) = &view.request.request.vote_binding else {
+        bail!(
+            "respond {id}: this interaction was stored before votes could be signed{HINT}pass --unsigned to vote without your key"
+        );
+    };
+    let people = rt
+        .block_on(client.people_keys())
+        .context("reading people's keys to find yours")?;
+    let Some((kid, person)) = super::key::registered(&people, key) else {
+        bail!(
+            "respond {id}: your key ({}) is not registered on {}{HINT}run `lev key init` with your token, or pass --unsigned",
+            path.display(),
+            client.base_url()
+        );
+    };
+    let approved = response.approved == Some(true);
+    let scope = response.scope.unwrap_or_default().as_str();
+    let edit = response.modified_args_json.clone().unwrap_or_default();
+    let payload = lev_approval::VotePayload::for_call(
+        binding,
+        approved,
+        scope,
+        &edit,
+        person,
+        time::OffsetDateTime::now_utc(),
+    );
+    response.vote = Some(lev_approval::sign_vote(&payload, key, kid).context("signing your vote")?);
+    Ok(kid.to_owned())
 }
 
 fn build(args: &Args) -> anyhow::Result<InteractionResponse> {

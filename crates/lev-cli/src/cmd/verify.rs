@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 use lev_approval::{
-    Call, Clock as _, NotAuthorized, SystemClock, TrustedKeys, VerifiedResponse, VerifyError,
-    verify_json,
+    Call, Clock as _, NotAuthorized, PeopleKeys, SystemClock, TrustedKeys, VerifiedResponse,
+    VerifyError, verify_json,
 };
 use time::OffsetDateTime;
 
@@ -50,6 +50,14 @@ pub struct Args {
     /// instead of now.
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     at: Option<OffsetDateTime>,
+    /// Also require at least N distinct people's signed votes (SPEC section
+    /// 13): each verifies under a key registered to its voter in
+    /// --people-keys and binds this exact call. Fewer: exit 3.
+    #[arg(long, value_name = "N", requires = "people_keys")]
+    require_votes: Option<usize>,
+    /// People's keys, as `GET /v1/people/keys` serves them (a JWKS file).
+    #[arg(long, value_name = "FILE", requires = "require_votes")]
+    people_keys: Option<String>,
     /// On exit 3 or 1, also print a verdict object on stdout
     /// (`{"verdict": "not_authorized" | "invalid", "reason" | "error", "message"}`),
     /// never any args. Exit 0 prints the verified approval either way.
@@ -80,6 +88,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, None) => return Err(anyhow!("expected --args-file or --args")),
     };
     let now = args.at.unwrap_or_else(|| SystemClock.now());
+    let people = match &args.people_keys {
+        Some(file) => {
+            let text = read_input(file).context("reading --people-keys")?;
+            let text = String::from_utf8(text).context("--people-keys: not UTF-8")?;
+            Some(PeopleKeys::parse(&text).context("--people-keys")?)
+        }
+        None => None,
+    };
 
     let verified = match verify_json(&envelope, &keys, now) {
         Ok(verified) => verified,
@@ -106,6 +122,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     match verified.check_call(&call) {
         Ok(()) => {
+            if let (Some(needed), Some(people)) = (args.require_votes, &people)
+                && let Err(e) = verified.require_signed_votes(people, needed)
+            {
+                if args.json {
+                    print_verdict(&Verdict::NotAuthorized {
+                        reason: "votes",
+                        message: e.to_string(),
+                    })?;
+                }
+                report::message(&format!(
+                    "genuine approval of this call, but not by enough people's own signed votes: {e}{HINT}the decision must carry at least {needed} signed votes (payload version 2); people sign with `lev key init` and `lev respond`, or a passkey in the dashboard"
+                ));
+                return Ok(ExitCode::from(exit::DENIED));
+            }
             println!("{}", output(&verified)?);
             Ok(ExitCode::SUCCESS)
         }

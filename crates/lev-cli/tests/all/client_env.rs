@@ -124,7 +124,9 @@ pub fn lev_env(args: &[&str], env: &[(&str, &str)], stdin: &[u8]) -> Run {
         "LEV_URL",
         "LEV_TOKEN",
         "LEV_DATA_DIR",
+        "LEV_PERSON_KEY",
         "XDG_DATA_HOME",
+        "XDG_CONFIG_HOME",
         "NO_COLOR",
         "CLICOLOR_FORCE",
     ] {
