@@ -162,6 +162,52 @@ pub fn registered<'a>(people: &'a PeopleJwks, key: &SigningKeyPair) -> Option<(&
         })
 }
 
+/// Sign `response`, a decision on the tool approval `view`, as the vote of
+/// the person `key` is registered to on this server (its `vote_binding`,
+/// the decision, the scope and the args to run): the kid it was signed with.
+///
+/// # Errors
+/// An interaction stored before votes could be signed, a key that is not
+/// registered on this server, the server unreachable.
+pub async fn sign_vote(
+    client: &lev_client::Client,
+    view: &lev_protocol::api::InteractionView,
+    response: &mut lev_protocol::InteractionResponse,
+    path: &Path,
+    key: &SigningKeyPair,
+) -> anyhow::Result<String> {
+    let id = term::one_line(view.request.id());
+    let Some(binding) = &view.request.request.vote_binding else {
+        bail!(
+            "{id}: this interaction was stored before votes could be signed{HINT}vote without your key (lev respond --unsigned)"
+        );
+    };
+    let people = client
+        .people_keys()
+        .await
+        .context("reading people's keys to find yours")?;
+    let Some((kid, person)) = registered(&people, key) else {
+        bail!(
+            "{id}: your key ({}) is not registered on {}{HINT}run `lev key init` with your token (or vote with lev respond --unsigned)",
+            path.display(),
+            client.base_url()
+        );
+    };
+    let approved = response.approved == Some(true);
+    let scope = response.scope.unwrap_or_default().as_str();
+    let edit = response.modified_args_json.clone().unwrap_or_default();
+    let payload = lev_approval::VotePayload::for_call(
+        binding,
+        approved,
+        scope,
+        &edit,
+        person,
+        time::OffsetDateTime::now_utc(),
+    );
+    response.vote = Some(lev_approval::sign_vote(&payload, key, kid).context("signing your vote")?);
+    Ok(kid.to_owned())
+}
+
 /// Run `lev key`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {

@@ -155,7 +155,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         && let Some(view) = &view
         && let Some((path, key)) = args.key.load()?
     {
-        signed_with = Some(sign_vote(&rt, &client, view, &mut response, &path, &key)?);
+        let kid = rt.block_on(super::key::sign_vote(
+            &client,
+            view,
+            &mut response,
+            &path,
+            &key,
+        ))?;
+        signed_with = Some(kid);
     }
     let result = rt.block_on(client.respond(&args.id, &response));
     let result = match result {
@@ -230,48 +237,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         term::one_line(&summary)
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Sign `response`, a decision on the tool approval `view`, as the vote of
-/// the person `key` is registered to on this server: the kid it was
-/// signed with.
-fn sign_vote(
-    rt: &tokio::runtime::Runtime,
-    client: &lev_client::Client,
-    view: &lev_protocol::api::InteractionView,
-    response: &mut InteractionResponse,
-    path: &Path,
-    key: &lev_approval::SigningKeyPair,
-) -> anyhow::Result<String> {
-    let id = term::one_line(view.request.id());
-    let Some(binding) = &view.request.request.vote_binding else {
-        bail!(
-            "respond {id}: this interaction was stored before votes could be signed{HINT}pass --unsigned to vote without your key"
-        );
-    };
-    let people = rt
-        .block_on(client.people_keys())
-        .context("reading people's keys to find yours")?;
-    let Some((kid, person)) = super::key::registered(&people, key) else {
-        bail!(
-            "respond {id}: your key ({}) is not registered on {}{HINT}run `lev key init` with your token, or pass --unsigned",
-            path.display(),
-            client.base_url()
-        );
-    };
-    let approved = response.approved == Some(true);
-    let scope = response.scope.unwrap_or_default().as_str();
-    let edit = response.modified_args_json.clone().unwrap_or_default();
-    let payload = lev_approval::VotePayload::for_call(
-        binding,
-        approved,
-        scope,
-        &edit,
-        person,
-        time::OffsetDateTime::now_utc(),
-    );
-    response.vote = Some(lev_approval::sign_vote(&payload, key, kid).context("signing your vote")?);
-    Ok(kid.to_owned())
 }
 
 fn build(args: &Args) -> anyhow::Result<InteractionResponse> {

@@ -29,6 +29,9 @@ pub struct Args {
     /// Show only this session's interactions (the filter, changed with /).
     #[arg(long, value_name = "SESSION")]
     session: Option<String>,
+    /// Your key signs your votes on tool calls when you have one (lev key init).
+    #[command(flatten)]
+    key: super::key::KeyFile,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -45,6 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let client = args.client.client()?;
+    let key: PersonKey = args.key.load()?.map(Arc::new);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -63,21 +67,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     install_panic_hook();
     let mut screen = Screen::enter().context("setting up the terminal")?;
-    let result = event_loop(&mut screen, &mut app, theme, &rt, &client, &tx, &rx, &stop);
+    let io = Io {
+        rt: &rt,
+        client: &client,
+        key: &key,
+        tx: &tx,
+    };
+    let result = event_loop(&mut screen, &mut app, theme, &io, &rx, &stop);
     drop(screen);
     rt.shutdown_timeout(Duration::from_millis(200));
     result?;
     Ok(ExitCode::SUCCESS)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the IO edge works with: the runtime, the client, the person's key
+/// and the channel back to the model.
+struct Io<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    client: &'a Client,
+    key: &'a PersonKey,
+    tx: &'a mpsc::Sender<Msg>,
+}
+
 fn event_loop(
     screen: &mut Screen,
     app: &mut App,
     theme: Theme,
-    rt: &tokio::runtime::Runtime,
-    client: &Client,
-    tx: &mpsc::Sender<Msg>,
+    io: &Io<'_>,
     rx: &mpsc::Receiver<Msg>,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
@@ -100,7 +116,7 @@ fn event_loop(
             && let Event::Key(key) = event::read().context("reading the terminal")?
             && let Some(action) = app.on_key(key)
         {
-            perform(action, screen, app, rt, client, tx)?;
+            perform(action, screen, app, io)?;
         }
         while let Ok(msg) = rx.try_recv() {
             app.on_msg(msg);
@@ -111,18 +127,20 @@ fn event_loop(
     }
 }
 
-fn perform(
-    action: Action,
-    screen: &mut Screen,
-    app: &mut App,
-    rt: &tokio::runtime::Runtime,
-    client: &Client,
-    tx: &mpsc::Sender<Msg>,
-) -> anyhow::Result<()> {
+/// The person's signing key, when they have one.
+type PersonKey = Option<Arc<(std::path::PathBuf, lev_approval::SigningKeyPair)>>;
+
+fn perform(action: Action, screen: &mut Screen, app: &mut App, io: &Io<'_>) -> anyhow::Result<()> {
+    let Io {
+        rt,
+        client,
+        key,
+        tx,
+    } = *io;
     match action {
         Action::Quit => {}
         Action::Respond { id, response } => {
-            let response = match attach(response) {
+            let response = match attach(*response) {
                 Ok(response) => response,
                 Err(e) => {
                     app.on_msg(Msg::Responded {
@@ -135,17 +153,51 @@ fn perform(
                     return Ok(());
                 }
             };
-            let (client, tx) = (client.clone(), tx.clone());
+            let (client, tx, key) = (client.clone(), tx.clone(), key.clone());
             rt.spawn(async move {
-                let result = client
-                    .respond(&id, &response)
-                    .await
-                    .map(|r| r.response)
-                    .map_err(|e| RespondError {
-                        message: first_line(&e.to_string()),
-                        winner: e.winner().cloned(),
-                    });
-                let _ = tx.send(Msg::Responded { id, result });
+                let mut response = response;
+                // A decision on a tool call is the person's vote: signed with
+                // their own key when they have one.
+                if let (Some(key), Some(_)) = (&key, response.approved) {
+                    let (path, key) = &**key;
+                    let signed = match client.get_interaction(&id).await {
+                        Ok(view) => {
+                            super::key::sign_vote(&client, &view, &mut response, path, key).await
+                        }
+                        Err(e) => Err(e.into()),
+                    };
+                    if let Err(e) = signed {
+                        let _ = tx.send(Msg::Responded {
+                            id,
+                            result: Err(RespondError {
+                                message: first_line(&format!("{e:#}")),
+                                winner: None,
+                            }),
+                        });
+                        return;
+                    }
+                }
+                let msg = match client.respond(&id, &response).await {
+                    Ok(r) if r.status == Some(lev_protocol::InteractionStatus::Pending) => {
+                        Msg::Voted {
+                            id,
+                            votes: r.votes,
+                            needed: r.approvals_needed.unwrap_or(1),
+                        }
+                    }
+                    Ok(r) => Msg::Responded {
+                        id,
+                        result: Ok(r.response),
+                    },
+                    Err(e) => Msg::Responded {
+                        id,
+                        result: Err(RespondError {
+                            message: first_line(&e.to_string()),
+                            winner: e.winner().cloned(),
+                        }),
+                    },
+                };
+                let _ = tx.send(msg);
             });
         }
         Action::LoadGrants => {

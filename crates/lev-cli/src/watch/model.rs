@@ -44,6 +44,15 @@ pub enum Msg {
         /// The stored answer, or why not.
         result: Result<StoredResponse, RespondError>,
     },
+    /// A vote on a tool approval recorded while more approvals are needed.
+    Voted {
+        /// The interaction, still pending.
+        id: String,
+        /// Its votes now.
+        votes: Vec<lev_protocol::Vote>,
+        /// How many must approve.
+        needed: u32,
+    },
     /// The grants in force (or why they could not be read).
     Grants(Result<Vec<Grant>, String>),
     /// A grant revoked (or why not).
@@ -74,7 +83,7 @@ pub enum Action {
         /// The interaction.
         id: String,
         /// The answer (`@path` words in a text answer still to attach).
-        response: InteractionResponse,
+        response: Box<InteractionResponse>,
     },
     /// Open `$EDITOR` on these args.
     Edit {
@@ -338,6 +347,20 @@ impl App {
                     self.sending = None;
                 }
                 self.on_responded(&id, result);
+            }
+            Msg::Voted { id, votes, needed } => {
+                if self.sending.as_deref() == Some(id.as_str()) {
+                    self.sending = None;
+                }
+                let approvals = votes.iter().filter(|v| v.approved).count();
+                if let Some(view) = self.items.iter_mut().find(|v| v.request.id() == id) {
+                    view.request.votes = votes;
+                }
+                self.drafts.remove(&id);
+                self.notify(
+                    true,
+                    &format!("vote recorded: {approvals} of {needed} approvals, waiting for more"),
+                );
             }
             Msg::Grants(Ok(grants)) => {
                 self.grant_selected = self.grant_selected.min(grants.len().saturating_sub(1));
@@ -865,7 +888,10 @@ impl App {
     fn send(&mut self, id: String, response: InteractionResponse) -> Option<Action> {
         self.sending = Some(id.clone());
         self.notice = None;
-        Some(Action::Respond { id, response })
+        Some(Action::Respond {
+            id,
+            response: Box::new(response),
+        })
     }
 }
 

@@ -286,7 +286,7 @@ fn watch_states_input_review_race_reconnect_grants() {
 #[test]
 fn watch_keys_answer_every_kind_as_the_dashboard_does() {
     let respond = |actions: Vec<Action>| match actions.as_slice() {
-        [Action::Respond { id, response }] => (id.clone(), response.clone()),
+        [Action::Respond { id, response }] => (id.clone(), (**response).clone()),
         other => panic!("expected one answer, found {other:?}"),
     };
     // Text: r, type, Enter.
@@ -500,4 +500,67 @@ fn watch_replies_take_several_lines() {
     let (screen, _) = render(&a, 80, 24, Theme { color: false });
     assert!(screen.contains("(+4 lines above)"), "{screen}");
     assert!(!screen.contains("line3"), "{screen}");
+}
+
+#[test]
+fn watch_shows_votes_who_may_still_vote_and_the_escalation() {
+    let mut deploy = view(
+        "ir_deploy",
+        "release",
+        9,
+        json!({"type": "tool_approval", "tool_name": "deploy",
+               "args_json": r#"{"env":"prod"}"#, "sandbox_mode": "ci"}),
+    );
+    let extra: lev_protocol::Interaction = serde_json::from_value(json!({
+        "id": "ir_deploy",
+        "session_id": "release",
+        "caller": "alice",
+        "kind": {"type": "tool_approval", "tool_name": "deploy",
+                 "args_json": r#"{"env":"prod"}"#, "sandbox_mode": "ci"},
+        "approvals_needed": 2,
+        "quorum": {"approvers": ["ann", "bob", "carol"], "escalate_after_s": 600,
+                   "escalate_to": ["dana"], "require_signed_votes": true},
+        "status": "pending",
+        "created_at": "2026-03-01T12:09:00Z",
+        "votes": [{"voter": "ann", "approved": true, "at": "2026-03-01T12:09:30Z",
+                   "signed": true,
+                   "response": {"request_id": "ir_deploy", "approved": true, "scope": "once"}}],
+    }))
+    .unwrap();
+    deploy.request = extra;
+    let app = app(vec![deploy]);
+    let (text, _) = render(&app, 100, 30, Theme { color: false });
+    for words in [
+        "1 of 2 approvals, signed",
+        "ann approve (once)  signed",
+        "bob, carol",
+        "dana may vote in 9m",
+    ] {
+        assert!(text.contains(words), "{words:?} in\n{text}");
+    }
+    check("votes_100x30", &app, 100, 30);
+}
+
+#[test]
+fn watch_a_vote_that_does_not_decide_keeps_the_question_open() {
+    let mut app = app(vec![shell()]);
+    app.on_msg(Msg::Voted {
+        id: "ir_shell".into(),
+        votes: vec![
+            serde_json::from_value(json!({
+            "voter": "alice", "approved": true, "at": NOW, "signed": false,
+            "response": {"request_id": "ir_shell", "approved": true, "scope": "once"}}))
+            .unwrap(),
+        ],
+        needed: 2,
+    });
+    let v = app
+        .items
+        .iter()
+        .find(|v| v.request.id() == "ir_shell")
+        .unwrap();
+    assert_eq!(v.request.status, lev_protocol::InteractionStatus::Pending);
+    assert_eq!(v.request.votes.len(), 1);
+    let (text, _) = render(&app, 80, 24, Theme { color: false });
+    assert!(text.contains("vote recorded: 1 of 2 approvals"), "{text}");
 }

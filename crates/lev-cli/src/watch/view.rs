@@ -451,6 +451,7 @@ fn detail_lines(app: &App, view: &InteractionView, theme: Theme) -> Vec<Line<'st
                 ));
             }
             out.push(field("tool", tool, theme));
+            out.extend(vote_lines(app, i, theme));
             out.push(Line::default());
             out.extend(call_lines(args_json, theme));
             out.push(Line::default());
@@ -483,6 +484,67 @@ fn detail_lines(app: &App, view: &InteractionView, theme: Theme) -> Vec<Line<'st
         }
     }
 
+    out
+}
+
+/// A tool approval's votes (SPEC section 13): how many must approve, who
+/// voted, who may still vote, when the escalation opens. Nothing for one
+/// person's decision without votes.
+fn vote_lines(app: &App, i: &lev_protocol::Interaction, theme: Theme) -> Vec<Line<'static>> {
+    let needed = i.approvals_needed();
+    let quorum = i.request.quorum.as_ref();
+    if needed <= 1 && quorum.is_none() && i.votes.is_empty() {
+        return Vec::new();
+    }
+    let plain = Style::new();
+    let mut out = Vec::new();
+    let mut head = format!("{} of {needed} approvals", i.approvals());
+    if quorum.is_some_and(|q| q.require_signed_votes) {
+        head.push_str(", signed");
+    }
+    out.push(field(
+        "votes",
+        vec![Span::styled(head, theme.bold())],
+        theme,
+    ));
+    for v in &i.votes {
+        let mut spans = vec![Span::raw("  ")];
+        spans.extend(vis_one(&v.voter, plain, theme));
+        spans.push(Span::raw(" "));
+        if v.approved {
+            let scope = v.response.scope.unwrap_or_default().as_str();
+            spans.push(Span::styled(format!("approve ({scope})"), theme.ok()));
+            if v.response.modified_args_json.is_some() {
+                spans.push(Span::styled(" with edited args", theme.warn()));
+            }
+        } else {
+            spans.push(Span::styled("deny", theme.bad()));
+        }
+        spans.push(Span::styled(
+            if v.signed { "  signed" } else { "  unsigned" },
+            theme.dim(),
+        ));
+        out.push(Line::from(spans));
+    }
+    if i.status == InteractionStatus::Pending {
+        let may = match i.may_still_vote(app.now) {
+            None => "any approver".to_owned(),
+            Some(names) if names.is_empty() => "nobody".to_owned(),
+            Some(names) => names.join(", "),
+        };
+        out.push(field("may vote", vis_one(&may, plain, theme), theme));
+        if let (Some(at), Some(q)) = (i.escalates_at(), quorum) {
+            let left = (at - app.now).whole_seconds();
+            let when = if left > 0 {
+                format!(" in {}", short_secs(left))
+            } else {
+                " now".to_owned()
+            };
+            let mut spans = vis_one(&q.escalate_to.join(", "), plain, theme);
+            spans.push(Span::styled(format!(" may vote{when}"), theme.dim()));
+            out.push(field("escalates", spans, theme));
+        }
+    }
     out
 }
 
