@@ -33,7 +33,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lev_approval::{
-    Call, Clock, NotAuthorized, SystemClock, TrustedKeys, VerifiedResponse, VerifyError, verify,
+    Call, Clock, NotAuthorized, PeopleKeys, SystemClock, TrustedKeys, VerifiedResponse,
+    VerifyError, verify,
 };
 use lev_protocol::Envelope;
 use lev_protocol::api::{GateRequest, GateResponse, Grant, Jwks, NonceConsume};
@@ -69,6 +70,15 @@ pub enum GateError {
     /// The approved args are not JSON (they always are, when lev signed them).
     #[error("the approved args are not JSON: {0}")]
     Args(#[from] serde_json::Error),
+    /// The tool needs people's own signed votes, and the decision does not
+    /// carry enough that verify (SPEC section 13).
+    #[error("the approval of {tool} lacks people's signed votes: {why}")]
+    NotEnoughVotes {
+        /// The tool.
+        tool: String,
+        /// How many counted, how many were needed, and why others did not.
+        why: lev_approval::NotEnoughVotes,
+    },
 }
 
 /// One tool call to gate.
@@ -278,6 +288,40 @@ pub struct Gatekeeper {
     client: Client,
     keys: TrustedKeys,
     clock: Arc<dyn Clock>,
+    votes: Option<Arc<SignedVotes>>,
+}
+
+/// Tools whose approvals must carry people's own signed votes, and the
+/// people's keys to check them with.
+#[derive(Debug)]
+struct SignedVotes {
+    /// (tool-name glob, votes needed), the first match applies.
+    rules: Vec<(String, usize)>,
+    people: PeopleKeys,
+}
+
+/// Whether `name` matches `glob` (`*` any run of characters, `?` one).
+fn glob_match(glob: &str, name: &str) -> bool {
+    let (g, n): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
+    // Wildcard matching with one backtrack point: at worst glob x name steps.
+    let (mut gi, mut ni, mut star, mut mark) = (0, 0, None, 0);
+    while ni < n.len() {
+        if gi < g.len() && (g[gi] == '?' || g[gi] == n[ni]) {
+            gi += 1;
+            ni += 1;
+        } else if gi < g.len() && g[gi] == '*' {
+            star = Some(gi);
+            mark = ni;
+            gi += 1;
+        } else if let Some(s) = star {
+            gi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    g[gi..].iter().all(|c| *c == '*')
 }
 
 impl std::fmt::Debug for Gatekeeper {
@@ -285,6 +329,7 @@ impl std::fmt::Debug for Gatekeeper {
         f.debug_struct("Gatekeeper")
             .field("client", &self.client)
             .field("keys", &self.keys.len())
+            .field("signed_votes", &self.votes)
             .finish_non_exhaustive()
     }
 }
@@ -296,7 +341,26 @@ impl Gatekeeper {
             client,
             keys,
             clock: Arc::new(SystemClock),
+            votes: None,
         }
+    }
+
+    /// The same gatekeeper requiring, for tools matching `tool` (a glob:
+    /// `*` any run of characters), at least `needed` distinct people's own
+    /// signed votes in each approval (payload version 2), verified against
+    /// `people` (the JWKS of `GET /v1/people/keys`, pinned like the
+    /// server's keys) and bound to the exact call. A server that holds
+    /// none of those people's private keys cannot make such an approval.
+    /// Called again, it adds a rule; the first matching rule applies.
+    pub fn require_signed_votes(mut self, tool: &str, needed: usize, people: PeopleKeys) -> Self {
+        let mut rules = self
+            .votes
+            .as_ref()
+            .map(|v| v.rules.clone())
+            .unwrap_or_default();
+        rules.push((tool.to_owned(), needed));
+        self.votes = Some(Arc::new(SignedVotes { rules, people }));
+        self
     }
 
     /// A gatekeeper trusting the keys the server publishes now
@@ -419,6 +483,19 @@ impl Gatekeeper {
         verified
             .check_call(&call.as_verified_call())
             .map_err(GateError::NotAuthorized)?;
+        if let Some(votes) = &self.votes
+            && let Some((_, needed)) = votes
+                .rules
+                .iter()
+                .find(|(glob, _)| glob_match(glob, &call.tool_name))
+        {
+            verified
+                .require_signed_votes(&votes.people, *needed)
+                .map_err(|why| GateError::NotEnoughVotes {
+                    tool: call.tool_name.clone(),
+                    why,
+                })?;
+        }
         self.client
             .consume_nonce(&verified.payload.nonce)
             .await
@@ -520,4 +597,23 @@ fn encode_segment(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod glob_tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs_match_as_the_policy_s_do() {
+        assert!(glob_match("deploy*", "deploy-web"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("mcp__*__read?", "mcp__fs__reads"));
+        assert!(!glob_match("mcp__*__read?", "mcp__fs__read"));
+        assert!(!glob_match("pay", "payment"));
+        assert!(glob_match("a*b*c", "aXXbYYc"));
+        assert!(!glob_match("a*b*c", "aXXbYY"));
+        // Bounded: a hostile glob against a long name returns at once.
+        let name = "a".repeat(10_000);
+        assert!(!glob_match(&"*a".repeat(50).replace("a", "b"), &name));
+    }
 }

@@ -22,6 +22,11 @@ approvers = ["group:oncall"]
 escalate_after_s = 3600
 escalate_to = ["group:leads"]
 require_signed_votes = true
+
+[[rule]]
+tool = "ship"
+decision = "ask"
+approvals = 2
 "#;
 
 struct Team {
@@ -302,4 +307,64 @@ fn a_key_file_others_can_read_is_refused() {
     let run = team.as_person(&ann, "bad.key", &["key", "init"]);
     assert_code(&run, 1);
     assert!(run.stderr.contains("not a signing key"), "{}", run.stderr);
+}
+
+/// The Rust SDK's verifier requires people's signed votes per tool: an
+/// approval that carries them runs, one decided by unsigned votes does not.
+#[test]
+fn the_sdk_requires_signed_votes_per_tool() {
+    use lev_approval::{PeopleKeys, TrustedKeys};
+    use lev_client::gate::{GateError, GateOutcome, Gatekeeper, ToolCall};
+
+    let team = Team::start();
+    let ann = team.token("ann", "approver");
+    let bob = team.token("bob", "approver");
+    let worker = team.token("ci", "worker");
+    assert_code(&team.as_person(&ann, "ann.key", &["key", "init"]), 0);
+    assert_code(&team.as_person(&bob, "bob.key", &["key", "init"]), 0);
+    let client = lev_client::Client::new(&team.server.url, Some(worker)).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (keys, people) = rt.block_on(async {
+        let keys = client.keys().await.unwrap();
+        let people = client.people_keys().await.unwrap();
+        (
+            TrustedKeys::parse(&serde_json::to_string(&keys).unwrap()).unwrap(),
+            PeopleKeys::from_jwks(&people).unwrap(),
+        )
+    });
+    let gatekeeper = Gatekeeper::new(client.clone(), keys)
+        .require_signed_votes("deploy", 2, people.clone())
+        .require_signed_votes("sh*", 2, people);
+
+    // Two people vote on the pending call while the gatekeeper waits.
+    let vote_all = |tool: &str, signed: bool| {
+        let call = ToolCall::new("s-sdk", &format!("{tool}-1"), tool, r#"{"v":1}"#);
+        let submitted = rt.block_on(gatekeeper.submit(&call)).unwrap();
+        let id = match submitted.response() {
+            lev_protocol::api::GateResponse::Ask { interaction_id } => interaction_id.clone(),
+            other => panic!("expected ask, found {other:?}"),
+        };
+        for (token, key) in [(&ann, "ann.key"), (&bob, "bob.key")] {
+            let mut args = vec!["respond", id.as_str(), "--approve"];
+            if !signed {
+                args.push("--unsigned");
+            }
+            assert_code(&team.as_person(token, key, &args), 0);
+        }
+        rt.block_on(gatekeeper.settle(&call, submitted))
+    };
+    match vote_all("deploy", true) {
+        Ok(GateOutcome::Run(approved)) => {
+            assert_eq!(approved.args_json(), r#"{"v":1}"#);
+            assert_eq!(approved.verified().payload.votes.as_ref().unwrap().len(), 2);
+        }
+        other => panic!("expected to run, found {other:?}"),
+    }
+    match vote_all("ship", false) {
+        Err(GateError::NotEnoughVotes { tool, why }) => {
+            assert_eq!(tool, "ship");
+            assert_eq!((why.found, why.needed), (0, 2));
+        }
+        other => panic!("expected NotEnoughVotes, found {other:?}"),
+    }
 }
