@@ -7,11 +7,20 @@
 
 #[path = "../tests/all/vector_set.rs"]
 mod vector_set;
+#[path = "../tests/all/vector_votes.rs"]
+mod vector_votes;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 fn main() -> std::io::Result<()> {
+    if std::env::args().any(|a| a == "--es256-message") {
+        println!(
+            "{}",
+            lev_approval::encode_base64(&vector_votes::es256_message())
+        );
+        return Ok(());
+    }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(vector_set::DIR);
     std::fs::create_dir_all(&dir)?;
     let vectors = vector_set::generate();

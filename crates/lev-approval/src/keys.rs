@@ -112,7 +112,10 @@ impl SigningKeyPair {
         jwk_of(&self.signing.verifying_key())
     }
 
-    pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
+    /// A raw Ed25519 signature over `message` (what a DSSE envelope's
+    /// signature is over the PAE; what a passkey signs over its
+    /// authenticator data and client data hash).
+    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
         use ed25519_dalek::Signer as _;
         self.signing.sign(message).to_bytes()
     }

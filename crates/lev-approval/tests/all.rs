@@ -28,5 +28,7 @@ mod mutate;
 mod properties;
 #[path = "all/vector_set.rs"]
 mod vector_set;
+#[path = "all/vector_votes.rs"]
+mod vector_votes;
 #[path = "all/vectors.rs"]
 mod vectors;

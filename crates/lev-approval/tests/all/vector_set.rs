@@ -40,6 +40,15 @@ pub struct Vector {
     pub context: Option<VectorContext>,
     /// The verifier's clock, RFC 3339.
     pub now: String,
+    /// People's keys (the JWKS of `GET /v1/people/keys`), for a vector
+    /// that requires people's own signed votes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub people_keys: Option<Value>,
+    /// How many distinct people's signed votes must verify and bind the
+    /// call (`lev verify --require-votes N`); a shortfall is not_authorized
+    /// with reason `votes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_votes: Option<usize>,
     /// The verdict.
     pub expect: Verdict,
 }
@@ -127,23 +136,39 @@ pub fn evaluate(vector: &Vector) -> Verdict {
             &vector.call.args_json,
         )
     };
-    match verified.check_call(&call) {
-        Ok(()) => Verdict::Authorized {
-            effective_args_json: verified.resolve_approved_call().to_owned(),
-        },
-        Err(e) => Verdict::NotAuthorized {
+    if let Err(e) = verified.check_call(&call) {
+        return Verdict::NotAuthorized {
             reason: e.reason().to_owned(),
-        },
+        };
+    }
+    if let Some(needed) = vector.require_votes {
+        let people = vector
+            .people_keys
+            .clone()
+            .and_then(|v| serde_json::from_value::<lev_protocol::api::PeopleJwks>(v).ok())
+            .and_then(|jwks| lev_approval::PeopleKeys::from_jwks(&jwks).ok());
+        let Some(people) = people else {
+            return invalid("malformed_key");
+        };
+        if verified.require_signed_votes(&people, needed).is_err() {
+            return Verdict::NotAuthorized {
+                reason: "votes".into(),
+            };
+        }
+    }
+    Verdict::Authorized {
+        effective_args_json: verified.resolve_approved_call().to_owned(),
     }
 }
 
 // ---- generation ----
 
-const ISSUED_AT: &str = "2026-01-01T12:00:00Z";
+pub(crate) const ISSUED_AT: &str = "2026-01-01T12:00:00Z";
 const EXPIRES_AT: &str = "2026-01-01T12:10:00Z";
 const NOW: &str = "2026-01-01T12:05:00Z";
-const ARGS: &str = r#"{"argv":["cargo","test","--workspace"],"cwd":"/home/alice/project"}"#;
-const EDITED_ARGS: &str =
+pub(crate) const ARGS: &str =
+    r#"{"argv":["cargo","test","--workspace"],"cwd":"/home/alice/project"}"#;
+pub(crate) const EDITED_ARGS: &str =
     r#"{"argv":["cargo","test","--workspace","--offline"],"cwd":"/home/alice/project"}"#;
 
 /// The trusted signing key of most vectors.
@@ -157,7 +182,7 @@ fn key_b() -> SigningKeyPair {
 }
 
 /// A key nobody trusts.
-fn key_untrusted() -> SigningKeyPair {
+pub(crate) fn key_untrusted() -> SigningKeyPair {
     SigningKeyPair::from_seed(&[0x33; 32])
 }
 
@@ -174,18 +199,18 @@ const GROUP_ORDER: [u8; 32] = [
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
 ];
 
-fn at(text: &str) -> OffsetDateTime {
+pub(crate) fn at(text: &str) -> OffsetDateTime {
     OffsetDateTime::parse(text, &Rfc3339).expect("fixed RFC 3339 time")
 }
 
-fn shifted(text: &str, seconds: i64) -> String {
+pub(crate) fn shifted(text: &str, seconds: i64) -> String {
     (at(text) + time::Duration::seconds(seconds))
         .format(&Rfc3339)
         .expect("formattable time")
 }
 
 /// A grant of the call `call-1` / `shell` / [`ARGS`], for alice in `c-1`.
-fn grant() -> ApprovalPayload {
+pub(crate) fn grant() -> ApprovalPayload {
     ApprovalPayload {
         v: 1,
         turn_id: "t-7".into(),
@@ -235,11 +260,11 @@ fn full_context() -> Option<VectorContext> {
     })
 }
 
-fn json(envelope: &Envelope) -> Value {
+pub(crate) fn json(envelope: &Envelope) -> Value {
     serde_json::to_value(envelope).expect("an envelope is JSON")
 }
 
-fn signed(payload: &ApprovalPayload) -> Value {
+pub(crate) fn signed(payload: &ApprovalPayload) -> Value {
     json(&sign_payload(payload, &key_a()).unwrap())
 }
 
@@ -248,33 +273,36 @@ fn signed_bytes(payload: &[u8]) -> Value {
 }
 
 /// The payload's compact JSON with `edit` applied to its text.
-fn edited_text(payload: &ApprovalPayload, edit: impl FnOnce(String) -> String) -> Vec<u8> {
+pub(crate) fn edited_text(
+    payload: &ApprovalPayload,
+    edit: impl FnOnce(String) -> String,
+) -> Vec<u8> {
     let text = String::from_utf8(payload.to_bytes().unwrap()).expect("payload JSON is UTF-8");
     let out = edit(text.clone());
     assert_ne!(out, text, "the edit changed nothing");
     out.into_bytes()
 }
 
-fn authorized(args: &str) -> Verdict {
+pub(crate) fn authorized(args: &str) -> Verdict {
     Verdict::Authorized {
         effective_args_json: args.into(),
     }
 }
 
-fn not_authorized(reason: &str) -> Verdict {
+pub(crate) fn not_authorized(reason: &str) -> Verdict {
     Verdict::NotAuthorized {
         reason: reason.into(),
     }
 }
 
-fn invalid(error: &str) -> Verdict {
+pub(crate) fn invalid(error: &str) -> Verdict {
     Verdict::Invalid {
         error: error.into(),
     }
 }
 
 /// A vector with the usual key, call, full context and clock.
-fn vector(description: &str, envelope: Value, expect: Verdict) -> Vector {
+pub(crate) fn vector(description: &str, envelope: Value, expect: Verdict) -> Vector {
     Vector {
         description: description.into(),
         trusted_keys: vec![key_a().public_base64url()],
@@ -282,6 +310,8 @@ fn vector(description: &str, envelope: Value, expect: Verdict) -> Vector {
         call: the_call(),
         context: full_context(),
         now: NOW.into(),
+        people_keys: None,
+        require_votes: None,
         expect,
     }
 }
@@ -914,6 +944,7 @@ pub fn generate() -> Vec<(&'static str, Vector)> {
             invalid("malformed"),
         ),
     ));
+    super::vector_votes::generate(&mut v);
     v
 }
 

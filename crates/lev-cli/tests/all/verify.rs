@@ -97,6 +97,13 @@ fn verify_args(dir: &Scratch, vector: &Value) -> Vec<OsString> {
             args.push(value.into());
         }
     }
+    if let (Some(needed), Some(people)) = (vector.get("require_votes"), vector.get("people_keys")) {
+        let people = dir.write("people.json", people.to_string());
+        args.push("--require-votes".into());
+        args.push(needed.to_string().into());
+        args.push("--people-keys".into());
+        args.push(people.into());
+    }
     args
 }
 
@@ -108,7 +115,7 @@ fn stderr_mentions(class: &str) -> &'static str {
         "untrusted_key" => "no signature by a trusted key",
         "bad_signature" => "bad signature",
         "payload" => "invalid payload",
-        "version" => "expected payload version 1",
+        "version" => "expected payload version 1 (no votes) or 2 (votes)",
         "expired" => "expired at",
         "not_yet_valid" => "issued in the future",
         "weak_key" => "weak (small-order) public key",
@@ -151,6 +158,8 @@ fn check(name: &str, vector: &Value, run: &Run) -> Result<(), String> {
             let reason = str_of(expect, "/reason");
             let mention = if reason == "denied" {
                 "the call was denied".to_owned()
+            } else if reason == "votes" {
+                "not by enough people's own signed votes".to_owned()
             } else {
                 format!("approval is for {reason} ")
             };
