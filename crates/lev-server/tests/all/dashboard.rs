@@ -7,6 +7,8 @@
 mod browser;
 #[path = "browser_support.rs"]
 mod browser_support;
+#[path = "passkeys_browser.rs"]
+mod passkeys_browser;
 
 use lev_server::Settings;
 use reqwest::header::{CONTENT_TYPE, COOKIE, SET_COOKIE};
