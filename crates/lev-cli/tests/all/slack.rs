@@ -478,3 +478,79 @@ fn a_bad_slack_config_stops_the_server_with_the_field_named() {
         );
     }
 }
+
+/// Quorum from Slack (SPEC section 13): each mapped person's click is their
+/// vote; the message shows the tally and offers no session grant; the
+/// second approval decides; the escalation is said in the thread.
+#[test]
+fn votes_from_slack_wait_for_the_quorum() {
+    let dir = crate::support::Scratch::new("slack-quorum-policy");
+    let policy = dir.write(
+        "policy.toml",
+        "default = \"ask\"\n[[tool]]\nname = \"shell\"\napprovals = 2\napprovers = [\"alice\", \"bob\"]\nescalate_after_s = 1\nescalate_to = [\"carol\"]\n",
+    );
+    let Setup { server, slack } =
+        setup_with("slack-quorum", &["--policy", policy.to_str().unwrap()]);
+    let q = server.create("s-quorum", tool(r#"{"argv":["make","deploy"]}"#));
+    let posted = wait_calls(&slack, "chat.postMessage", 1)[0].json();
+    let buttons: Vec<String> = posted["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "actions")
+        .flat_map(|b| b["elements"].as_array().unwrap().clone())
+        .map(|e| e["action_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        !buttons.iter().any(|a| a == "approve_session"),
+        "{buttons:?}"
+    );
+    assert!(posted.to_string().contains("0 of 2"), "{posted}");
+
+    // alice's click is one vote of two: she is told, nothing is decided.
+    let (code, _, _, _) = signed(&server, &click("U0ALICE", "approve_once", q.id()));
+    assert_eq!(code, 200);
+    let eph = wait_calls(&slack, "chat.postEphemeral", 1);
+    let told = eph[0].json()["text"].as_str().unwrap().to_owned();
+    assert!(told.contains("Your vote is in: 1 of 2"), "{told}");
+    let (st, view) = status(&server, q.id());
+    assert_eq!(st, InteractionStatus::Pending);
+    assert_eq!(view["request"]["votes"][0]["voter"], "alice");
+    // The message is updated with the tally.
+    let updated = slack.wait_for("the message updated with alice's vote", |all| {
+        all.iter()
+            .any(|r| r.path.ends_with("chat.update") && r.json().to_string().contains("1 of 2"))
+    });
+    assert!(
+        updated
+            .iter()
+            .any(|r| r.json().to_string().contains("alice approved"))
+    );
+    // alice again (another click, not a replay): one vote each.
+    let mut again = click("U0ALICE", "approve_once", q.id());
+    again["actions"][0]["action_ts"] = json!("1700000002.2");
+    signed(&server, &again);
+    let eph = wait_calls(&slack, "chat.postEphemeral", 2);
+    let told = eph[1].json()["text"].as_str().unwrap().to_owned();
+    assert!(told.contains("voted on this call already"), "{told}");
+    // The escalation after a second is said in the thread.
+    slack.wait_for("the escalation in the thread", |all| {
+        all.iter().any(|r| {
+            r.status == 200
+                && r.json().get("thread_ts").is_some()
+                && r.json()["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("Escalated: carol"))
+        })
+    });
+    // bob's click decides.
+    signed(&server, &click("U0BOB", "approve_once", q.id()));
+    let decided = block_on(server.client().wait(q.id(), 10)).unwrap();
+    assert_eq!(decided.status, InteractionStatus::Answered);
+    assert_eq!(decided.answered_by.as_deref(), Some("bob"));
+    let approval = decided.approval.unwrap();
+    assert_eq!(
+        approval.payload_type,
+        lev_protocol::APPROVAL_PAYLOAD_TYPE_V2
+    );
+}

@@ -102,7 +102,6 @@ pub fn shorten(s: &str, max_chars: usize) -> String {
 pub fn message(view: &InteractionView, dashboard_url: Option<&str>) -> Value {
     let interaction = &view.request;
     let request = &interaction.request;
-    let id = interaction.id();
     let mut blocks = Vec::new();
 
     let header = header_text(view);
@@ -130,7 +129,7 @@ pub fn message(view: &InteractionView, dashboard_url: Option<&str>) -> Value {
 
     let outcome = outcome_text(view);
     match &outcome {
-        None => blocks.extend(action_blocks(&request.kind, id, dashboard_url)),
+        None => blocks.extend(action_blocks(interaction, dashboard_url)),
         Some(text) => blocks.push(section(text)),
     }
     blocks.truncate(MAX_BLOCKS);
@@ -721,6 +720,36 @@ fn context_texts(view: &InteractionView) -> Vec<String> {
             out.push(format!("Rule: {}", rule.trim_start()));
         }
     }
+    let needed = interaction.approvals_needed();
+    if needed > 1 || !interaction.votes.is_empty() {
+        let voters: Vec<String> = interaction
+            .votes
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} {}",
+                    fit(&v.voter, 100, Mode::Line),
+                    if v.approved { "approved" } else { "denied" }
+                )
+            })
+            .collect();
+        let mut text = format!("Votes: *{} of {needed}* approvals", interaction.approvals());
+        if !voters.is_empty() {
+            let _ = write!(text, " ({})", voters.join(", "));
+        }
+        out.push(text);
+    }
+    if let Some(q) = &r.quorum {
+        if q.require_signed_votes {
+            out.push("Each vote must be signed with the voter's own key: vote in the lev dashboard (passkey) or with `lev respond`".into());
+        }
+        if !q.approvers.is_empty() {
+            out.push(format!(
+                "May vote: {}",
+                fit(&q.approvers.join(", "), 600, Mode::Line)
+            ));
+        }
+    }
     if interaction.status == InteractionStatus::Pending
         && let Some(expires) = interaction.expires_at
         && let Ok(at) = expires.format(&time::format_description::well_known::Rfc3339)
@@ -748,8 +777,19 @@ fn choice_label(i: usize, option: &str) -> String {
 }
 
 /// The buttons of a pending interaction, in actions blocks of at most 25.
-fn action_blocks(kind: &InteractionKind, id: &str, dashboard_url: Option<&str>) -> Vec<Value> {
-    let mut elements = match kind {
+fn action_blocks(
+    interaction: &lev_protocol::Interaction,
+    dashboard_url: Option<&str>,
+) -> Vec<Value> {
+    let id = interaction.id();
+    let mut elements = match &interaction.request.kind {
+        // Where several people (or signed votes) must approve each call, no
+        // session grant can stand in for them.
+        InteractionKind::ToolApproval { .. } if !interaction.grants_may_decide() => vec![
+            button(APPROVE_ONCE, "Approve once", id, Some("primary")),
+            button(DENY, "Deny", id, Some("danger")),
+            button(DENY_FEEDBACK, "Deny with feedback", id, None),
+        ],
         InteractionKind::ToolApproval { .. } => vec![
             button(APPROVE_ONCE, "Approve once", id, Some("primary")),
             button(APPROVE_SESSION, "Approve for session", id, None),

@@ -28,6 +28,8 @@ pub const EVENTS: &[&str] = &[
     "interaction.expired",
     "interaction.cancelled",
     "interaction.reminder",
+    "interaction.voted",
+    "interaction.escalated",
 ];
 
 /// What a posted message is remembered by when it was not posted (the
@@ -177,18 +179,33 @@ pub async fn deliver(state: &AppState, client: &reqwest::Client, d: &DueDelivery
                 None => sent,
             }
         }
-        "interaction.reminder" => {
+        "interaction.reminder" | "interaction.escalated" => {
             let Some((channel, ts)) = posted.as_deref().and_then(split_ref) else {
                 return Sent::ok_nothing();
             };
             if view.request.status.is_final() {
                 return Sent::ok_nothing();
             }
-            let minutes = (OffsetDateTime::now_utc() - view.request.created_at).whole_minutes();
-            let text = format!(
-                "Still waiting for an answer ({} pending for {minutes} min).",
-                super::blocks::escape_mrkdwn(id)
-            );
+            let text = if d.event_kind == "interaction.escalated" {
+                let to = view
+                    .request
+                    .request
+                    .quorum
+                    .as_ref()
+                    .map(|q| q.escalate_to.join(", "))
+                    .unwrap_or_default();
+                format!(
+                    "Escalated: {} may vote on {} now.",
+                    super::blocks::escape_mrkdwn(&to),
+                    super::blocks::escape_mrkdwn(id)
+                )
+            } else {
+                let minutes = (OffsetDateTime::now_utc() - view.request.created_at).whole_minutes();
+                format!(
+                    "Still waiting for an answer ({} pending for {minutes} min).",
+                    super::blocks::escape_mrkdwn(id)
+                )
+            };
             call(
                 client,
                 &config,
@@ -197,6 +214,8 @@ pub async fn deliver(state: &AppState, client: &reqwest::Client, d: &DueDelivery
             )
             .await
         }
+        // A vote that decided: the decision's own event updates the message.
+        "interaction.voted" if view.request.status.is_final() => Sent::ok_nothing(),
         _ => match posted.as_deref() {
             Some(SKIPPED) => Sent::ok_nothing(),
             Some(r) => {

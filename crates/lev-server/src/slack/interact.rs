@@ -172,7 +172,7 @@ pub async fn interactions(State(state): State<AppState>, request: Request) -> Re
             };
             match outcome {
                 // An empty 200 closes the modal.
-                Ok(()) => StatusCode::OK.into_response(),
+                Ok(_) => StatusCode::OK.into_response(),
                 Err(message) => Json(json!({
                     "response_action": "errors",
                     "errors": { block: message },
@@ -245,8 +245,9 @@ async fn button(
             }
         },
     };
-    if let Err(message) = decide(state, id, answer, &name).await {
-        ephemeral(state, config, channel, user, &message).await;
+    match decide(state, id, answer, &name).await {
+        Ok(Some(note)) | Err(note) => ephemeral(state, config, channel, user, &note).await,
+        Ok(None) => {}
     }
 }
 
@@ -274,13 +275,14 @@ async fn approver(state: &AppState, config: &SlackConfig, user: &str) -> Result<
     }
 }
 
-/// Answer as `name`, through the dashboard's path; the refusal as text.
+/// Answer as `name`, through the dashboard's path: a note for the person
+/// when their vote was recorded but more are needed; the refusal as text.
 async fn decide(
     state: &AppState,
     id: &str,
     answer: InteractionResponse,
     name: &str,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     match crate::interactions::answer(
         state,
         id,
@@ -289,7 +291,14 @@ async fn decide(
     )
     .await
     {
-        Ok(_) => Ok(()),
+        Ok(r) if r.status.is_some() => {
+            let approvals = r.votes.iter().filter(|v| v.approved).count();
+            Ok(Some(format!(
+                "Your vote is in: {approvals} of {} approvals. The call waits for more.",
+                r.approvals_needed.unwrap_or(1)
+            )))
+        }
+        Ok(_) => Ok(None),
         Err(ApiError::AlreadyAnswered(_) | ApiError::Gone(_)) => {
             let text = match state.store().get_interaction(id).await {
                 Ok(Some(view)) => decided_text(&view),
