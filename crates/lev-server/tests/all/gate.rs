@@ -794,10 +794,10 @@ async fn the_policy_file_of_the_data_dir_is_used() {
     );
 }
 
-type Ws =
+pub(crate) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-async fn operator_socket(s: &TestServer, session: &str, token: &str) -> Ws {
+pub(crate) async fn operator_socket(s: &TestServer, session: &str, token: &str) -> Ws {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
     let url = format!(
         "{}/v1/operators/{session}/ws",
@@ -811,7 +811,7 @@ async fn operator_socket(s: &TestServer, session: &str, token: &str) -> Ws {
     ws
 }
 
-async fn next_frame(ws: &mut Ws) -> Value {
+pub(crate) async fn next_frame(ws: &mut Ws) -> Value {
     use futures_util::StreamExt as _;
     use tokio_tungstenite::tungstenite::Message;
     loop {

@@ -610,3 +610,107 @@ async fn a_policy_with_a_bad_quorum_names_its_line() {
         assert!(e.to_string().contains(words), "{text}: {e}");
     }
 }
+
+/// Operators vote only where the rule names them (SPEC section 13): named,
+/// the operator's answer is one vote of the quorum; not named, its answer
+/// hands the call to people with the reason, and nothing is recorded.
+#[tokio::test]
+async fn an_operator_votes_only_where_the_rule_names_it() {
+    use futures_util::SinkExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    let policy = "default = \"ask\"\n\
+        [[rule]]\ntool = \"release\"\ndecision = \"ask\"\napprovals = 2\napprovers = [\"main-ai\", \"ann\"]\n\n\
+        [[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\napprovals = 2\n";
+    let s = TestServer::start_with(Settings {
+        policy: Arc::new(Policy::parse(policy).unwrap()),
+        policy_source: "ops.toml".into(),
+        ..Settings::default()
+    })
+    .await;
+    let worker = s.token("worker-o", "worker", None).await;
+    let ann = s.token("ann", "approver", None).await;
+    let op = s.token("main-ai", "operator", None).await;
+    let mut ws = crate::gate::operator_socket(&s, "s-op", &op).await;
+    let gate_call = |tool: &str, rid: &str| {
+        let mut c = call(tool, rid, "{}", "erin");
+        c["session_id"] = json!("s-op");
+        c["route"] = json!(["operator", "human"]);
+        c
+    };
+    let answer = |ask: &Value, id: &str| {
+        json!({"type": "answer", "req_id": ask["req_id"],
+               "value": {"request_id": id, "approved": true, "scope": "once"}})
+        .to_string()
+    };
+
+    // Named: the operator's approval is a vote; ann's decides.
+    let (_, v) = s
+        .post("/v1/gate", &worker, &gate_call("release", "r-1"))
+        .await;
+    let id = v["interaction_id"].as_str().unwrap().to_owned();
+    let mut ask = crate::gate::next_frame(&mut ws).await;
+    while ask["type"] != "ask" {
+        ask = crate::gate::next_frame(&mut ws).await;
+    }
+    ws.send(Message::Text(answer(&ask, &id).into()))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let v = view(&s, &id).await;
+        if v["request"]["votes"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+        {
+            assert_eq!(v["request"]["votes"][0]["voter"], "main-ai");
+            assert_eq!(v["request"]["status"], "pending");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no operator vote: {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (status, r) = vote(&s, &ann, &id, &approve(&id)).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    let voters: Vec<String> = verified(&s, &r["approval"])
+        .await
+        .payload
+        .votes
+        .unwrap()
+        .into_iter()
+        .map(|v| v.voter)
+        .collect();
+    assert_eq!(voters, ["main-ai", "ann"]);
+
+    // Not named (two approvals by people): the operator's answer is no vote;
+    // the call goes to people, escalated with the reason.
+    let (_, v) = s
+        .post("/v1/gate", &worker, &gate_call("deploy", "d-1"))
+        .await;
+    let id = v["interaction_id"].as_str().unwrap().to_owned();
+    let mut ask = crate::gate::next_frame(&mut ws).await;
+    while ask["type"] != "ask" {
+        ask = crate::gate::next_frame(&mut ws).await;
+    }
+    ws.send(Message::Text(answer(&ask, &id).into()))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let v = view(&s, &id).await;
+        let why = v["request"]["metadata"]["escalation"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if !why.is_empty() {
+            assert!(why.contains("may not vote"), "{v}");
+            assert!(v["request"].get("votes").is_none(), "{v}");
+            assert_eq!(v["request"]["status"], "pending");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "not escalated: {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
