@@ -25,7 +25,11 @@ seed() {
       for f in crates/lev-protocol/tests/fixtures/*/*.json; do
         cp "$f" "fuzz/corpus/$target/$(basename "$(dirname "$f")")-$(basename "$f")"
       done ;;
-    policy) cp examples/policy.toml "fuzz/corpus/$target/example.toml" ;;
+    policy)
+      cp examples/policy.toml "fuzz/corpus/$target/example.toml"
+      # The example's quorum, uncommented.
+      sed -n 's/^# \{0,1\}//p' examples/policy.toml | sed -n '/^\[groups\]/,$p' \
+        >"fuzz/corpus/$target/quorum.toml" ;;
     notify)
       for f in crates/lev-protocol/tests/fixtures/interaction/*.json; do
         printf '{"request":%s}' "$(cat "$f")" >"fuzz/corpus/$target/view-$(basename "$f")"

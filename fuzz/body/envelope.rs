@@ -2,20 +2,24 @@
 //! test (`crates/lev-approval/tests/all/fuzz_smoke.rs`), which runs it on
 //! stable Rust.
 //!
-//! Untrusted bytes reach three decoders: the envelope (`verify_json`), a key
+//! Untrusted bytes reach these decoders: the envelope (`verify_json`), a key
 //! set (`TrustedKeys::parse`), and, by signing the bytes with a trusted key so
 //! that the signature check passes, the strict payload parse and time checks
-//! behind it. The bytes also pick an `issued_at`, an `expires_at` and a
+//! behind it; and people's signed votes (SPEC section 13): a vote envelope
+//! (`verify_vote`, a passkey's assertion included) against fixed people's
+//! keys, a people key set (`PeopleKeys::parse`), the bytes signed as a
+//! person's vote payload, and the votes a verified decision carries. The bytes also pick an `issued_at`, an `expires_at` and a
 //! verifier's clock anywhere in the representable range (extreme years and
 //! offsets included), for a signed grant and for the envelopes above. None
 //! may panic, and what verifies must keep the binding's invariants and be
 //! inside its validity window.
 
 use lev_approval::{
-    ApprovalPayload, CLOCK_SKEW, Call, SigningKeyPair, TrustedKeys, VerifyError, sign_envelope,
-    sign_payload, verify, verify_json,
+    ApprovalPayload, CLOCK_SKEW, Call, PeopleKeys, SigningKeyPair, TrustedKeys, VerifyError,
+    VotePayload, sign_envelope, sign_payload, verify, verify_json, verify_vote,
 };
-use lev_protocol::APPROVAL_PAYLOAD_TYPE;
+use lev_protocol::api::PeopleJwks;
+use lev_protocol::{APPROVAL_PAYLOAD_TYPE, Envelope, VOTE_PAYLOAD_TYPE};
 use time::{OffsetDateTime, UtcOffset};
 
 /// What one run reached, so a smoke test can tell that its inputs go deep.
@@ -29,6 +33,35 @@ pub struct Reached {
     pub verified_payload: bool,
     /// The grant signed with the times the bytes picked verified.
     pub verified_times: bool,
+    /// The bytes were a vote envelope that verified under a person's key.
+    pub verified_vote: bool,
+    /// The bytes, signed by a person, were a valid vote payload.
+    pub verified_vote_payload: bool,
+}
+
+/// The person whose CLI key signs the fuzzed vote payloads (the vote
+/// vectors' ann).
+pub fn person_key() -> SigningKeyPair {
+    SigningKeyPair::from_seed(&[0x44; 32])
+}
+
+/// The people's keys the fuzz target knows: ann's CLI key, and carol's
+/// EdDSA passkey for lev.example.com (as in the vote vectors).
+pub fn people() -> PeopleKeys {
+    let mut ann = lev_approval::votes::ed25519_jwk(person_key().verifying_key().as_bytes());
+    ann.kid = "person:ann:1".into();
+    let mut carol = lev_approval::votes::ed25519_jwk(
+        SigningKeyPair::from_seed(&[0x66; 32])
+            .verifying_key()
+            .as_bytes(),
+    );
+    carol.kid = "person:carol:1".into();
+    carol.rp_id = Some("lev.example.com".into());
+    carol.credential_id = Some("Y2Fyb2wtY3JlZGVudGlhbA".into());
+    PeopleKeys::from_jwks(&PeopleJwks {
+        keys: vec![ann, carol],
+    })
+    .unwrap_or_else(|e| panic!("the fuzz people keys: {e}"))
 }
 
 /// The key the fuzz target trusts: the test vectors' key A, so mutated vectors
@@ -52,9 +85,46 @@ pub fn run(data: &[u8]) -> Reached {
     }
     let mut reached = Reached::default();
 
+    let people = people();
     if let Ok(v) = verify_json(data, &keys, now()) {
         reached.verified_envelope = true;
         check_invariants(&v);
+        check_votes(&v, &people);
+    }
+    if let Ok(vote) = serde_json::from_slice::<Envelope>(data)
+        && let Ok(verified) = verify_vote(&vote, &people)
+    {
+        reached.verified_vote = true;
+        let owner = lev_approval::votes::parse_person_kid(&verified.kid).map(|(p, _)| p);
+        assert_eq!(
+            owner,
+            Some(verified.payload.voter.as_str()),
+            "a vote verified under a key of someone else than its voter"
+        );
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = PeopleKeys::parse(text);
+    }
+    let vote = sign_envelope(VOTE_PAYLOAD_TYPE, data, &person_key());
+    let mut vote = vote;
+    vote.signatures[0].keyid = "person:ann:1".into();
+    match verify_vote(&vote, &people) {
+        Ok(v) => {
+            reached.verified_vote_payload = true;
+            assert!(
+                serde_json::from_slice::<VotePayload>(data).is_ok(),
+                "verify_vote accepted a payload the strict parse refuses"
+            );
+            assert_eq!(
+                v.payload.voter, "ann",
+                "ann's key verified another voter's vote"
+            );
+        }
+        Err(e) => assert!(
+            e.class() != "not_signed"
+                || serde_json::from_slice::<VotePayload>(data).is_ok_and(|p| p.voter != "ann"),
+            "ann's signature refused on her own vote: {e}"
+        ),
     }
 
     if let Ok(text) = std::str::from_utf8(data)
@@ -192,6 +262,28 @@ fn check_window(v: &lev_approval::VerifiedResponse, now: OffsetDateTime) {
         nanos(now) <= nanos(v.payload.expires_at) + skew_nanos(),
         "verified after expires_at + skew"
     );
+}
+
+/// The votes of a verified decision: checking them never panics, and
+/// those that count are among the votes it lists, each voter once.
+fn check_votes(v: &lev_approval::VerifiedResponse, people: &PeopleKeys) {
+    let listed: Vec<&str> = v
+        .payload
+        .votes
+        .iter()
+        .flatten()
+        .map(|vote| vote.voter.as_str())
+        .collect();
+    let signed = v.signed_voters(people);
+    assert!(
+        signed.iter().all(|s| listed.contains(&s.as_str())),
+        "a signed voter the decision does not list"
+    );
+    let needed = signed.len() + 1;
+    assert!(v.require_signed_votes(people, needed).is_err());
+    if v.payload.approved && !signed.is_empty() {
+        assert!(v.require_signed_votes(people, signed.len()).is_ok());
+    }
 }
 
 fn check_invariants(v: &lev_approval::VerifiedResponse) {

@@ -33,11 +33,28 @@ pub fn run(data: &[u8]) -> bool {
             json!({"method": "POST", "url": "https://example.com"}),
         ),
         ("deploy", json!(null)),
+        ("deploy-web", json!({"env": "prod"})),
+        ("drop_table", json!({"table": "t"})),
     ];
     for (tool, args) in &calls {
         let _ = policy.required(tool, &["net".to_owned()]);
         let _ = policy.first_matching_rule(tool, args);
         let _ = policy.denies(tool, args);
+        // A quorum that parsed can be met: approvals within its voters.
+        if let Some(q) = policy.quorum_for(tool, args) {
+            assert!(q.approvals >= 1, "a quorum of no one");
+            if !q.approvers.is_empty() {
+                let mut voters: Vec<&String> = q.approvers.iter().chain(&q.escalate_to).collect();
+                voters.sort();
+                voters.dedup();
+                assert!(
+                    usize::try_from(q.approvals).unwrap_or(usize::MAX) <= voters.len(),
+                    "a quorum no vote could ever pass"
+                );
+            }
+            assert_eq!(q.escalate_after_s.is_some(), !q.escalate_to.is_empty());
+        }
     }
+    let _ = policy.shortest_escalation();
     true
 }

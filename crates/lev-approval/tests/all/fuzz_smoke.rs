@@ -13,6 +13,27 @@ fn seeds() -> Vec<Vec<u8>> {
         .into_iter()
         .map(|(_, v)| serde_json::to_vec(&v.envelope).unwrap())
         .collect();
+    // The votes inside the version 2 decisions, and their payloads.
+    for (_, v) in super::vector_set::generate() {
+        let Some(payload) = v.envelope["payload"]
+            .as_str()
+            .and_then(|p| lev_approval::decode_base64(p).ok())
+            .and_then(|p| serde_json::from_slice::<serde_json::Value>(&p).ok())
+        else {
+            continue;
+        };
+        for vote in payload["votes"].as_array().into_iter().flatten() {
+            if !vote["envelope"].is_null() {
+                seeds.push(serde_json::to_vec(&vote["envelope"]).unwrap());
+                if let Some(p) = vote["envelope"]["payload"]
+                    .as_str()
+                    .and_then(|p| lev_approval::decode_base64(p).ok())
+                {
+                    seeds.push(p);
+                }
+            }
+        }
+    }
     let key = body::trusted_key();
     seeds.push(key.public_base64url().into_bytes());
     seeds.push(serde_json::to_vec(&key.public_jwk()).unwrap());
@@ -35,6 +56,19 @@ fn the_seeds_reach_past_the_signature_check() {
     assert!(
         verified >= 10,
         "only {verified} seeds verify: the smoke test would not reach the payload parse"
+    );
+    let votes = seeds()
+        .iter()
+        .filter(|s| body::run(s).verified_vote)
+        .count();
+    assert!(votes >= 2, "only {votes} seeds are votes that verify");
+    let payloads = seeds()
+        .iter()
+        .filter(|s| body::run(s).verified_vote_payload)
+        .count();
+    assert!(
+        payloads >= 2,
+        "only {payloads} seeds are vote payloads that verify when ann signs them"
     );
 }
 

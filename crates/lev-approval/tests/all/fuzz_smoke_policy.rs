@@ -26,6 +26,23 @@ name = "shell"
 requires = ["proc-exec"]
 "#
         .to_vec(),
+        // A quorum (SPEC section 13): groups, approvers, escalation, signed votes.
+        br#"[groups]
+oncall = ["ann", "bob", "carol"]
+leads = ["dana"]
+[[tool]]
+name = "drop_*"
+approvals = 3
+[[rule]]
+tool = "deploy*"
+decision = "ask"
+approvals = 2
+approvers = ["group:oncall", "erin"]
+escalate_after_s = 600
+escalate_to = ["group:leads"]
+require_signed_votes = true
+"#
+        .to_vec(),
     ]
 }
 
