@@ -472,8 +472,12 @@ impl Policy {
                 voters.extend(escalate_to.iter());
                 if usize::try_from(approvals).unwrap_or(usize::MAX) > voters.len() {
                     return err(format!(
-                        "approvals = {approvals}, but only {} people may vote ({}): no decision could ever pass",
-                        voters.len(),
+                        "approvals = {approvals}, but only {} may vote ({}): no decision could ever pass",
+                        if voters.len() == 1 {
+                            "1 person".to_owned()
+                        } else {
+                            format!("{} people", voters.len())
+                        },
                         voters
                             .iter()
                             .map(|v| v.as_str())

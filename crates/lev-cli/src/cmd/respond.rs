@@ -206,7 +206,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         notes.push(format!("your vote signed with {}", term::one_line(kid)));
     }
     if result.approval.is_some() {
-        notes.push(if notes.is_empty() { "signed" } else { "decision signed" }.to_owned());
+        notes.push(
+            if notes.is_empty() {
+                "signed"
+            } else {
+                "decision signed"
+            }
+            .to_owned(),
+        );
     }
     let notes = if notes.is_empty() {
         String::new()

@@ -368,3 +368,54 @@ fn the_sdk_requires_signed_votes_per_tool() {
         other => panic!("expected NotEnoughVotes, found {other:?}"),
     }
 }
+
+/// A policy whose quorum cannot work stops `lev serve` (and `lev policy
+/// check`) with the line named; nothing starts.
+#[test]
+fn a_bad_quorum_stops_the_server_with_its_line() {
+    let dir = Scratch::new("votes-bad-policy");
+    for (text, line, words) in [
+        (
+            "default = \"ask\"\n\n[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\napprovers = [\"group:ops\"]\n",
+            3,
+            "unknown group \"ops\"",
+        ),
+        (
+            "[groups]\nops = [\"ann\"]\n\n[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\napprovals = 2\napprovers = [\"group:ops\"]\n",
+            4,
+            "approvals = 2, but only 1 person may vote",
+        ),
+        (
+            "[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\nescalate_to = [\"dana\"]\n",
+            1,
+            "escalate_to needs escalate_after_s",
+        ),
+    ] {
+        let file = dir.write("policy.toml", text);
+        let check = crate::support::lev(["policy".as_ref(), "check".as_ref(), file.as_os_str()]);
+        assert_eq!(check.code, 1, "{}", check.stderr);
+        assert!(
+            check.stderr.contains(&format!("line {line}:")),
+            "{}",
+            check.stderr
+        );
+        assert!(check.stderr.contains(words), "{}", check.stderr);
+        let data = dir.path("data");
+        let serve = crate::support::lev([
+            "serve".as_ref(),
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--data-dir".as_ref(),
+            data.as_os_str(),
+            "--policy".as_ref(),
+            file.as_os_str(),
+        ]);
+        assert_eq!(serve.code, 1, "{}", serve.stderr);
+        assert!(
+            serve.stderr.contains(&format!("line {line}:")),
+            "{}",
+            serve.stderr
+        );
+        assert!(serve.stderr.contains(words), "{}", serve.stderr);
+    }
+}
