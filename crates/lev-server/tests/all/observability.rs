@@ -65,7 +65,7 @@ async fn the_audit_chain_verifies_and_records_every_change() {
 
     // A tampered entry is caught.
     let mut tampered = page.page.items.clone();
-    tampered[4].data["modified_args_json"] = json!("{}");
+    tampered[5].data["modified_args_json"] = json!("{}");
     assert!(verify_chain(&tampered, &page.head, &keys, None).is_err());
 
     // ?after= gives the tail, with the same head.
@@ -73,9 +73,9 @@ async fn the_audit_chain_verifies_and_records_every_change() {
     let tail: AuditPage = serde_json::from_value(v).unwrap();
     assert_eq!(
         tail.page.items.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        [7, 8]
+        [7, 8, 9]
     );
-    assert_eq!(tail.head.seq, 8);
+    assert_eq!(tail.head.seq, 9);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
