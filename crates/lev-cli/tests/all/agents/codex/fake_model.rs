@@ -18,6 +18,13 @@ use serde_json::{Value, json};
 pub enum Turn {
     /// Run `cmd` with the `exec_command` tool (call id `call_id`).
     Exec { call_id: &'static str, cmd: String },
+    /// Run `cmd` outside the sandbox, saying `why` (Codex asks even under
+    /// `on-request`).
+    Escalated {
+        call_id: &'static str,
+        cmd: String,
+        why: String,
+    },
     /// Edit files with the freeform `apply_patch` tool.
     Patch {
         call_id: &'static str,
@@ -32,6 +39,15 @@ pub fn exec(call_id: &'static str, cmd: &str) -> Turn {
     Turn::Exec {
         call_id,
         cmd: cmd.to_owned(),
+    }
+}
+
+/// `exec_command` running `cmd` outside the sandbox, justified by `why`.
+pub fn escalated(call_id: &'static str, cmd: &str, why: &str) -> Turn {
+    Turn::Escalated {
+        call_id,
+        cmd: cmd.to_owned(),
+        why: why.to_owned(),
     }
 }
 
@@ -54,6 +70,10 @@ impl Turn {
             Self::Exec { call_id, cmd } => vec![json!({
                 "type": "function_call", "name": "exec_command", "call_id": call_id,
                 "arguments": json!({"cmd": cmd}).to_string(),
+            })],
+            Self::Escalated { call_id, cmd, why } => vec![json!({
+                "type": "function_call", "name": "exec_command", "call_id": call_id,
+                "arguments": json!({"cmd": cmd, "sandbox_permissions": "require_escalated", "justification": why}).to_string(),
             })],
             Self::Patch { call_id, patch } => vec![json!({
                 "type": "custom_tool_call", "name": "apply_patch", "call_id": call_id, "input": patch,

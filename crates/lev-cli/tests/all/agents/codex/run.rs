@@ -9,7 +9,7 @@ use lev_protocol::{
 };
 use serde_json::{Value, json};
 
-use super::fake_model::{exec, patch, said, say};
+use super::fake_model::{escalated, exec, patch, said, say};
 use super::harness::CodexEnv;
 use crate::agents::served::block_on;
 
