@@ -116,25 +116,29 @@ pub async fn initialize(
     tokio::pin!(hello);
     let deadline = tokio::time::sleep(Duration::from_secs(30));
     tokio::pin!(deadline);
-    let result = loop {
+    // The answer, or the end of the connection (with the read error, if any).
+    let result: Result<Result<Value, super::rpc::CallError>, Option<String>> = loop {
         tokio::select! {
-            result = &mut hello => break result,
+            result = &mut hello => break Ok(result),
             read = reads.recv() => match read.unwrap_or(Read::Closed(None)) {
                 Read::Message(_) => {}
                 Read::Garbage { text, why } => bail!(
                     "{what} is not a Codex app-server: expected JSON-RPC messages, found {text:?} ({why}){}",
                     tail_note(&stderr_tail())
                 ),
-                Read::Closed(e) => bail!(
-                    "{what} closed the connection before answering initialize{}{}",
-                    e.map(|e| format!(" ({e})")).unwrap_or_default(),
-                    tail_note(&stderr_tail())
-                ),
+                Read::Closed(e) => break Err(e),
             },
             () = &mut deadline => bail!("{what} did not answer initialize within 30 s"),
         }
     };
-    let result = result.with_context(|| format!("{what}: initialize"))?;
+    let result = match result {
+        Ok(Ok(result)) => result,
+        Ok(Err(super::rpc::CallError::Closed { .. })) | Err(None) => {
+            closed(what, None, &stderr_tail).await?
+        }
+        Err(Some(e)) => closed(what, Some(e), &stderr_tail).await?,
+        Ok(Err(e)) => return Err(e).with_context(|| format!("{what}: initialize")),
+    };
     let user_agent = result
         .get("userAgent")
         .and_then(Value::as_str)
@@ -152,6 +156,21 @@ pub async fn initialize(
     }
     peer.notify("initialized", None);
     Ok(version)
+}
+
+/// The error of a connection that closed before answering `initialize`,
+/// with what the other end said on its way out (given a moment to arrive).
+async fn closed(
+    what: &str,
+    error: Option<String>,
+    stderr_tail: impl Fn() -> String,
+) -> anyhow::Result<Value> {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bail!(
+        "{what} closed the connection before answering initialize{}{}",
+        error.map(|e| format!(" ({e})")).unwrap_or_default(),
+        tail_note(&stderr_tail())
+    )
 }
 
 fn tail_note(tail: &str) -> String {
