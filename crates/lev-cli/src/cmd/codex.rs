@@ -23,7 +23,7 @@ use tokio::io::AsyncBufReadExt as _;
 use crate::codex::bridge::{Bridge, Event, Settings, say};
 use crate::codex::connection::{self, Read};
 use crate::codex::hooks::{self, EventName};
-use crate::codex::rpc::{self, Peer};
+use crate::codex::rpc::{self, CallError, Peer};
 use crate::codex::shell;
 use crate::connect::{ClientArgs, runtime};
 use crate::gatekeep;
@@ -578,10 +578,28 @@ fn attach(args: AttachArgs) -> anyhow::Result<ExitCode> {
                 .await
                 .map_err(|e| anyhow!("fetching the server's keys: {e}"))?,
         };
-        let (peer, outgoing) = Peer::new();
-        let messages = rpc::unix_websocket(&socket, outgoing)
-            .await
-            .with_context(|| format!("attaching to Codex's app-server at {}", socket.display()))?;
+        let (peer, mut outgoing) = Peer::new();
+        // A UI that is starting has the socket before it listens: try for a
+        // few seconds.
+        let started = tokio::time::Instant::now();
+        let messages = loop {
+            // Codex's socket path is a symlink to a short one under /tmp (a
+            // Unix socket's path is at most about 100 bytes): connect there.
+            let target = std::fs::canonicalize(&socket).unwrap_or_else(|_| socket.clone());
+            match rpc::unix_websocket(&target, outgoing).await {
+                Ok(messages) => break messages,
+                Err((_, back)) if started.elapsed() < Duration::from_secs(10) => {
+                    outgoing = back;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err((e, _)) => {
+                    return Err(e.context(format!(
+                        "attaching to Codex's app-server at {}",
+                        socket.display()
+                    )));
+                }
+            }
+        };
         let mut reads = connection::spawn_reader(messages, peer.clone());
         let what = format!("the app-server at {}", socket.display());
         let version = connection::initialize(&peer, &mut reads, &what, String::new).await?;
@@ -656,7 +674,15 @@ async fn resume(peer: &Peer, bridge: &Bridge, thread: &str) {
         .await;
     let resumed = match resumed {
         Ok(r) => r,
-        Err(e) if e.to_string().contains("no rollout found") => return,
+        // Before its first turn a thread has no history to resume ("no
+        // rollout found", "list_turns is not supported yet"): it is tried
+        // again when it shows activity.
+        Err(CallError::Refused { error, .. })
+            if error.message.contains("no rollout found")
+                || error.message.contains("not supported yet") =>
+        {
+            return;
+        }
         Err(e) => {
             say(&format!("cannot follow thread {thread}: {e}"));
             return;

@@ -270,19 +270,29 @@ pub fn stdio(
 /// WebSocket over the Unix socket at `path`, one message per text frame.
 ///
 /// # Errors
-/// The socket cannot be reached, or refuses the WebSocket upgrade.
+/// The socket cannot be reached, or refuses the WebSocket upgrade; the
+/// receiver comes back with the error, to try again.
+#[allow(clippy::result_large_err)]
 pub async fn unix_websocket(
     path: &Path,
     mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
-) -> anyhow::Result<Messages> {
+) -> Result<Messages, (anyhow::Error, mpsc::UnboundedReceiver<Outgoing>)> {
     use anyhow::Context as _;
     use tokio_tungstenite::tungstenite::Message;
-    let stream = tokio::net::UnixStream::connect(path)
-        .await
-        .with_context(|| format!("connecting to {}", path.display()))?;
-    let (socket, _) = tokio_tungstenite::client_async("ws://localhost/", stream)
-        .await
-        .with_context(|| format!("the WebSocket upgrade on {}", path.display()))?;
+    let connected = async {
+        let stream = tokio::net::UnixStream::connect(path)
+            .await
+            .with_context(|| format!("connecting to {}", path.display()))?;
+        let (socket, _) = tokio_tungstenite::client_async("ws://localhost/", stream)
+            .await
+            .with_context(|| format!("the WebSocket upgrade on {}", path.display()))?;
+        anyhow::Ok(socket)
+    }
+    .await;
+    let socket = match connected {
+        Ok(socket) => socket,
+        Err(e) => return Err((e, outgoing)),
+    };
     let (mut sink, stream) = socket.split();
     tokio::spawn(async move {
         while let Some(Outgoing::Message(text)) = outgoing.recv().await {

@@ -105,11 +105,39 @@ enabled = false
     )
 }
 
+/// A directory outside the repository (Codex treats a workspace inside a
+/// git repository as part of that project: its trust prompt, its
+/// AGENTS.md), removed when dropped.
+#[derive(Debug)]
+pub struct Outside(tempfile::TempDir);
+
+impl Outside {
+    pub fn new(name: &str) -> Self {
+        Self(
+            tempfile::Builder::new()
+                .prefix(&format!("lev-{name}-"))
+                .tempdir_in(std::env::temp_dir())
+                .expect("a temporary directory"),
+        )
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+
+    /// Write `bytes` to `name` and return its path.
+    pub fn write(&self, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, bytes).expect("write a scratch file");
+        path
+    }
+}
+
 /// One test's world: lev, the fake model, a Codex home, a workspace.
 pub struct CodexEnv {
     pub served: Served,
     pub model: FakeModel,
-    pub scratch: Scratch,
+    pub scratch: Outside,
     _slot: Slot,
 }
 
@@ -119,7 +147,7 @@ impl CodexEnv {
         let slot = Slot::take();
         let served = Served::start(&format!("codex-{name}"), policy);
         let model = FakeModel::start(script);
-        let scratch = Scratch::new(&format!("codex-{name}"));
+        let scratch = Outside::new(&format!("codex-{name}"));
         for dir in ["codex-home", "home", "ws"] {
             std::fs::create_dir_all(scratch.path(dir)).unwrap();
         }

@@ -11,6 +11,7 @@
 //!   Codex, a request lev cannot map, a combination that asks nothing.
 //! - `attach`: `lev codex attach` to the terminal UI's app-server, in tmux.
 
+mod attach;
 mod bad_input;
 mod fake_model;
 mod harness;
