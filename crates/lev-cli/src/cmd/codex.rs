@@ -45,8 +45,8 @@ enum Command {
     /// Run Codex on PROMPT; every approval it asks for is decided in lev.
     ///
     /// Starts `codex app-server` (the `codex` on PATH, or --codex) on stdio,
-    /// opens a thread with the approval policy `untrusted` and the chosen
-    /// sandbox, runs one turn and streams it to the terminal (the agent's
+    /// opens a thread with the approval policy `untrusted` (or
+    /// --approval-policy) and the chosen sandbox, runs one turn and streams it to the terminal (the agent's
     /// messages on stdout, its commands and lev's decisions on stderr).
     /// Each approval request goes through lev's gate as a tool call:
     /// `codex.exec` {"command","argv","cwd"}, `codex.apply_patch`
@@ -531,6 +531,7 @@ async fn session(
             _ = tokio::signal::ctrl_c(), if !interrupted => {
                 interrupted = true;
                 say("interrupting the turn (Ctrl-C)");
+                bridge.interrupting();
                 let peer = peer.clone();
                 let params = json!({"threadId": thread, "turnId": turn});
                 tokio::spawn(async move { let _ = peer.request("turn/interrupt", params).await; });

@@ -106,6 +106,11 @@ struct State {
     pending: HashMap<String, Pending>,
     /// Why lev could not be reached, when it could not.
     unreachable: Option<String>,
+    /// lev itself is interrupting the turn: what Codex resolves now was
+    /// nobody's decision.
+    interrupting: bool,
+    /// Records of what someone else decided, still being written.
+    recording: Vec<tokio::task::JoinHandle<()>>,
 }
 
 #[derive(Debug, Clone)]
@@ -165,6 +170,12 @@ impl Bridge {
     /// Whether thread `id` is followed.
     pub fn follows(&self, id: &str) -> bool {
         self.state().threads.contains_key(id)
+    }
+
+    /// lev is interrupting the turn (Ctrl-C): the requests Codex resolves
+    /// now are cancelled in lev, not recorded as someone's decision.
+    pub fn interrupting(&self) {
+        self.state().interrupting = true;
     }
 
     /// Why lev could not be reached while deciding, if it could not.
@@ -597,15 +608,32 @@ impl Bridge {
         if let Some(task) = &pending.task {
             task.abort();
         }
-        say(&format!("{}: answered in Codex first", pending.shown));
         let bridge = self.clone();
-        tokio::spawn(async move { bridge.record(pending).await });
+        let interrupting = self.state().interrupting;
+        let task = if interrupting {
+            tokio::spawn(async move { bridge.withdraw(pending).await })
+        } else {
+            say(&format!("{}: answered in Codex first", pending.shown));
+            tokio::spawn(async move { bridge.record(pending).await })
+        };
+        self.state().recording.push(task);
     }
 
-    /// Record on lev's question what Codex's other client decided.
-    async fn record(&self, pending: Pending) {
-        let outcome = self.item_outcome(&pending).await;
-        let interaction = match (&pending.interaction, &pending.call) {
+    /// The question of a request the turn's interrupt ended: cancelled.
+    async fn withdraw(&self, pending: Pending) {
+        if let Some(id) = self.interaction_of(&pending).await {
+            let _ = self.inner.client.cancel(&id).await;
+            say(&format!(
+                "{}: the turn was interrupted; cancelled {}",
+                pending.shown,
+                term::one_line(&id)
+            ));
+        }
+    }
+
+    /// lev's question for a request, also when the gate call was in flight.
+    async fn interaction_of(&self, pending: &Pending) -> Option<String> {
+        match (&pending.interaction, &pending.call) {
             (Some(id), _) => Some(id.clone()),
             // Aborted while the gate call was in flight: the same call again
             // names the same question (the gate is idempotent).
@@ -614,7 +642,13 @@ impl Bridge {
                 _ => None,
             },
             (None, None) => None,
-        };
+        }
+    }
+
+    /// Record on lev's question what Codex's other client decided.
+    async fn record(&self, pending: Pending) {
+        let outcome = self.item_outcome(&pending).await;
+        let interaction = self.interaction_of(&pending).await;
         let Some(interaction) = interaction else {
             say(&format!("{}: {}", pending.shown, outcome.describe()));
             return;
@@ -683,6 +717,11 @@ impl Bridge {
     /// Stop deciding: cancel every question still open, since nobody waits
     /// for its answer any more.
     pub async fn shutdown(&self) {
+        // Let the records of what was decided elsewhere be written first.
+        let recording: Vec<_> = self.state().recording.drain(..).collect();
+        for task in recording {
+            let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
+        }
         let pending: Vec<Pending> = self.state().pending.drain().map(|(_, p)| p).collect();
         for p in pending {
             if let Some(task) = &p.task {

@@ -61,10 +61,9 @@ impl std::fmt::Display for RpcError {
 impl std::error::Error for RpcError {}
 
 /// Why a request got no result.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallError {
     /// Codex answered with an error.
-    #[error("Codex refused {method}: {error}")]
     Refused {
         /// The request's method.
         method: String,
@@ -72,12 +71,24 @@ pub enum CallError {
         error: RpcError,
     },
     /// The connection closed before the answer came.
-    #[error("Codex closed the connection before answering {method}")]
     Closed {
         /// The request's method.
         method: String,
     },
 }
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused { method, error } => write!(f, "Codex refused {method}: {error}"),
+            Self::Closed { method } => {
+                write!(f, "Codex closed the connection before answering {method}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
 
 /// Parse one message.
 ///

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -138,19 +138,6 @@ impl FakeModel {
             .get(n)
             .unwrap_or_else(|| panic!("the model got {} requests, not {}", requests.len(), n + 1));
         request["input"].as_array().cloned().unwrap_or_default()
-    }
-
-    /// Wait until the model got `n` requests.
-    pub fn wait_requests(&self, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.requests().len() < n {
-            assert!(
-                Instant::now() < deadline,
-                "the model got {} requests, expected {n}",
-                self.requests().len()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 }
 

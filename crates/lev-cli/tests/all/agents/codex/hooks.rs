@@ -147,7 +147,7 @@ fn codex_install_hooks_writes_hooks_codex_itself_trusts() {
 
 /// Install the PreToolUse hook (talking to `url`), then run `codex exec`.
 fn codex_exec(env: &CodexEnv, url: &str) -> Running {
-    let run = install(&env, &["--url", url]);
+    let run = install(env, &["--url", url]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut command = env.command(&codex_bin());
     command

@@ -442,3 +442,81 @@ decision = "allow"
         run.stderr
     );
 }
+
+#[test]
+fn codex_run_an_always_approval_gives_codex_its_prefix_rule_only_with_codex_rules() {
+    for with_rules in [false, true] {
+        let env = CodexEnv::start(
+            "always",
+            None,
+            vec![
+                escalated("call_w1", "touch ../always.txt", "needs always.txt"),
+                say("done"),
+            ],
+        );
+        let flags: &[&str] = if with_rules { &["--codex-rules"] } else { &[] };
+        let run = env.spawn_run("make a file", flags);
+        let asked = env.pending();
+        env.respond(&asked, &approve(&asked, ApprovalScope::Always));
+        let run = run.wait();
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let rules = std::fs::read_to_string(env.codex_home().join("rules/default.rules"))
+            .unwrap_or_default();
+        if with_rules {
+            assert!(
+                run.stderr
+                    .contains("(always grant) -> acceptWithExecpolicyAmendment"),
+                "{}",
+                run.stderr
+            );
+            assert!(
+                rules.contains("prefix_rule(pattern=[\"touch\""),
+                "Codex wrote its rule: {rules:?}"
+            );
+        } else {
+            assert!(
+                run.stderr.contains("(always grant) -> acceptForSession"),
+                "{}",
+                run.stderr
+            );
+            assert_eq!(rules, "", "no Codex rule without --codex-rules");
+        }
+        let grants = block_on(env.served.approver.grants()).unwrap();
+        assert!(
+            grants
+                .iter()
+                .any(|g| g.scope == ApprovalScope::Always && g.tool_name == "codex.exec"),
+            "{grants:?}"
+        );
+    }
+}
+
+#[test]
+fn codex_run_ctrl_c_interrupts_the_turn_and_cancels_the_question() {
+    let env = CodexEnv::start(
+        "interrupt",
+        None,
+        vec![exec("call_i1", "touch never.txt"), say("unreachable")],
+    );
+    let run = env.spawn_run("make a file", &[]);
+    let asked = env.pending();
+    run.interrupt();
+    let run = run.wait();
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(!env.ws().join("never.txt").exists());
+    assert!(
+        run.stderr.contains("interrupting the turn (Ctrl-C)"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("lev: the turn was cancelled"),
+        "{}",
+        run.stderr
+    );
+    env.served.wait_status(
+        &asked.request.session_id,
+        asked.id(),
+        InteractionStatus::Cancelled,
+    );
+}
