@@ -69,7 +69,8 @@ enum Command {
     /// every thread it has loaded (pending approvals are replayed to lev),
     /// and decides each approval request in lev, as `lev codex run` does.
     /// The person may still answer in the UI: the first answer wins, and
-    /// lev records what the UI decided on its own question. Runs until
+    /// lev records what the UI decided on its own question (answered, with
+    /// an admin token; else cancelled). Runs until
     /// Ctrl-C (pending questions are cancelled) or the app-server closes.
     #[command(
         after_help = "Start Codex's terminal UI (`codex`) first, then in another terminal:\n  lev codex attach\n\nSee docs/agents/codex.md."
