@@ -236,7 +236,9 @@ struct InstallArgs {
     /// $CODEX_HOME, else ~/.codex].
     #[arg(long, value_name = "DIR")]
     codex_home: Option<PathBuf>,
-    /// The events to register `lev hook codex` under.
+    /// The events to register `lev hook codex` under. Both at once ask lev
+    /// twice about a call Codex would prompt for (PreToolUse, then
+    /// PermissionRequest).
     #[arg(
         long,
         value_enum,
