@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: formatting, lints, every test, the fuzz
 # target's build. Installs and starts what the tests need (Python packages for
-# the peer-client tests, PostgreSQL when it is down) so a fresh machine passes.
+# the peer-client tests, PostgreSQL when it is down, the pinned Codex CLI) so a
+# fresh machine passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,10 @@ bash scripts/browser-env.sh
 
 step "tmux for the terminal UI test"
 bash scripts/tty-env.sh
+
+step "the pinned Codex CLI for the Codex tests (npm, cached)"
+LEV_TEST_CODEX="$(bash scripts/codex-env.sh)"
+export LEV_TEST_CODEX
 
 step "cargo fmt --check"
 cargo fmt --all --check

@@ -40,6 +40,11 @@ pub struct GateCall {
     pub route: Option<Vec<String>>,
     /// How long to wait for a person.
     pub timeout: Duration,
+    /// Why the agent wants the call (its justification), shown to the
+    /// person; not signed.
+    pub reason: Option<String>,
+    /// Capabilities the call needs on top of the policy's for the tool.
+    pub required_capabilities: Vec<String>,
 }
 
 impl GateCall {
@@ -63,10 +68,10 @@ impl GateCall {
             tool_name: self.tool_name.clone(),
             args_json: self.args_json(),
             sandbox_mode: self.sandbox_mode.clone(),
-            required_capabilities: Vec::new(),
+            required_capabilities: self.required_capabilities.clone(),
             timeout_s: Some(self.timeout.as_secs().max(1)),
             route: self.route.clone(),
-            reason: None,
+            reason: self.reason.clone(),
         }
     }
 
@@ -137,23 +142,41 @@ pub async fn pinned_keys(client: &Client) -> Result<TrustedKeys, GateError> {
         .map_err(GateError::from)
 }
 
-/// Decide `call` with the SDK's [`Gatekeeper`]: the gate, a person if it
+/// How the gate settled a call, verified: what [`decide`] and the Codex
+/// bridge build their answers on.
+#[derive(Debug)]
+pub enum Settled {
+    /// A policy rule denied it at the gate (nothing was signed).
+    PolicyDenied {
+        /// The rule's reason.
+        reason: String,
+    },
+    /// The gate allowed it, or a person decided.
+    Outcome {
+        /// Run it (verified, nonce spent) or not.
+        outcome: GateOutcome,
+        /// The interaction a person answered, when the gate asked.
+        interaction: Option<String>,
+    },
+}
+
+/// Settle `call` with the SDK's [`Gatekeeper`]: the gate, a person if it
 /// asks, then the checks of a verifier against `keys` (see [`pinned_keys`]):
 /// the envelope verifies, authorizes exactly this call in this conversation
 /// and sandbox mode (and for this caller when one was named), and its nonce
-/// is spent. Only then is it an [`Decision::Allowed`].
+/// is spent. Only then is the outcome a [`GateOutcome::Run`].
 ///
 /// `waiting_for` is told the interaction's id when a person must decide, so
 /// that the caller can cancel it if its own client goes away.
 ///
 /// # Errors
 /// [`GateError`]: unreachable, refused, or a decision that did not verify.
-pub async fn decide(
+pub async fn settle(
     client: &Client,
     keys: &TrustedKeys,
     call: &GateCall,
     mut waiting_for: impl FnMut(&str),
-) -> Result<Decision, GateError> {
+) -> Result<Settled, GateError> {
     let gatekeeper = Gatekeeper::new(client.clone(), keys.clone());
     let request = call.gate_request();
     let tool_call = ToolCall {
@@ -172,14 +195,36 @@ pub async fn decide(
     };
     let submitted = gatekeeper.submit(&tool_call).await?;
     if let GateResponse::Deny { reason, .. } = submitted.response() {
-        return Ok(Decision::DeniedByPolicy {
+        return Ok(Settled::PolicyDenied {
             reason: reason.clone(),
         });
     }
-    if let Some(id) = submitted.interaction_id() {
+    let interaction = submitted.interaction_id().map(str::to_owned);
+    if let Some(id) = &interaction {
         waiting_for(id);
     }
-    match gatekeeper.settle(&tool_call, submitted).await? {
+    let outcome = gatekeeper.settle(&tool_call, submitted).await?;
+    Ok(Settled::Outcome {
+        outcome,
+        interaction,
+    })
+}
+
+/// Decide `call`: [`settle`] it, then say what it came to as a [`Decision`].
+///
+/// # Errors
+/// [`GateError`]: unreachable, refused, or a decision that did not verify.
+pub async fn decide(
+    client: &Client,
+    keys: &TrustedKeys,
+    call: &GateCall,
+    waiting_for: impl FnMut(&str),
+) -> Result<Decision, GateError> {
+    let outcome = match settle(client, keys, call, waiting_for).await? {
+        Settled::PolicyDenied { reason } => return Ok(Decision::DeniedByPolicy { reason }),
+        Settled::Outcome { outcome, .. } => outcome,
+    };
+    match outcome {
         GateOutcome::Run(approved) => {
             let verified = approved.verified();
             // A person's session or always grant for any args lets the agent
@@ -266,6 +311,7 @@ pub async fn verdict(
     }
 }
 
-fn first_line(text: &str) -> &str {
+/// The first line of `text`.
+pub fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }

@@ -9,6 +9,7 @@
 //! lowercase, with any `hint:` on a line of its own.
 
 mod cmd;
+mod codex;
 mod connect;
 mod describe;
 mod exit;
@@ -124,11 +125,19 @@ enum Command {
     /// and an allow is answered only after its signed approval verified.
     /// Speaks MCP 2025-11-25 (initialize) and 2026-07-28 (server/discover).
     Mcp(cmd::mcp::Args),
-    /// Answer a coding agent's hook event through lev's gate (Claude Code).
+    /// Answer a coding agent's hook event through lev's gate (Claude Code, Codex).
     ///
-    /// `lev hook claude-code` reads a PreToolUse or PermissionRequest event
-    /// on stdin and prints the decision for Claude Code to act on.
+    /// `lev hook claude-code` and `lev hook codex` read a PreToolUse or
+    /// PermissionRequest event on stdin and print the decision for the agent
+    /// to act on.
     Hook(cmd::hook::Args),
+    /// OpenAI's Codex CLI with every approval decided in lev: run, attach, install-hooks.
+    ///
+    /// `lev codex run PROMPT` starts Codex's app-server and answers its
+    /// approval requests through lev's gate; `lev codex attach` does the same
+    /// for Codex's terminal UI; `lev codex install-hooks` registers `lev hook
+    /// codex` (for `codex exec`, which never asks). See docs/agents/codex.md.
+    Codex(cmd::codex::Args),
     /// Migrate a PostgreSQL database to this lev's schema, without serving.
     ///
     /// `lev serve --database URL` migrates at start too (under an advisory
@@ -171,6 +180,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Audit(args) => cmd::audit::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Hook(args) => cmd::hook::run(args),
+        Command::Codex(args) => cmd::codex::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     }

@@ -180,6 +180,7 @@ fn carol_vote(challenge_of: &VotePayload) -> Envelope {
 /// The bytes dana's passkey signs for her vote (`gen_vectors
 /// --es256-message` prints them in base64, to be signed once with the
 /// private scalar 0x07...07 should the vote's bytes ever change).
+#[allow(dead_code)] // the generator prints it; the tests do not need it
 pub fn es256_message() -> Vec<u8> {
     let vote = vote_payload("dana", &binding());
     let (auth, client) = assertion_parts(&vote.challenge().expect("a challenge"));

@@ -1,10 +1,11 @@
-//! `lev hook claude-code`: a Claude Code command hook (SPEC section 10).
+//! `lev hook claude-code` and `lev hook codex`: command hooks of coding
+//! agents (SPEC section 10, docs/agents/codex.md).
 //!
-//! Reads one PreToolUse or PermissionRequest event on stdin, runs the call
-//! through lev's gate (a person decides when the policy asks), and prints the
-//! event's output. Exit 0 with that JSON (or nothing: no decision); exit 2
-//! with the reason on stderr for an event it cannot answer, which Claude Code
-//! takes as a blocking error.
+//! Each reads one PreToolUse or PermissionRequest event on stdin, runs the
+//! call through lev's gate (a person decides when the policy asks), and
+//! prints the event's output. Exit 0 with that JSON (or nothing: no
+//! decision); exit 2 with the reason on stderr for an event it cannot
+//! answer, which both agents take as a blocking error.
 
 use std::io::{Read as _, Write as _};
 use std::process::ExitCode;
@@ -46,6 +47,52 @@ enum Agent {
 See docs/agents/claude-code.md."
     )]
     ClaudeCode(ClaudeCodeArgs),
+    /// Answer a Codex hook event (PreToolUse, PermissionRequest) read on stdin.
+    ///
+    /// The call goes through lev's gate as `lev codex run` gates it
+    /// (`codex.exec` {"command","argv","cwd"}, `codex.apply_patch`
+    /// {"files","patch"}, MCP tools by name): session = the event's
+    /// session_id, request id = its tool_use_id, sandbox mode = --sandbox-mode
+    /// (else its permission_mode). Codex acts only on a block or a rewrite:
+    /// PreToolUse prints nothing on an approve (Codex runs the call), rewrites
+    /// the command on an edit, and blocks on a deny with the feedback as the
+    /// reason; PermissionRequest allows (without updatedInput) or denies.
+    /// When lev cannot be reached both block (Codex would run a call whose
+    /// hook said nothing), unless --fail-open. An event it cannot read exits
+    /// 2 with the reason on stderr (Codex blocks the call).
+    ///
+    /// `lev codex install-hooks` registers it, trusted; set Codex's hook
+    /// `timeout` above --timeout.
+    #[command(after_help = "See docs/agents/codex.md.")]
+    Codex(CodexHookArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CodexHookArgs {
+    /// How long to wait for a person; then a deny that says so.
+    #[arg(long, default_value_t = 600, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// The person the agent acts for, when the token is not bound to one.
+    #[arg(long, value_name = "CALLER")]
+    caller: Option<String>,
+    /// The sandbox mode the calls run under, for lev's policy [default: the
+    /// event's permission_mode].
+    #[arg(long, value_name = "MODE")]
+    sandbox_mode: Option<String>,
+    /// When lev cannot be reached, say nothing instead of blocking: Codex
+    /// then runs the call (PreToolUse) or asks its own prompt
+    /// (PermissionRequest).
+    #[arg(long)]
+    fail_open: bool,
+    /// Who sees the question, in order: `--route operator,human` lets the
+    /// session's operator triage first [default: human].
+    #[arg(long, value_delimiter = ',', value_name = "ROUTE")]
+    route: Option<Vec<String>>,
+    #[command(flatten)]
+    trust: crate::trust::TrustArgs,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -75,24 +122,34 @@ struct ClaudeCodeArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.agent {
         Agent::ClaudeCode(args) => claude_code(args),
+        Agent::Codex(args) => codex(args),
     }
 }
 
-fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
+/// The event on stdin, or the exit code of a blocking error (said on stderr).
+fn read_event() -> Result<Vec<u8>, ExitCode> {
     let mut bytes = Vec::new();
     if let Err(e) = std::io::stdin()
         .take(MAX_EVENT_BYTES + 1)
         .read_to_end(&mut bytes)
     {
         report::message(&format!("cannot read the hook event on stdin: {e}"));
-        return Ok(ExitCode::from(BLOCKING_ERROR));
+        return Err(ExitCode::from(BLOCKING_ERROR));
     }
     if bytes.len() as u64 > MAX_EVENT_BYTES {
         report::message(&format!(
             "malformed hook event: expected at most {MAX_EVENT_BYTES} bytes on stdin, found more"
         ));
-        return Ok(ExitCode::from(BLOCKING_ERROR));
+        return Err(ExitCode::from(BLOCKING_ERROR));
     }
+    Ok(bytes)
+}
+
+fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
+    let bytes = match read_event() {
+        Ok(bytes) => bytes,
+        Err(code) => return Ok(code),
+    };
     let event = match HookEvent::parse(&bytes) {
         Ok(event) => event,
         Err(e) => {
@@ -113,6 +170,8 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         input: event.tool_input.clone(),
         route: args.route.clone(),
         timeout: Duration::from_secs(args.timeout),
+        reason: None,
+        required_capabilities: Vec::new(),
     };
     // Pinned keys that cannot be read are a broken configuration: a
     // blocking error, never a fallback to the server's keys.
@@ -145,6 +204,111 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(output) = hook_output(event.hook_event_name, &verdict) {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer(&mut stdout, &output)?;
+        writeln!(stdout)?;
+        stdout.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
+    use crate::codex::hooks;
+    let bytes = match read_event() {
+        Ok(bytes) => bytes,
+        Err(code) => return Ok(code),
+    };
+    let parsed = hooks::parse_event(&bytes);
+    // The shell Codex runs commands with: the argv of a compound command
+    // starts with its name, as lev codex run's does.
+    let shell = std::env::var("SHELL").unwrap_or_else(|_| "sh".to_owned());
+    let (event, call) = match parsed.and_then(|e| hooks::call_of(&e, &shell).map(|c| (e, c))) {
+        Ok(both) => both,
+        Err(e) => {
+            report::message(&e);
+            return Ok(ExitCode::from(BLOCKING_ERROR));
+        }
+    };
+    let gate_call = GateCall {
+        session: event.session_id.clone(),
+        conversation: event.session_id.clone(),
+        caller: args.caller.clone(),
+        sandbox_mode: args
+            .sandbox_mode
+            .clone()
+            .or_else(|| event.permission_mode.clone())
+            .unwrap_or_else(|| "default".to_owned()),
+        request_id: event.tool_use_id.clone(),
+        tool_name: call.tool.clone(),
+        input: call.args.clone(),
+        route: args.route.clone(),
+        timeout: Duration::from_secs(args.timeout),
+        reason: call.reason.clone(),
+        required_capabilities: call.capabilities.clone(),
+    };
+    let pinned = match args.trust.pinned() {
+        Ok(pinned) => pinned,
+        Err(e) => {
+            report::message(&format!("{e:#}"));
+            return Ok(ExitCode::from(BLOCKING_ERROR));
+        }
+    };
+    let verdict = match args.client.client() {
+        Ok(client) => runtime()?.block_on(gatekeep::verdict(
+            &client,
+            pinned.as_ref(),
+            &gate_call,
+            |_| {},
+        )),
+        Err(e) => Verdict::Defer {
+            reason: format!(
+                "lev is not configured, so it did not decide on the call to {}: {}",
+                call.tool,
+                e.to_string().lines().next().unwrap_or_default()
+            ),
+        },
+    };
+    let output = match verdict {
+        Verdict::Allow(allowed)
+            if allowed.updated_input == serde_json::Value::Object(call.args.clone()) =>
+        {
+            hooks::allow_output(event.name)
+        }
+        Verdict::Allow(allowed) => Some(match event.name {
+            hooks::EventName::PreToolUse => {
+                match hooks::rewrite(&call, &allowed.updated_input, &shell) {
+                    Ok(input) => hooks::rewrite_output(input),
+                    Err(why) => hooks::deny_output(
+                        event.name,
+                        &format!(
+                            "The approver in lev edited the call to {}, but the edit cannot be handed to Codex ({why}); it was not run.",
+                            call.tool
+                        ),
+                    ),
+                }
+            }
+            // PermissionRequest cannot change the call: the model is told
+            // what was approved instead, and asks again.
+            hooks::EventName::PermissionRequest => hooks::deny_output(
+                event.name,
+                &format!(
+                    "The approver in lev changed this call before approving it, so it was not run as written. Make this call instead: {}",
+                    allowed.updated_input
+                ),
+            ),
+        }),
+        Verdict::Deny { message } => Some(hooks::deny_output(event.name, &message)),
+        Verdict::Defer { reason } => {
+            report::message(&reason);
+            (!args.fail_open).then(|| {
+                hooks::deny_output(
+                    event.name,
+                    &format!("{reason} (the hook fails closed); the call was not run."),
+                )
+            })
+        }
+    };
+    if let Some(output) = output {
         let mut stdout = std::io::stdout().lock();
         serde_json::to_writer(&mut stdout, &output)?;
         writeln!(stdout)?;

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bench_chaos;
 pub mod bench_gate;
 pub mod bench_soak;
+pub mod codex;
 pub mod demo;
 pub mod grants;
 pub mod hook;

@@ -270,6 +270,8 @@ impl LevMcp {
             input: input.input.clone(),
             route: config.route.clone(),
             timeout: config.timeout,
+            reason: None,
+            required_capabilities: Vec::new(),
         };
         // Not pinned yet (lev unreachable): `verdict` tries again itself, and
         // the next call tries to pin them again.

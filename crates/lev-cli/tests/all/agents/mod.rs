@@ -1,8 +1,10 @@
 //! Coding agents (SPEC section 10): `lev mcp` driven by the official MCP
-//! Python SDK in both protocol eras, and `lev hook claude-code` fed Claude
-//! Code's hook events, against a real `lev serve` with a person answering
+//! Python SDK in both protocol eras, `lev hook claude-code` fed Claude
+//! Code's hook events, and the real Codex CLI through `lev codex` and
+//! `lev hook codex`, against a real `lev serve` with a person answering
 //! through lev's API.
 
+mod codex;
 mod driver;
 mod hook;
 mod mcp;

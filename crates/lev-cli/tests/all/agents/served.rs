@@ -18,6 +18,9 @@ pub struct Served {
     pub url: String,
     /// A worker token (bound to no caller).
     pub worker: String,
+    /// The admin token.
+    #[allow(dead_code)]
+    pub admin: String,
     /// The approver's client ("pat").
     pub approver: Client,
     _scratch: Scratch,
@@ -45,7 +48,7 @@ impl Served {
         let server = builder.start().unwrap();
         let url = server.url().to_owned();
         let admin_token = server.admin_token().unwrap();
-        let admin = Client::new(&url, Some(admin_token)).unwrap();
+        let admin = Client::new(&url, Some(admin_token.clone())).unwrap();
         let token = |name: &str, role: Role| {
             block_on(admin.create_token(&TokenCreate {
                 name: name.to_owned(),
@@ -62,6 +65,7 @@ impl Served {
             server,
             url,
             worker,
+            admin: admin_token,
             approver,
             _scratch: scratch,
         }
