@@ -7,6 +7,7 @@ the other with `httpx.AsyncClient`. Errors are `ApiError` (the server's
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 import uuid
@@ -268,6 +269,21 @@ class _Base:
     @staticmethod
     def _r_metrics() -> _Req:
         return _Req("GET", "/metrics", raw=True)
+
+    @staticmethod
+    def _r_people_keys() -> _Req:
+        return _Req("GET", "/v1/people/keys")
+
+    @staticmethod
+    def _r_register_person_key(key: Mapping[str, Any] | bytes) -> _Req:
+        if isinstance(key, (bytes, bytearray)):
+            x = base64.urlsafe_b64encode(bytes(key)).decode().rstrip("=")
+            key = {"kty": "OKP", "crv": "Ed25519", "x": x}
+        return _Req("POST", "/v1/people/keys", dict(key))
+
+    @staticmethod
+    def _r_revoke_person_key(kid: str) -> _Req:
+        return _Req("DELETE", f"/v1/people/keys/{_seg(kid)}")
 
 
 def question(
@@ -534,6 +550,21 @@ class Client(_Base):
     def metrics(self) -> str:
         return cast(bytes, self._send(self._r_metrics())).decode()
 
+    def people_keys(self) -> t.PeopleJwks:
+        """`GET /v1/people/keys` (no token needed): every person's public keys in
+        force, with which signed votes are checked (`lev.PeopleKeys(...)`)."""
+        return cast(t.PeopleJwks, self._send(self._r_people_keys()))
+
+    def register_person_key(self, key: Mapping[str, Any] | bytes) -> t.PersonKeyRegistered:
+        """`POST /v1/people/keys` (approver): register an Ed25519 public key
+        (a JWK without `kid`, or the raw 32 bytes) to the token's own name,
+        as `lev key init` does; its votes can then be signed by that key."""
+        return cast(t.PersonKeyRegistered, self._send(self._r_register_person_key(key)))
+
+    def revoke_person_key(self, kid: str) -> None:
+        """`DELETE /v1/people/keys/{kid}`: the key's person, or an admin."""
+        self._send(self._r_revoke_person_key(kid))
+
     def ask(
         self,
         prompt: str,
@@ -772,6 +803,19 @@ class AsyncClient(_Base):
 
     async def metrics(self) -> str:
         return cast(bytes, await self._send(self._r_metrics())).decode()
+
+    async def people_keys(self) -> t.PeopleJwks:
+        """`GET /v1/people/keys`, as `Client.people_keys`."""
+        return cast(t.PeopleJwks, await self._send(self._r_people_keys()))
+
+    async def register_person_key(self, key: Mapping[str, Any] | bytes) -> t.PersonKeyRegistered:
+        """`POST /v1/people/keys`, as `Client.register_person_key`."""
+        req = self._r_register_person_key(key)
+        return cast(t.PersonKeyRegistered, await self._send(req))
+
+    async def revoke_person_key(self, kid: str) -> None:
+        """`DELETE /v1/people/keys/{kid}`, as `Client.revoke_person_key`."""
+        await self._send(self._r_revoke_person_key(kid))
 
     async def ask(
         self,

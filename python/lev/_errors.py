@@ -57,8 +57,37 @@ class KeyRefused(LevError):
 
 class NotAuthorizedError(LevError):
     """The envelope is genuine but does not authorize this call here. `code` is
-    `denied` or the field that differs (`request_id`, `tool_name`, `args_json`,
-    `conversation_id`, `caller`, `sandbox_mode`)."""
+    `denied`, the field that differs (`request_id`, `tool_name`, `args_json`,
+    `conversation_id`, `caller`, `sandbox_mode`), or `votes` (`NotEnoughVotes`)."""
+
+
+class NotEnoughVotes(NotAuthorizedError):
+    """Fewer distinct people's signed votes verify and bind the call than
+    required (SPEC section 13); `code` is `votes`. `found` were counted
+    (0 for a denial), `needed` required; `problems` say why each other vote
+    does not count (`"voter: reason"`)."""
+
+    def __init__(self, found: int, needed: int, problems: list[str]) -> None:
+        why = f" ({'; '.join(problems)})" if problems else ""
+        super().__init__(
+            "votes",
+            f"{found} distinct signed votes verify and bind this call, {needed} needed{why}",
+        )
+        self.found = found
+        self.needed = needed
+        self.problems = problems
+
+
+class VoteError(LevError):
+    """A person's signed vote does not count. `code` is `malformed` (not a
+    vote envelope), `payload` (not a valid vote payload), `not_signed` (no
+    signature by a key registered to the voter), `assertion` (a passkey's
+    WebAuthn assertion does not hold) or `mismatch` (the vote is for another
+    call, voter, decision or scope: `field` names it)."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(code, message)
+        self.field = field
 
 
 class NonceSpent(LevError):

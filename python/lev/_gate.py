@@ -2,14 +2,17 @@
 
 Gate the call, wait for a person when the gate asks, verify the signed
 decision against pinned keys, check that it authorizes exactly this call in
-this context, spend its nonce, and only then hand over the args to run. The
-args come only from an `ApprovedCall`, made only after every check passed;
-a refusal is raised as `Denied`, with the text the model reads.
+this context (and, for the tools `require_signed_votes` names, that enough
+people signed their votes with their own keys), spend its nonce, and only then
+hand over the args to run. The args come only from an `ApprovedCall`, made
+only after every check passed; a refusal is raised as `Denied`, with the text
+the model reads.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +22,8 @@ from typing import Any
 from . import types as t
 from ._client import AsyncClient, Client
 from ._errors import ApiError, Denied, LevError, NonceSpent, TimedOut
-from ._verify import TrustedKeys, VerifiedResponse, verify_envelope
+from ._verify import TrustedKeys, VerifiedResponse, _votes_needed, verify_envelope
+from ._votes import PeopleKeys
 
 INTERNAL_OPEN = (
     '<internal source="approver" note="context added by the person who approved this call; '
@@ -115,6 +119,12 @@ def _timed_out(tool: str, waited: float) -> Denied:
     )
 
 
+def _glob(pattern: str) -> re.Pattern[str]:
+    """A tool-name glob as lev's policy reads one: `*` any run, `?` one character."""
+    parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile("".join(parts))
+
+
 @dataclass
 class _Call:
     body: dict[str, Any]
@@ -140,6 +150,8 @@ class _GateBase:
         timeout_s: int | None = None,
         route: Sequence[str] | None = None,
         now: datetime | None = None,
+        require_signed_votes: Mapping[str, int] | None = None,
+        people_keys: PeopleKeys | Mapping[str, Any] | str | None = None,
     ) -> None:
         self.session_id = session_id
         self.caller = caller
@@ -151,6 +163,19 @@ class _GateBase:
         self.timeout_s = timeout_s
         self.route = list(route) if route is not None else None
         self._now = now
+        self.require_signed_votes = dict(require_signed_votes or {})
+        self._vote_globs = [
+            (_glob(pattern), _votes_needed(n, f"require_signed_votes[{pattern!r}]"))
+            for pattern, n in self.require_signed_votes.items()
+        ]
+        if people_keys is not None and not isinstance(people_keys, PeopleKeys):
+            people_keys = PeopleKeys(people_keys)
+        self._people: PeopleKeys | None = people_keys
+
+    def votes_needed(self, tool_name: str) -> int:
+        """How many people's signed votes a decision on `tool_name` needs: the
+        most that a matching `require_signed_votes` glob asks for, else 0."""
+        return max((n for g, n in self._vote_globs if g.fullmatch(tool_name)), default=0)
 
     def _call(
         self,
@@ -179,7 +204,9 @@ class _GateBase:
         }
         return _Call(body)
 
-    def _check(self, call: _Call, envelope: Any, keys: TrustedKeys) -> VerifiedResponse:
+    def _check(
+        self, call: _Call, envelope: Any, keys: TrustedKeys, people: PeopleKeys | None
+    ) -> VerifiedResponse:
         verified = verify_envelope(envelope, keys, self._now)
         verified.check_call(
             call.request_id,
@@ -189,6 +216,10 @@ class _GateBase:
             caller=self.caller or None,
             sandbox_mode=self.sandbox_mode,
         )
+        needed = self.votes_needed(call.tool_name)
+        if needed:
+            assert people is not None
+            verified.require_signed_votes(people, needed)
         return verified
 
     def _deadline(self) -> float | None:
@@ -205,6 +236,14 @@ class Gatekeeper(_GateBase):
 
     `lev.Gatekeeper(client=, session_id=, caller=, conversation_id=, sandbox_mode=)`;
     the server's keys (`GET /v1/keys`) are pinned on first use unless `keys=` is given.
+
+    `require_signed_votes={"deploy*": 2}` also requires, for a tool matching
+    a glob (`*`, `?`), that many distinct people's own signed votes (SPEC
+    section 13) to verify under their keys and bind the call; fewer raise
+    `lev.NotEnoughVotes` (code `votes`) and the call does not run. People's
+    keys are `people_keys=` (the JWKS of `GET /v1/people/keys`, or a
+    `lev.PeopleKeys`), else fetched from the server on first need and pinned:
+    pass them to hold against a server that would serve keys of its own.
     """
 
     def __init__(self, *, client: Client, session_id: str, **kw: Any) -> None:
@@ -216,6 +255,13 @@ class Gatekeeper(_GateBase):
         if self._keys is None:
             self._keys = TrustedKeys.from_jwks(dict(self.client.keys()))
         return self._keys
+
+    @property
+    def people_keys(self) -> PeopleKeys:
+        """People's keys votes are checked with (pinned on first use)."""
+        if self._people is None:
+            self._people = PeopleKeys(dict(self.client.people_keys()))
+        return self._people
 
     def submit(
         self,
@@ -281,7 +327,8 @@ class Gatekeeper(_GateBase):
                 "no_approval",
                 "the server approved the call without a signed approval; refusing to run it",
             )
-        verified = self._check(call, envelope, keys)
+        people = self.people_keys if self.votes_needed(call.tool_name) else None
+        verified = self._check(call, envelope, keys, people)
         try:
             self.client.consume_nonce(verified.nonce)
         except ApiError as e:
@@ -300,6 +347,12 @@ class AsyncGatekeeper(_GateBase):
         if self._keys is None:
             self._keys = TrustedKeys.from_jwks(dict(await self.client.keys()))
         return self._keys
+
+    async def people_keys(self) -> PeopleKeys:
+        """People's keys votes are checked with (pinned on first use)."""
+        if self._people is None:
+            self._people = PeopleKeys(dict(await self.client.people_keys()))
+        return self._people
 
     async def gate(
         self,
@@ -343,7 +396,8 @@ class AsyncGatekeeper(_GateBase):
                 "no_approval",
                 "the server approved the call without a signed approval; refusing to run it",
             )
-        verified = self._check(call, envelope, keys)
+        people = await self.people_keys() if self.votes_needed(call.tool_name) else None
+        verified = self._check(call, envelope, keys, people)
         try:
             await self.client.consume_nonce(verified.nonce)
         except ApiError as e:

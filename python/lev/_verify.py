@@ -1,13 +1,17 @@
-"""Offline verification of lev's signed approvals (SPEC section 5).
+"""Offline verification of lev's signed approvals (SPEC sections 5 and 13).
 
 The same checks, in the same order, as the Rust verifier
-(`crates/lev-approval/src/verify.rs`): exact payload type, at most 16
-signatures, a strict Ed25519 signature by a trusted key over DSSE's
-pre-authentication encoding, a strict payload parse, a known version, and the
-clock within `issued_at` and `expires_at` give or take 60 s.
+(`crates/lev-approval/src/verify.rs`): exact payload type (version 1, or
+version 2 for a decision carrying its votes), at most 16 signatures, a strict
+Ed25519 signature by a trusted key over DSSE's pre-authentication encoding, a
+strict payload parse, the version its payload type names (1 without `votes`,
+2 with them), and the clock within `issued_at` and `expires_at` give or take
+60 s. People's own signed votes inside a version 2 payload are checked by
+`lev._votes` (`VerifiedResponse.require_signed_votes`).
 
 `cryptography` (OpenSSL) verifies Ed25519 without refusing small-order keys
 or small-order `R`: this module refuses both itself, as `verify_strict` does.
+JSON is read as serde_json reads the Rust types (`lev._json`).
 """
 
 from __future__ import annotations
@@ -16,20 +20,25 @@ import base64
 import binascii
 import hashlib
 import itertools
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from . import _json
 from ._errors import KeyRefused, NotAuthorizedError, VerificationError
 
+if TYPE_CHECKING:
+    from ._votes import PeopleKeys, PeopleKeysLike, VoteCheck
+
 APPROVAL_PAYLOAD_TYPE = "application/vnd.lev.approval+json; version=1"
+APPROVAL_PAYLOAD_TYPE_V2 = "application/vnd.lev.approval+json; version=2"
 PAYLOAD_VERSION = 1
+PAYLOAD_VERSION_VOTES = 2
 MAX_SIGNATURES = 16
 CLOCK_SKEW_NS = 60 * 1_000_000_000
 
@@ -98,9 +107,9 @@ def _decompress(raw: bytes) -> tuple[int, int] | None:
         x = x * _SQRT_M1 % _P
     if (x * x - x2) % _P != 0:
         return None
-    if x == 0 and sign:
-        return None
-    if (x & 1) != sign:
+    # x = 0 with the sign bit set decodes to x = 0, as curve25519-dalek
+    # does: such a point is small-order, so a key is refused as weak.
+    if x != 0 and (x & 1) != sign:
         x = _P - x
     return x, y
 
@@ -178,11 +187,11 @@ class TrustedKeys:
     def from_jwks(cls, jwks: Mapping[str, Any] | str) -> TrustedKeys:
         """A JWKS (`{"keys": [...]}`, as `GET /v1/keys` serves it), one JWK, or its JSON text."""
         if isinstance(jwks, str):
-            text = jwks.strip()
+            text = jwks.strip(_json.RUST_WHITESPACE)
             if not text.startswith("{"):
                 return cls([text])
             try:
-                jwks = json.loads(text)
+                jwks = _json.load(text)
             except ValueError as e:
                 raise KeyRefused("malformed_key", f"expected a JWKS or a JWK, {e}") from None
         if not isinstance(jwks, Mapping):
@@ -220,17 +229,26 @@ class TrustedKeys:
         return [k.kid for k in self._keys]
 
 
-def _verify_strict(key: _Key, message: bytes, sig: bytes) -> bool:
+def ed25519_verify_strict(key: Ed25519PublicKey, message: bytes, sig: bytes) -> bool:
+    """`verify_strict`: a 64-byte signature, `R` not small-order, `s` below
+    the group order, over `message` by `key` (whose own point the caller
+    has checked is not small-order)."""
+    if len(sig) != 64:
+        return False
     r_point = _decompress(sig[:32])
     if r_point is None or _is_small_order(r_point):
         return False
     if int.from_bytes(sig[32:], "little") >= _L:
         return False
     try:
-        key.key.verify(sig, message)
+        key.verify(sig, message)
     except InvalidSignature:
         return False
     return True
+
+
+def _verify_strict(key: _Key, message: bytes, sig: bytes) -> bool:
+    return ed25519_verify_strict(key.key, message, sig)
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -291,63 +309,149 @@ def _now_ns(now: datetime | str | None) -> int:
 
 # ---- the payload -------------------------------------------------------------
 
-_STRING_FIELDS = (
-    "turn_id",
-    "request_id",
-    "tool_name",
-    "args_json",
-    "modified_args_json",
-    "caller",
-    "approver",
-    "sandbox_mode",
-    "reason",
-    "injected_context",
-    "conversation_id",
-    "nonce",
-    "issued_at",
-    "expires_at",
+
+def _time(v: Any) -> str:
+    """A strict RFC 3339 time, kept as its text."""
+    text = _json.text(v)
+    try:
+        parse_timestamp(text)
+    except ValueError as e:
+        raise _json.JsonError(str(e)) from None
+    return text
+
+
+_F = _json.Field
+_TEXT = _json.text
+_OPT_TEXT = _json.optional(_json.text)
+
+# A vote envelope inside a signed payload: read strictly, as everything there.
+_VOTE_SIGNATURE = _json.struct(
+    "VoteSignature",
+    [
+        _F("keyid", _TEXT),
+        _F("sig", _TEXT),
+        _F("authenticator_data", _OPT_TEXT, True),
+        _F("client_data_json", _OPT_TEXT, True),
+    ],
+    strict=True,
 )
-_BOOL_FIELDS = ("approved", "approved_for_session")
-_FIELDS = frozenset(("v", "covered_capabilities", *_STRING_FIELDS, *_BOOL_FIELDS))
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate field `{k}`")
-        out[k] = v
-    return out
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+_VOTE_ENVELOPE = _json.struct(
+    "VoteEnvelope",
+    [
+        _F("payloadType", _TEXT),
+        _F("payload", _TEXT),
+        _F("signatures", _json.seq(_VOTE_SIGNATURE)),
+    ],
+    strict=True,
+)
+# `envelope` must be present; null is an unsigned vote.
+_PAYLOAD_VOTE = _json.struct(
+    "PayloadVote",
+    [
+        _F("voter", _TEXT),
+        _F("approved", _json.boolean),
+        _F("at", _time),
+        _F("envelope", _json.optional(_VOTE_ENVELOPE)),
+    ],
+    strict=True,
+)
+# In declaration order: serde reads a struct from an array of its fields too.
+_APPROVAL_PAYLOAD = _json.struct(
+    "ApprovalPayload",
+    [
+        _F("v", _json.u32),
+        _F("turn_id", _TEXT),
+        _F("request_id", _TEXT),
+        _F("tool_name", _TEXT),
+        _F("args_json", _TEXT),
+        _F("modified_args_json", _TEXT),
+        _F("approved", _json.boolean),
+        _F("approved_for_session", _json.boolean),
+        _F("covered_capabilities", _json.seq(_TEXT)),
+        _F("caller", _TEXT),
+        _F("approver", _TEXT),
+        _F("sandbox_mode", _TEXT),
+        _F("reason", _TEXT),
+        _F("injected_context", _TEXT),
+        _F("conversation_id", _TEXT),
+        _F("nonce", _TEXT),
+        _F("issued_at", _time),
+        _F("expires_at", _time),
+        # Version 2 only, and there required (absent and null are the same).
+        _F("votes", _json.optional(_json.seq(_PAYLOAD_VOTE)), True),
+    ],
+    strict=True,
+)
+# The envelope itself is read leniently (unknown fields ignored), as
+# lev_protocol's `Envelope`.
+_ENVELOPE_SIGNATURE = _json.struct(
+    "EnvelopeSignature",
+    [
+        _F("keyid", _TEXT, True, ""),
+        _F("sig", _TEXT),
+        _F("authenticator_data", _OPT_TEXT, True),
+        _F("client_data_json", _OPT_TEXT, True),
+    ],
+    strict=False,
+)
+_ENVELOPE = _json.struct(
+    "Envelope",
+    [
+        _F("payloadType", _TEXT),
+        _F("payload", _TEXT),
+        _F("signatures", _json.seq(_ENVELOPE_SIGNATURE)),
+    ],
+    strict=False,
+)
 
 
 def strict_json(text: str | bytes) -> Any:
-    """JSON as serde_json reads it: a duplicated key, NaN or a lone surrogate is refused."""
+    """JSON as serde_json reads it into a strict struct: a duplicated key, NaN,
+    a lone surrogate or text that is not UTF-8 is refused (raises ValueError)."""
     if isinstance(text, bytes):
         text = text.decode("utf-8")
-    value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
-
-    def walk(v: Any) -> None:
-        if isinstance(v, str):
-            v.encode("utf-8")
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                walk(k)
-                walk(x)
-
-    walk(value)
+    value = _json.load(text)
+    _json.check_strict(value)
     return value
+
+
+def _envelope_json(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A read envelope as JSON: the passkey fields only when set."""
+    return {
+        "payloadType": raw["payloadType"],
+        "payload": raw["payload"],
+        "signatures": [
+            {k: v for k, v in s.items() if v is not None or k in ("keyid", "sig")}
+            for s in raw["signatures"]
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class PayloadVote:
+    """One vote of a version 2 decision (SPEC section 13): the voter's token
+    name, their approve or deny, when the server recorded it, and their own
+    signed vote envelope (None for an unsigned vote). Only what
+    `VerifiedResponse.require_signed_votes` checks is the person's word;
+    the rest is the server's."""
+
+    voter: str
+    approved: bool
+    at: str
+    envelope: dict[str, Any] | None
+
+    @property
+    def signed(self) -> bool:
+        """Whether it carries a signed vote (not whether that verifies)."""
+        return self.envelope is not None
 
 
 @dataclass(frozen=True)
 class VerifiedResponse:
-    """A decoded approval payload after signature verification (the seed's type)."""
+    """A decoded approval payload after signature verification (the seed's type).
+
+    `votes` is None for a payload of version 1, and the decision's votes for
+    version 2 (`version`)."""
 
     turn_id: str
     request_id: str
@@ -367,10 +471,16 @@ class VerifiedResponse:
     signer_public_key: bytes
     issued_at: str
     expires_at: str
+    votes: list[PayloadVote] | None = None
     effective_args_json: str = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "effective_args_json", self.resolve_approved_call())
+
+    @property
+    def version(self) -> int:
+        """The payload version: 2 when it carries votes, else 1."""
+        return PAYLOAD_VERSION if self.votes is None else PAYLOAD_VERSION_VOTES
 
     def authorizes_call(self, request_id: str, tool_name: str, args_json: str | bytes) -> bool:
         """The exact call (args byte for byte); never true for a denial."""
@@ -425,71 +535,57 @@ class VerifiedResponse:
     def signer_kid(self) -> str:
         return key_id(self.signer_public_key)
 
+    def check_votes(self, people_keys: PeopleKeysLike) -> list[VoteCheck]:
+        """Every vote this decision carries, checked: its envelope verifies under
+        a key registered to the voter the decision names, names that voter,
+        agrees with the vote's `approved`, and binds this exact decision. A
+        version 1 payload carries none."""
+        from ._votes import check_votes
+
+        return check_votes(self, people_keys)
+
+    def signed_voters(self, people_keys: PeopleKeysLike) -> frozenset[str]:
+        """The distinct people whose signed votes verify and bind this decision."""
+        return frozenset(c.voter for c in self.check_votes(people_keys) if c.ok)
+
+    def require_signed_votes(self, people_keys: PeopleKeysLike, n: int) -> frozenset[str]:
+        """At least `n` distinct people's signed votes verify and bind this
+        decision, which must be an approval: those people. Raises
+        `NotEnoughVotes` (a `NotAuthorizedError`, code `votes`) otherwise;
+        a denial never passes."""
+        from ._votes import require_signed_votes
+
+        return require_signed_votes(self, people_keys, n)
+
 
 def _parse_payload(raw: bytes) -> tuple[dict[str, Any], int, int]:
-    def bad(why: str) -> VerificationError:
-        return VerificationError("payload", f"invalid payload: {why}")
+    try:
+        p = _APPROVAL_PAYLOAD(_json.load(raw))
+    except _json.JsonError as e:
+        raise VerificationError("payload", f"invalid payload: {e}") from None
+    return p, parse_timestamp(p["issued_at"]), parse_timestamp(p["expires_at"])
 
-    try:
-        p = strict_json(raw)
-    except (ValueError, UnicodeError) as e:
-        raise bad(str(e)) from None
-    if not isinstance(p, dict):
-        raise bad("not a JSON object")
-    unknown = sorted(set(p) - _FIELDS)
-    if unknown:
-        raise bad(f"unknown field `{unknown[0]}`")
-    missing = sorted(_FIELDS - set(p))
-    if missing:
-        raise bad(f"missing field `{missing[0]}`")
-    v = p["v"]
-    if type(v) is not int or not 0 <= v < 2**32:
-        raise bad("`v` is not an unsigned 32-bit integer")
-    for name in _STRING_FIELDS:
-        if not isinstance(p[name], str):
-            raise bad(f"`{name}` is not a string")
-    for name in _BOOL_FIELDS:
-        if not isinstance(p[name], bool):
-            raise bad(f"`{name}` is not a boolean")
-    caps = p["covered_capabilities"]
-    if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
-        raise bad("`covered_capabilities` is not a list of strings")
-    try:
-        issued = parse_timestamp(p["issued_at"])
-        expires = parse_timestamp(p["expires_at"])
-    except ValueError as e:
-        raise bad(str(e)) from None
-    return p, issued, expires
+
+def read_envelope(envelope: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
+    """The envelope as lev_protocol reads it (raises `_json.JsonError`)."""
+    return _ENVELOPE(_json.load(envelope) if isinstance(envelope, (str, bytes)) else envelope)
 
 
 def _as_envelope(envelope: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
-    def bad(why: str) -> VerificationError:
-        return VerificationError("malformed", f"malformed envelope: {why}")
-
-    if isinstance(envelope, (str, bytes)):
-        try:
-            envelope = json.loads(envelope)
-        except (ValueError, UnicodeError) as e:
-            raise bad(str(e)) from None
-    if not isinstance(envelope, Mapping):
-        raise bad("not a JSON object")
-    for name in ("payloadType", "payload"):
-        if not isinstance(envelope.get(name), str):
-            raise bad(f"`{name}` is missing or not a string")
-    sigs = envelope.get("signatures")
-    if not isinstance(sigs, list):
-        raise bad("`signatures` is missing or not a list")
-    for s in sigs:
-        if not isinstance(s, Mapping) or not isinstance(s.get("sig"), str):
-            raise bad("a signature without `sig`")
-        if not isinstance(s.get("keyid", ""), str):
-            raise bad("a signature's `keyid` is not a string")
-    return dict(envelope)
+    try:
+        return read_envelope(envelope)
+    except _json.JsonError as e:
+        raise VerificationError("malformed", f"malformed envelope: {e}") from None
 
 
-def _shorten(text: str, n: int) -> str:
+def shorten(text: str, n: int) -> str:
+    """`text` cut to `n` characters (an ellipsis marks the cut), control
+    characters escaped: envelope text is attacker-written."""
     out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:n])
     return out + ("…" if len(text) > n else "")
+
+
+_PAYLOAD_VERSIONS = {APPROVAL_PAYLOAD_TYPE: PAYLOAD_VERSION, APPROVAL_PAYLOAD_TYPE_V2: 2}
 
 
 def verify_envelope(
@@ -504,13 +600,14 @@ def verify_envelope(
     `version`, `expired` or `not_yet_valid`.
     """
     env = _as_envelope(envelope)
-    if env["payloadType"] != APPROVAL_PAYLOAD_TYPE:
+    version = _PAYLOAD_VERSIONS.get(env["payloadType"])
+    if version is None:
         raise VerificationError(
             "payload_type",
-            f"expected payload type {APPROVAL_PAYLOAD_TYPE!r}, "
-            f"found {_shorten(env['payloadType'], 100)!r}",
+            f"expected payload type {APPROVAL_PAYLOAD_TYPE!r} (or version=2), "
+            f"found {shorten(env['payloadType'], 100)!r}",
         )
-    sigs: list[Mapping[str, Any]] = env["signatures"]
+    sigs: list[dict[str, Any]] = env["signatures"]
     if not sigs:
         raise VerificationError("malformed", "malformed envelope: no signatures")
     if len(sigs) > MAX_SIGNATURES:
@@ -528,14 +625,14 @@ def verify_envelope(
     tried_trusted: str | None = None
     undecodable: str | None = None
     for index, s in enumerate(sigs):
-        kid = str(s.get("keyid", ""))
+        kid: str = s["keyid"]
         try:
             sig = decode_base64(s["sig"])
             if len(sig) != 64:
                 raise ValueError(f"not 64 bytes (found {len(sig)} bytes)")
         except ValueError as e:
             if undecodable is None and keys.contains_kid(kid):
-                undecodable = f"signature {index} by key {_shorten(kid, 32)}: {e}"
+                undecodable = f"signature {index} by key {shorten(kid, 32)}: {e}"
             continue
         for key in keys.candidates(kid):
             if _verify_strict(key, message, sig):
@@ -553,13 +650,21 @@ def verify_envelope(
             )
         if undecodable is not None:
             raise VerificationError("malformed", f"malformed envelope: {undecodable}")
-        listed = ", ".join(_shorten(str(s.get("keyid", "")), 32) for s in sigs[:5])
+        listed = [shorten(s["keyid"], 32) for s in sigs[:5]]
+        if len(sigs) > 5:
+            listed.append(f"and {len(sigs) - 5} more")
         raise VerificationError(
-            "untrusted_key", f"no signature by a trusted key (key ids {listed})"
+            "untrusted_key", f"no signature by a trusted key (key ids {', '.join(listed)})"
         )
     p, issued, expires = _parse_payload(payload)
-    if p["v"] != PAYLOAD_VERSION:
-        raise VerificationError("version", f"expected payload version 1, found {p['v']}")
+    # The version is the one the payload type names, and only version 2
+    # carries votes (and must).
+    if p["v"] != version or (p["votes"] is not None) != (version == PAYLOAD_VERSION_VOTES):
+        raise VerificationError(
+            "version",
+            "expected payload version 1 (no votes) or 2 (votes), as its payload type says; "
+            f"found {p['v']}",
+        )
     caps: list[str] = p["covered_capabilities"]
     if any(a >= b for a, b in itertools.pairwise(caps)):
         raise VerificationError(
@@ -574,6 +679,17 @@ def verify_envelope(
         )
     if t > expires + CLOCK_SKEW_NS:
         raise VerificationError("expired", f"expired at {p['expires_at']}")
+    votes = None
+    if p["votes"] is not None:
+        votes = [
+            PayloadVote(
+                voter=v["voter"],
+                approved=v["approved"],
+                at=v["at"],
+                envelope=None if v["envelope"] is None else _envelope_json(v["envelope"]),
+            )
+            for v in p["votes"]
+        ]
     return VerifiedResponse(
         turn_id=p["turn_id"],
         request_id=p["request_id"],
@@ -593,7 +709,14 @@ def verify_envelope(
         signer_public_key=signer,
         issued_at=p["issued_at"],
         expires_at=p["expires_at"],
+        votes=votes,
     )
+
+
+def _votes_needed(n: Any, what: str) -> int:
+    if type(n) is not int or n < 0:
+        raise ValueError(f"{what} must be a count of people (an int, 0 or more), not {n!r}")
+    return n
 
 
 def verify(
@@ -607,6 +730,8 @@ def verify(
     caller: str | None = None,
     sandbox_mode: str | None = None,
     now: datetime | str | None = None,
+    people_keys: PeopleKeys | Mapping[str, Any] | str | None = None,
+    require_votes: int | None = None,
 ) -> VerifiedResponse:
     """Verify `envelope` and check that it authorizes exactly this call in this context.
 
@@ -615,7 +740,16 @@ def verify(
     NotAuthorizedError when it is genuine but does not authorize the call (a
     denial, another call, another conversation, caller or sandbox mode). A
     context field left None is not checked.
+
+    `require_votes=N` also requires N distinct people's signed votes that
+    verify under their keys in `people_keys` (the JWKS of `GET
+    /v1/people/keys`, or a `PeopleKeys`) and bind this call, as `lev verify
+    --require-votes N --people-keys FILE` does: fewer raise `NotEnoughVotes`
+    (a NotAuthorizedError, code `votes`); unusable people keys (or none)
+    raise KeyRefused. Without `require_votes`, `people_keys` is not read.
     """
+    if require_votes is not None:
+        _votes_needed(require_votes, "require_votes")
     if not isinstance(keys, TrustedKeys):
         keys = TrustedKeys.from_jwks(keys) if isinstance(keys, Mapping) else TrustedKeys(keys)
     verified = verify_envelope(envelope, keys, now)
@@ -627,4 +761,11 @@ def verify(
         caller=caller,
         sandbox_mode=sandbox_mode,
     )
+    if require_votes is not None:
+        if people_keys is None:
+            raise KeyRefused(
+                "malformed_key",
+                "require_votes needs people_keys: the JWKS of GET /v1/people/keys",
+            )
+        verified.require_signed_votes(people_keys, require_votes)
     return verified

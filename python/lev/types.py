@@ -5,9 +5,17 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 
-class Signature(TypedDict):
+class _Signature(TypedDict):
     keyid: str
     sig: str
+
+
+class Signature(_Signature, total=False):
+    """One signature of an envelope; a passkey's vote (SPEC section 13) also
+    carries its WebAuthn authenticator data and client data JSON (base64)."""
+
+    authenticator_data: str
+    client_data_json: str
 
 
 class Envelope(TypedDict):
@@ -53,6 +61,7 @@ class Response(TypedDict, total=False):
     injected_context: str | None
     reason: str | None
     grant_args: dict[str, str] | None
+    vote: Envelope | None
 
 
 class GateNote(TypedDict, total=False):
@@ -63,6 +72,18 @@ class GateNote(TypedDict, total=False):
     rule_reason: str
     risk: Literal["high"]
     policy: str
+
+
+class VoteBinding(TypedDict):
+    """What a vote on a tool approval binds (SPEC section 13); `args_sha256`
+    is the lowercase hex SHA-256 of the exact `args_json` bytes."""
+
+    request_id: str
+    tool_name: str
+    args_sha256: str
+    conversation_id: str
+    caller: str
+    sandbox_mode: str
 
 
 class Interaction(TypedDict, total=False):
@@ -81,6 +102,8 @@ class Interaction(TypedDict, total=False):
     reason: str | None
     metadata: Any
     gate: GateNote
+    approvals_needed: int
+    vote_binding: VoteBinding
     status: Literal["pending", "answered", "expired", "cancelled"]
     created_at: str
     expires_at: str | None
@@ -148,6 +171,35 @@ class Jwks(TypedDict):
     keys: list[Jwk]
 
 
+class PersonJwk(TypedDict, total=False):
+    """A person's public key (SPEC section 13): Ed25519 (`OKP`, from `lev key
+    init` or a passkey's EdDSA) or P-256 (`EC`, a passkey's ES256); `kid` is
+    `person:NAME:N`; `rp_id` and `credential_id` only on a passkey."""
+
+    kty: str
+    crv: str
+    x: str
+    y: str
+    kid: str
+    alg: str
+    use: str
+    rp_id: str
+    credential_id: str
+
+
+class PeopleJwks(TypedDict):
+    """`GET /v1/people/keys`: every person's keys in force."""
+
+    keys: list[PersonJwk]
+
+
+class PersonKeyRegistered(TypedDict):
+    """`POST /v1/people/keys`: the key as served, with its `kid`, and its person."""
+
+    key: PersonJwk
+    person: str
+
+
 class Health(TypedDict):
     status: str
     version: str
@@ -164,6 +216,7 @@ class Grant(TypedDict, total=False):
     covered_capabilities: list[str]
     approver: str
     grant_args: dict[str, str] | None
+    vote: Envelope | None
     created_at: str
 
 

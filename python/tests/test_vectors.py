@@ -16,6 +16,9 @@ FILES = sorted(VECTORS.glob("*.json"))
 
 
 def evaluate(vector: dict[str, Any]) -> dict[str, Any]:
+    """What the Python verifier concludes, as `vector_set.rs`'s `evaluate` does:
+    `people_keys` are read only when `require_votes` is set, after the call
+    checks; an unusable people JWKS (or none) is invalid `malformed_key`."""
     try:
         keys = lev.TrustedKeys(vector["trusted_keys"])
     except lev.KeyRefused as e:
@@ -33,16 +36,21 @@ def evaluate(vector: dict[str, Any]) -> dict[str, Any]:
             caller=ctx.get("caller"),
             sandbox_mode=ctx.get("sandbox_mode"),
             now=vector["now"],
+            people_keys=vector.get("people_keys"),
+            require_votes=vector.get("require_votes"),
         )
     except lev.VerificationError as e:
         return {"verdict": "invalid", "error": e.code}
     except lev.NotAuthorizedError as e:
         return {"verdict": "not_authorized", "reason": e.code}
+    except lev.KeyRefused:
+        return {"verdict": "invalid", "error": "malformed_key"}
     return {"verdict": "authorized", "effective_args_json": verified.effective_args_json}
 
 
 def test_there_are_vectors() -> None:
-    assert len(FILES) >= 30
+    assert len(FILES) >= 62
+    assert any(f.stem.startswith("v2_") for f in FILES)
     verdicts = {json.loads(f.read_text())["expect"]["verdict"] for f in FILES}
     assert verdicts == {"authorized", "not_authorized", "invalid"}
 

@@ -338,7 +338,7 @@ fn the_sdk_requires_signed_votes_per_tool() {
 
     // Two people vote on the pending call while the gatekeeper waits.
     let vote_all = |tool: &str, signed: bool| {
-        let call = ToolCall::new("s-sdk", &format!("{tool}-1"), tool, r#"{"v":1}"#);
+        let call = ToolCall::new("s-sdk", format!("{tool}-1"), tool, r#"{"v":1}"#);
         let submitted = rt.block_on(gatekeeper.submit(&call)).unwrap();
         let id = match submitted.response() {
             lev_protocol::api::GateResponse::Ask { interaction_id } => interaction_id.clone(),
