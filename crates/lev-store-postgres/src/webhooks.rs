@@ -390,28 +390,7 @@ impl WebhookStore for PostgresStore {
     async fn remind(&self, interaction_id: &str, n: u32, data: serde_json::Value) -> Result<bool> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        // The row lock orders this against an answer's compare-and-set.
-        let pending = tx
-            .query_opt(
-                "SELECT 1 FROM interactions WHERE id = $1 AND status = 'pending' FOR UPDATE",
-                &[&interaction_id],
-            )
-            .await?
-            .is_some();
-        let fresh = pending
-            && tx
-                .execute(
-                    "INSERT INTO reminders (interaction_id, n, at) VALUES ($1, $2, $3)
-                     ON CONFLICT DO NOTHING",
-                    &[
-                        &interaction_id,
-                        &i32::try_from(n).unwrap_or(i32::MAX),
-                        &rfc3339(OffsetDateTime::now_utc()),
-                    ],
-                )
-                .await?
-                == 1;
-        if !fresh {
+        if !notice_once(&tx, interaction_id, n).await? {
             tx.rollback().await?;
             return Ok(false);
         }
@@ -425,24 +404,8 @@ impl WebhookStore for PostgresStore {
     async fn escalate_once(&self, interaction_id: &str, data: serde_json::Value) -> Result<bool> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        let pending = tx
-            .query_opt(
-                "SELECT 1 FROM interactions WHERE id = $1 AND status = 'pending' FOR UPDATE",
-                &[&interaction_id],
-            )
-            .await?
-            .is_some();
-        // Reminder 0 is the escalation: reminders count from 1.
-        let fresh = pending
-            && tx
-                .execute(
-                    "INSERT INTO reminders (interaction_id, n, at) VALUES ($1, 0, $2)
-                     ON CONFLICT DO NOTHING",
-                    &[&interaction_id, &rfc3339(OffsetDateTime::now_utc())],
-                )
-                .await?
-                == 1;
-        if !fresh {
+        // Notice 0 is the escalation: reminders count from 1.
+        if !notice_once(&tx, interaction_id, 0).await? {
             tx.rollback().await?;
             return Ok(false);
         }
@@ -457,4 +420,31 @@ impl WebhookStore for PostgresStore {
         self.sequenced(staged).await;
         Ok(true)
     }
+}
+
+/// Record notice `n` of `interaction_id` (a reminder, or 0 for the
+/// escalation) inside the open transaction: true when it is pending and the
+/// notice was not recorded before. The row lock orders this against an
+/// answer's compare-and-set.
+async fn notice_once(tx: &Tx<'_>, interaction_id: &str, n: u32) -> Result<bool> {
+    let pending = tx
+        .query_opt(
+            "SELECT 1 FROM interactions WHERE id = $1 AND status = 'pending' FOR UPDATE",
+            &[&interaction_id],
+        )
+        .await?
+        .is_some();
+    Ok(pending
+        && tx
+            .execute(
+                "INSERT INTO reminders (interaction_id, n, at) VALUES ($1, $2, $3)
+                 ON CONFLICT DO NOTHING",
+                &[
+                    &interaction_id,
+                    &i32::try_from(n).unwrap_or(i32::MAX),
+                    &rfc3339(OffsetDateTime::now_utc()),
+                ],
+            )
+            .await?
+            == 1)
 }

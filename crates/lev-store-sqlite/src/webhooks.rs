@@ -420,22 +420,7 @@ impl WebhookStore for SqliteStore {
         let id = interaction_id.to_owned();
         self.writer
             .write(move |tx| {
-                let pending = tx
-                    .conn
-                    .prepare_cached("SELECT status = 'pending' FROM interactions WHERE id = ?1")?
-                    .query_row([&id], |r| r.get::<_, bool>(0))
-                    .optional()?
-                    .unwrap_or(false);
-                if !pending {
-                    return Ok(false);
-                }
-                let fresh = tx
-                    .conn
-                    .prepare_cached(
-                        "INSERT OR IGNORE INTO reminders (interaction_id, n, at) VALUES (?1, ?2, ?3)",
-                    )?
-                    .execute(params![id, n, rfc3339(OffsetDateTime::now_utc())])?;
-                if fresh == 0 {
+                if !notice_once(tx, &id, n)? {
                     return Ok(false);
                 }
                 tx.event("interaction.reminder", data)?;
@@ -448,23 +433,8 @@ impl WebhookStore for SqliteStore {
         let id = interaction_id.to_owned();
         self.writer
             .write(move |tx| {
-                let pending = tx
-                    .conn
-                    .prepare_cached("SELECT status = 'pending' FROM interactions WHERE id = ?1")?
-                    .query_row([&id], |r| r.get::<_, bool>(0))
-                    .optional()?
-                    .unwrap_or(false);
-                if !pending {
-                    return Ok(false);
-                }
-                // Reminder 0 is the escalation: reminders count from 1.
-                let fresh = tx
-                    .conn
-                    .prepare_cached(
-                        "INSERT OR IGNORE INTO reminders (interaction_id, n, at) VALUES (?1, 0, ?2)",
-                    )?
-                    .execute(params![id, rfc3339(OffsetDateTime::now_utc())])?;
-                if fresh == 0 {
+                // Notice 0 is the escalation: reminders count from 1.
+                if !notice_once(tx, &id, 0)? {
                     return Ok(false);
                 }
                 tx.audit(lev_store::AuditRecord {
@@ -477,4 +447,26 @@ impl WebhookStore for SqliteStore {
             })
             .await
     }
+}
+
+/// Record notice `n` of interaction `id` (a reminder, or 0 for the
+/// escalation) inside the open transaction: true when it is pending and
+/// the notice was not recorded before.
+fn notice_once(tx: &mut crate::writer::Tx<'_>, id: &str, n: u32) -> Result<bool> {
+    let pending = tx
+        .conn
+        .prepare_cached("SELECT status = 'pending' FROM interactions WHERE id = ?1")?
+        .query_row([id], |r| r.get::<_, bool>(0))
+        .optional()?
+        .unwrap_or(false);
+    if !pending {
+        return Ok(false);
+    }
+    let fresh = tx
+        .conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO reminders (interaction_id, n, at) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![id, n, rfc3339(OffsetDateTime::now_utc())])?;
+    Ok(fresh > 0)
 }
