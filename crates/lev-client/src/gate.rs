@@ -288,15 +288,16 @@ pub struct Gatekeeper {
     client: Client,
     keys: TrustedKeys,
     clock: Arc<dyn Clock>,
-    votes: Option<Arc<SignedVotes>>,
+    votes: Arc<Vec<VoteRule>>,
 }
 
 /// Tools whose approvals must carry people's own signed votes, and the
-/// people's keys to check them with.
-#[derive(Debug)]
-struct SignedVotes {
-    /// (tool-name glob, votes needed), the first match applies.
-    rules: Vec<(String, usize)>,
+/// people's keys to check them with; the first rule whose glob matches the
+/// tool applies.
+#[derive(Debug, Clone)]
+struct VoteRule {
+    tool: String,
+    needed: usize,
     people: PeopleKeys,
 }
 
@@ -329,7 +330,7 @@ impl std::fmt::Debug for Gatekeeper {
         f.debug_struct("Gatekeeper")
             .field("client", &self.client)
             .field("keys", &self.keys.len())
-            .field("signed_votes", &self.votes)
+            .field("signed_votes", &*self.votes)
             .finish_non_exhaustive()
     }
 }
@@ -341,7 +342,7 @@ impl Gatekeeper {
             client,
             keys,
             clock: Arc::new(SystemClock),
-            votes: None,
+            votes: Arc::new(Vec::new()),
         }
     }
 
@@ -351,15 +352,14 @@ impl Gatekeeper {
     /// `people` (the JWKS of `GET /v1/people/keys`, pinned like the
     /// server's keys) and bound to the exact call. A server that holds
     /// none of those people's private keys cannot make such an approval.
-    /// Called again, it adds a rule; the first matching rule applies.
+    /// Called again, it adds a rule with its own people's keys; the first
+    /// matching rule applies.
     pub fn require_signed_votes(mut self, tool: &str, needed: usize, people: PeopleKeys) -> Self {
-        let mut rules = self
-            .votes
-            .as_ref()
-            .map(|v| v.rules.clone())
-            .unwrap_or_default();
-        rules.push((tool.to_owned(), needed));
-        self.votes = Some(Arc::new(SignedVotes { rules, people }));
+        Arc::make_mut(&mut self.votes).push(VoteRule {
+            tool: tool.to_owned(),
+            needed,
+            people,
+        });
         self
     }
 
@@ -483,14 +483,13 @@ impl Gatekeeper {
         verified
             .check_call(&call.as_verified_call())
             .map_err(GateError::NotAuthorized)?;
-        if let Some(votes) = &self.votes
-            && let Some((_, needed)) = votes
-                .rules
-                .iter()
-                .find(|(glob, _)| glob_match(glob, &call.tool_name))
+        if let Some(rule) = self
+            .votes
+            .iter()
+            .find(|rule| glob_match(&rule.tool, &call.tool_name))
         {
             verified
-                .require_signed_votes(&votes.people, *needed)
+                .require_signed_votes(&rule.people, rule.needed)
                 .map_err(|why| GateError::NotEnoughVotes {
                     tool: call.tool_name.clone(),
                     why,

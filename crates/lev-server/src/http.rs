@@ -49,19 +49,23 @@ where
         let mut stop = stop_rx.clone();
         let closed = closed_rx.clone();
         tokio::spawn(async move {
-            let mut conn = pin!(
-                http1::Builder::new()
-                    .serve_connection(TokioIo::new(io), service)
-                    .with_upgrades()
-            );
-            tokio::select! {
-                // A connection that fails (the peer went away, a malformed
-                // request) just ends; hyper answered what it could.
-                _ = conn.as_mut() => {}
-                // It only ever turns `true`; a dropped sender means the same.
-                _ = stop.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+            // The connection (and the router's state it holds) is dropped at
+            // the end of this block, before the server is told it closed.
+            {
+                let mut conn = pin!(
+                    http1::Builder::new()
+                        .serve_connection(TokioIo::new(io), service)
+                        .with_upgrades()
+                );
+                tokio::select! {
+                    // A connection that fails (the peer went away, a malformed
+                    // request) just ends; hyper answered what it could.
+                    _ = conn.as_mut() => {}
+                    // It only ever turns `true`; a dropped sender means the same.
+                    _ = stop.changed() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                    }
                 }
             }
             drop(closed);

@@ -378,7 +378,7 @@ impl Server {
             .map_err(|e| data_err(format!("the Slack endpoint: {e}")))?;
         // Interactions routed to an operator first are triaged as their
         // creation commits, whoever created them.
-        tokio::spawn(operators::triage::follow(state.clone(), triage_events));
+        state.spawn(operators::triage::follow(state.clone(), triage_events));
         Ok(Self {
             socket,
             local_addr,
@@ -459,8 +459,11 @@ impl Server {
                 log::info("requests still in flight after the grace period; stopping anyway");
             }
         }
-        // The tasks that hold the store end with the server.
-        background.join_background(Duration::from_secs(5)).await;
+        // Every task that holds the state or the store ends with the server,
+        // so a server started next on the same data dir finds it free.
+        if !background.join_background(Duration::from_secs(5)).await {
+            log::info("some of the server's tasks were still running 5 s after it stopped");
+        }
         Ok(())
     }
 }

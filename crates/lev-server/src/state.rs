@@ -7,6 +7,7 @@ use std::time::Duration;
 use lev_protocol::Limits;
 use lev_store::Store;
 use tokio::sync::watch;
+use tokio_util::task::{TaskTracker, task_tracker::TaskTrackerToken};
 
 use crate::expiry::Expiry;
 use crate::hub::Hub;
@@ -85,9 +86,12 @@ struct Inner {
     outbound: std::sync::OnceLock<reqwest::Client>,
     /// Slack requests already taken.
     slack_replays: crate::slack::interact::Replays,
-    /// Tasks that hold the state (webhook dispatcher, reminders): a server
-    /// that stops waits for them, so its store is closed when it returns.
-    background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Every task that holds the state or the store (the waiter hub,
+    /// expiry, the operators' follower, triage, event-stream pumps, operator
+    /// connections, webhook deliveries, reminders): a server that stops
+    /// waits for them all, so that when it returns nothing of it still runs
+    /// and its store (with the SQLite data dir's lock) is closed.
+    tasks: TaskTracker,
 }
 
 impl std::fmt::Debug for AppState {
@@ -105,14 +109,16 @@ impl AppState {
     pub fn start(store: Arc<dyn Store>, keys: KeyRing, settings: Settings) -> Self {
         let (shutdown_tx, shutdown) = watch::channel(false);
         let hub = Arc::new(Hub::default());
+        let tasks = TaskTracker::new();
         let operators = Arc::new(crate::operators::OperatorHub::new(
             settings.operators.clone(),
             Arc::clone(&store),
+            tasks.clone(),
         ));
-        tokio::spawn(Arc::clone(&operators).follow(store.operator_signals(), shutdown.clone()));
+        tasks.spawn(Arc::clone(&operators).follow(store.operator_signals(), shutdown.clone()));
         let expiry = Arc::new(Expiry::default());
-        tokio::spawn(Arc::clone(&hub).run(store.subscribe(), shutdown.clone()));
-        tokio::spawn(Arc::clone(&expiry).run(Arc::clone(&store), shutdown.clone()));
+        tasks.spawn(Arc::clone(&hub).run(store.subscribe(), shutdown.clone()));
+        tasks.spawn(Arc::clone(&expiry).run(Arc::clone(&store), shutdown.clone()));
         // Without randomness the id is still this process's own.
         let replica_id = crate::ids::new_id("rp_", time::OffsetDateTime::now_utc())
             .unwrap_or_else(|_| format!("rp_pid{}", std::process::id()));
@@ -130,31 +136,36 @@ impl AppState {
             webhooks: Arc::new(tokio::sync::Notify::new()),
             outbound: std::sync::OnceLock::new(),
             slack_replays: crate::slack::interact::Replays::default(),
-            background: std::sync::Mutex::new(Vec::new()),
+            tasks,
         }));
-        let tasks = vec![
-            tokio::spawn(crate::webhooks::dispatch::run(state.clone())),
-            tokio::spawn(crate::reminders::run(state.clone())),
-        ];
-        *state
-            .0
-            .background
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = tasks;
+        state.spawn(crate::webhooks::dispatch::run(state.clone()));
+        state.spawn(crate::reminders::run(state.clone()));
         state
     }
 
-    /// After shutdown began: wait (at most `limit`) for the background tasks
-    /// that hold the state to end.
-    pub async fn join_background(&self, limit: Duration) {
-        let tasks = std::mem::take(
-            &mut *self
-                .0
-                .background
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        let _ = tokio::time::timeout(limit, futures_util::future::join_all(tasks)).await;
+    /// Run `task` on the runtime as one of the server's own: a server that
+    /// stops waits for it (see [`AppState::join_background`]). Every task
+    /// that holds the state or the store is spawned here.
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        drop(self.0.tasks.spawn(task));
+    }
+
+    /// A token that counts as one of the server's tasks while it lives, for
+    /// work that something else spawned (an upgraded WebSocket connection).
+    pub fn task_token(&self) -> TaskTrackerToken {
+        self.0.tasks.token()
+    }
+
+    /// After shutdown began: wait (at most `limit`) until every task of the
+    /// server has ended. Returns whether they all did.
+    pub async fn join_background(&self, limit: Duration) -> bool {
+        self.0.tasks.close();
+        tokio::time::timeout(limit, self.0.tasks.wait())
+            .await
+            .is_ok()
     }
 
     /// This server's id among the replicas sharing its store, made at

@@ -43,5 +43,7 @@ mod pages;
 mod quorum;
 #[path = "all/respond.rs"]
 mod respond;
+#[path = "all/restart.rs"]
+mod restart;
 #[path = "all/wait.rs"]
 mod wait;

@@ -333,8 +333,10 @@ fn the_sdk_requires_signed_votes_per_tool() {
         )
     });
     let gatekeeper = Gatekeeper::new(client.clone(), keys)
-        .require_signed_votes("deploy", 2, people.clone())
-        .require_signed_votes("sh*", 2, people);
+        .require_signed_votes("deploy", 2, people)
+        // Each rule keeps its own people's keys: this one's (none) must not
+        // replace the first rule's.
+        .require_signed_votes("sh*", 2, PeopleKeys::default());
 
     // Two people vote on the pending call while the gatekeeper waits.
     let vote_all = |tool: &str, signed: bool| {

@@ -28,6 +28,7 @@ use lev_store::{
 use time::OffsetDateTime;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
 
 use super::OperatorSettings;
 use crate::error::ApiError;
@@ -117,6 +118,8 @@ pub struct OperatorHub {
     tickets: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// Wakes this server's tickets of a session when its presence changes.
     presence: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// The server's tasks: a dropped ticket's withdrawal runs as one.
+    tasks: TaskTracker,
 }
 
 impl std::fmt::Debug for OperatorHub {
@@ -182,7 +185,7 @@ fn bump(tx: &watch::Sender<u64>) {
 impl OperatorHub {
     /// The hub of this server over `store`; [`OperatorHub::follow`] must run
     /// for messages and replies of other servers to arrive.
-    pub fn new(settings: OperatorSettings, store: Arc<dyn Store>) -> Self {
+    pub fn new(settings: OperatorSettings, store: Arc<dyn Store>, tasks: TaskTracker) -> Self {
         let mut random = [0u8; 6];
         let _ = getrandom::fill(&mut random);
         Self {
@@ -193,6 +196,7 @@ impl OperatorHub {
             conns: Mutex::new(HashMap::new()),
             tickets: Mutex::new(HashMap::new()),
             presence: Mutex::new(HashMap::new()),
+            tasks,
         }
     }
 
@@ -632,10 +636,10 @@ impl Drop for Ticket {
         if !self.done {
             let store = Arc::clone(&self.hub.store);
             let req_id = std::mem::take(&mut self.req_id);
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                drop(self.hub.tasks.spawn(async move {
                     let _ = store.withdraw_operator_request(&req_id).await;
-                });
+                }));
             }
         }
     }
@@ -665,6 +669,7 @@ mod tests {
         let hub = Arc::new(OperatorHub::new(
             OperatorSettings::default(),
             Arc::clone(&store),
+            TaskTracker::new(),
         ));
         let (_stop, shutdown) = watch::channel(false);
         tokio::spawn(Arc::clone(&hub).follow(store.operator_signals(), shutdown));

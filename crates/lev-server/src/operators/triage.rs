@@ -80,8 +80,9 @@ fn on_created(state: &AppState, interaction: &Interaction) {
     if !interaction.request.routes_to_operator_first() {
         return;
     }
-    let (state, interaction) = (state.clone(), interaction.clone());
-    tokio::spawn(async move {
+    let (task_state, interaction) = (state.clone(), interaction.clone());
+    state.spawn(async move {
+        let state = task_state;
         let session_id = &interaction.request.session_id;
         if matches!(state.operators().is_connected(session_id).await, Ok(true)) {
             run(state, interaction).await;
@@ -117,9 +118,12 @@ async fn run(state: AppState, interaction: Interaction) {
         return;
     };
     let deadline = deadline_of(&interaction);
+    let mut shutdown = state.shutdown_signal();
     let outcome = loop {
         tokio::select! {
             waited = ticket.wait(deadline) => break waited,
+            // The question stays pending for people; the server stops.
+            () = crate::shutdown::stopped(&mut shutdown) => return,
             changed = watch.rx.changed() => {
                 let still_pending = matches!(
                     state.store().get_interaction(&id).await,

@@ -53,7 +53,15 @@ pub async fn upgrade(
         .max_message_size(MAX_FRAME)
         .max_frame_size(MAX_FRAME)
         .read_buffer_size(READ_BUFFER)
-        .on_upgrade(move |socket| serve(state, session_id, principal.name, socket)))
+        .on_upgrade(move |socket| {
+            // axum spawns the upgraded connection; it counts as one of the
+            // server's tasks while it runs.
+            let token = state.task_token();
+            async move {
+                serve(state, session_id, principal.name, socket).await;
+                drop(token);
+            }
+        }))
 }
 
 fn error_frame(req_id: Option<String>, code: &str, message: String) -> Outbound {

@@ -63,7 +63,7 @@ pub async fn events(
         None => state.store().last_event_seq().await?,
     };
     let (tx, rx) = mpsc::channel::<Event>(64);
-    tokio::spawn(pump(state, live, start, tx));
+    state.clone().spawn(pump(state, live, start, tx));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|event| (Ok(event), rx))
     });

@@ -166,7 +166,7 @@ impl Drop for TaskGuard {
             return;
         }
         let (state, task_id) = (self.state.clone(), self.task_id.clone());
-        tokio::spawn(async move {
+        self.state.spawn(async move {
             let _ = finish(
                 &state,
                 &task_id,

@@ -232,9 +232,17 @@ async fn claim_and_send(
         let Ok(permit) = Arc::clone(permits).acquire_owned().await else {
             return;
         };
-        let (state, client) = (state.clone(), client.clone());
-        tokio::spawn(async move {
-            attempt(&state, &client, delivery).await;
+        let (task_state, client) = (state.clone(), client.clone());
+        state.spawn(async move {
+            let state = task_state;
+            let mut shutdown = state.shutdown_signal();
+            tokio::select! {
+                () = attempt(&state, &client, delivery) => {}
+                // A stopping server does not wait for a slow receiver: the
+                // attempt is not recorded, its lease runs out, and it is sent
+                // again (at least once) after the restart.
+                () = crate::shutdown::stopped(&mut shutdown) => {}
+            }
             drop(permit);
             state.webhooks_notify().notify_one();
         });
