@@ -9,8 +9,9 @@
 //! `argv` is only ever the words of a *simple* command: words of literal
 //! characters, quoted or escaped as POSIX says. Anything the shell would
 //! expand or chain (pipes, `&&`, `;`, redirections, `$...`, backquotes,
-//! subshells, brace expansion, a leading `VAR=value`, a reserved word such as
-//! `if`, a comment, a newline, an unterminated quote) makes the command a
+//! subshells, brace expansion, a glob such as `*.o` or `/bin/r[m]`, a tilde
+//! such as `~/x` or `prefix=~`, a leading `VAR=value`, a reserved word such
+//! as `if`, a comment, a newline, an unterminated quote) makes the command a
 //! compound one, and its argv is `[<shell>, "-c", <cmd>]`: a rule keyed on
 //! `/argv/0` then sees the shell, never a harmless first word (`ls`) in
 //! front of a dangerous one (`; rm -rf ~`). Rules that must catch a word
@@ -105,6 +106,8 @@ pub fn simple_words(text: &str) -> Option<Vec<String>> {
     let mut open = false;
     // Brace expansion: an unquoted `{`, then `,` or `..`, then `}`.
     let mut brace = BraceScan::default();
+    // An unquoted `[` in the word: with a `]` after it, a glob.
+    let mut bracket = false;
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         if !matches!(c, ' ' | '\t') {
@@ -113,6 +116,10 @@ pub fn simple_words(text: &str) -> Option<Vec<String>> {
         match c {
             ' ' | '\t' => {
                 if open {
+                    if bracket && raw.contains(']') {
+                        return None;
+                    }
+                    bracket = false;
                     first_raw.get_or_insert_with(|| raw.clone());
                     words.push(std::mem::take(&mut word));
                     raw.clear();
@@ -162,7 +169,15 @@ pub fn simple_words(text: &str) -> Option<Vec<String>> {
                     }
                 }
             }
+            // Globs: the shell replaces the word with the names it matches.
+            '*' | '?' => return None,
+            // A tilde at the start of a word, or after an unquoted `=` or
+            // `:` (bash expands `prefix=~/x` even as an argument).
+            '~' if !open || matches!(raw.chars().rev().nth(1), Some('=' | ':')) => return None,
             other => {
+                if other == '[' {
+                    bracket = true;
+                }
                 if brace.step(other) {
                     return None;
                 }
@@ -172,6 +187,9 @@ pub fn simple_words(text: &str) -> Option<Vec<String>> {
         }
     }
     if open {
+        if bracket && raw.contains(']') {
+            return None;
+        }
         first_raw.get_or_insert_with(|| raw.clone());
         words.push(word);
     }
@@ -287,7 +305,14 @@ mod tests {
             words("git log --format=%H"),
             v(&["git", "log", "--format=%H"])
         );
-        assert_eq!(words("rm *.o ~/x"), v(&["rm", "*.o", "~/x"]));
+        assert_eq!(
+            words("git diff HEAD~1 -- a=b"),
+            v(&["git", "diff", "HEAD~1", "--", "a=b"])
+        );
+        assert_eq!(
+            words(r#"echo '*' \? "~" [ x ]"#),
+            v(&["echo", "*", "?", "~", "[", "x", "]"])
+        );
         assert_eq!(
             words("find . -name x -exec rm {} \\;"),
             v(&["find", ".", "-name", "x", "-exec", "rm", "{}", ";"])
@@ -322,6 +347,13 @@ mod tests {
             "time rm x",
             "echo {a,b}",
             "echo x{1..3}",
+            "rm *.o",
+            "ls ?",
+            "/bin/r[m] -rf x",
+            "cat ~/x",
+            "ls ~",
+            "make prefix=~/x",
+            "cp a b:~/c",
             "echo 'unterminated",
             "echo \"unterminated",
             "echo trailing\\",
@@ -410,5 +442,66 @@ mod tests {
             let line = join(&argv);
             assert_eq!(simple_words(&line), Some(argv.clone()), "{line}");
         }
+    }
+
+    /// The words the shell passes for `x COMMAND`, as arguments of `printf`
+    /// (run in `dir`, with `HOME` where nothing is).
+    fn shell_words(shell: &str, command: &str, dir: &std::path::Path) -> Vec<String> {
+        let out = std::process::Command::new(shell)
+            .arg("-c")
+            .arg(format!("printf '%s\\0' x {command}"))
+            .current_dir(dir)
+            .env_clear()
+            .env("HOME", "/nonexistent/home")
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell} -c {command:?}: {out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut words: Vec<String> = text.split('\0').map(str::to_owned).collect();
+        assert_eq!(words.pop().as_deref(), Some(""));
+        words
+    }
+
+    /// What lev reads as argv is what the program gets: every command that
+    /// `simple_words` splits is handed to bash and to dash as the arguments
+    /// of `printf`, in a directory holding files that a glob would match and
+    /// with a `HOME` a tilde would expand to; both shells pass exactly those
+    /// words. (Before globs and tildes made a command compound, `/bin/r[m]`
+    /// read as a harmless word that the shell turns into `/bin/rm`.)
+    #[test]
+    fn the_words_are_what_a_real_shell_passes() {
+        use proptest::prelude::*;
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a", "ab", "b", "[a]", "a.b", "-", "a=b"] {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        const ALPHABET: &[char] = &[
+            'a', 'b', '*', '?', '[', ']', '~', '{', '}', ',', '.', '\'', '"', '\\', ' ', '=', ':',
+            '-', '/', '!', '#', '%', '^',
+        ];
+        let commands = proptest::collection::vec(proptest::sample::select(ALPHABET), 1..14)
+            .prop_map(|chars| chars.into_iter().collect::<String>());
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 600,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        });
+        let split = std::cell::Cell::new(0u32);
+        runner
+            .run(&commands, |command| {
+                if let Some(words) = simple_words(&format!("x {command}")) {
+                    split.set(split.get() + 1);
+                    for shell in ["bash", "dash"] {
+                        let passed = shell_words(shell, &command, dir.path());
+                        prop_assert_eq!(&passed, &words, "{} -c {:?}", shell, command);
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        // The alphabet reaches simple commands often enough to mean something.
+        let split = split.get();
+        assert!(split > 100, "only {split} of 600 commands were simple");
     }
 }
