@@ -25,3 +25,29 @@ pub fn mutated(seeds: Vec<Vec<u8>>, max_edits: usize) -> impl Strategy<Value = V
             bytes
         })
 }
+
+/// The committed inputs of fuzz target `target`: its corpus
+/// (`fuzz/corpus/TARGET/`, what `cargo fuzz` found and `cmin` kept) and its
+/// regressions (`fuzz/regressions/TARGET/`, inputs that once failed). The
+/// corpus must be there: a smoke test that found none would prove nothing.
+pub fn committed(target: &str) -> Vec<Vec<u8>> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+    let mut inputs = Vec::new();
+    for dir in ["corpus", "regressions"] {
+        let dir = root.join(dir).join(target);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if let Ok(bytes) = std::fs::read(entry.path()) {
+                inputs.push(bytes);
+            }
+        }
+    }
+    assert!(
+        !inputs.is_empty(),
+        "no committed corpus for fuzz target {target} under {}",
+        root.display()
+    );
+    inputs
+}

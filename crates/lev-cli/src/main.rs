@@ -13,6 +13,8 @@ mod codex;
 mod connect;
 mod describe;
 mod exit;
+#[cfg(test)]
+mod fuzz_smoke;
 mod gatekeep;
 mod mcp;
 mod report;

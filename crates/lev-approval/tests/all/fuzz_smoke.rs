@@ -47,6 +47,21 @@ fn seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
+/// The seeds and the committed corpus (`fuzz/corpus/envelope/`, what `cargo
+/// fuzz` found and kept, and `fuzz/regressions/envelope/`).
+fn seeds_and_corpus() -> Vec<Vec<u8>> {
+    let mut all = seeds();
+    all.extend(crate::mutate::committed("envelope"));
+    all
+}
+
+#[test]
+fn the_committed_corpus_never_panics() {
+    for input in crate::mutate::committed("envelope") {
+        body::run(&input);
+    }
+}
+
 #[test]
 fn the_seeds_reach_past_the_signature_check() {
     let verified = seeds()
@@ -98,7 +113,7 @@ fn extreme_times_never_panic_and_verify_inside_their_window() {
 }
 
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    crate::mutate::mutated(seeds(), 8)
+    crate::mutate::mutated(seeds_and_corpus(), 8)
 }
 
 proptest! {

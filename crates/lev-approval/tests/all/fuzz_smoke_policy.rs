@@ -46,6 +46,21 @@ require_signed_votes = true
     ]
 }
 
+/// The seeds and the committed corpus (`fuzz/corpus/policy/`, what `cargo
+/// fuzz` found and kept, and `fuzz/regressions/policy/`).
+fn seeds_and_corpus() -> Vec<Vec<u8>> {
+    let mut all = seeds();
+    all.extend(crate::mutate::committed("policy"));
+    all
+}
+
+#[test]
+fn the_committed_corpus_never_panics() {
+    for input in crate::mutate::committed("policy") {
+        body::run(&input);
+    }
+}
+
 #[test]
 fn the_seeds_are_policies() {
     for (i, seed) in seeds().iter().enumerate() {
@@ -54,7 +69,7 @@ fn the_seeds_are_policies() {
 }
 
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    crate::mutate::mutated(seeds(), 6)
+    crate::mutate::mutated(seeds_and_corpus(), 6)
 }
 
 proptest! {

@@ -1,7 +1,8 @@
 //! OpenAI's Codex CLI, answered by lev (`lev codex run`, `lev codex attach`,
 //! `lev hook codex`, `lev codex install-hooks`).
 //!
-//! - [`rpc`]: the app-server's JSON-RPC wire (stdio lines, WebSocket frames).
+//! - [`wire`]: one app-server message told apart (pure).
+//! - [`rpc`]: the app-server's JSON-RPC connection (stdio lines, WebSocket frames).
 //! - [`connection`]: a connection's reader, the `initialize` handshake and
 //!   the version check.
 //! - [`shell`]: the shell command of a call, and the argv a policy reads.
@@ -17,6 +18,7 @@ pub mod connection;
 pub mod hooks;
 pub mod rpc;
 pub mod shell;
+pub mod wire;
 
 use sha2::{Digest as _, Sha256};
 

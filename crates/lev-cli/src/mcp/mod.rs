@@ -19,6 +19,7 @@
 //! for a call in flight cancels its pending interaction on the server; so
 //! does the client going away (stdin closed) for every call still waiting.
 
+pub mod args;
 pub mod opening;
 pub mod tools;
 
@@ -30,9 +31,7 @@ use std::time::Duration;
 
 use lev_approval::TrustedKeys;
 use lev_client::Client;
-use lev_protocol::claude_code::{
-    APPROVAL_PROMPT_TOOL, ASK_HUMAN_TOOL, PermissionPromptInput, PermissionPromptResult,
-};
+use lev_protocol::claude_code::{APPROVAL_PROMPT_TOOL, ASK_HUMAN_TOOL, PermissionPromptResult};
 use lev_protocol::{InteractionKind, InteractionRequest};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
@@ -251,13 +250,9 @@ Use approval_prompt before a tool call that needs a person's permission; run the
 
 impl LevMcp {
     async fn approval_prompt(&self, arguments: Value, pending: &Pending) -> CallToolResult {
-        let input: PermissionPromptInput = match serde_json::from_value(arguments) {
+        let input = match args::approval_prompt(arguments) {
             Ok(input) => input,
-            Err(e) => {
-                return CallToolResult::error(vec![ContentBlock::text(format!(
-                    "approval_prompt expects {{\"tool_name\": string, \"input\": object, \"tool_use_id\"?: string}}: {e}"
-                ))]);
-            }
+            Err(e) => return CallToolResult::error(vec![ContentBlock::text(e)]),
         };
         let config = &self.inner.config;
         let call = GateCall {
@@ -291,33 +286,9 @@ impl LevMcp {
     }
 
     async fn ask_human(&self, arguments: Value, pending: &Pending) -> CallToolResult {
-        #[derive(serde::Deserialize)]
-        struct AskHuman {
-            question: String,
-            #[serde(default)]
-            options: Option<Vec<String>>,
-        }
-        let ask = match serde_json::from_value::<AskHuman>(arguments) {
-            Ok(ask) if !ask.question.trim().is_empty() => ask,
-            Ok(_) => {
-                return CallToolResult::error(vec![ContentBlock::text(
-                    "ask_human expects a question that is not empty",
-                )]);
-            }
-            Err(e) => {
-                return CallToolResult::error(vec![ContentBlock::text(format!(
-                    "ask_human expects {{\"question\": string, \"options\"?: [string]}}: {e}"
-                ))]);
-            }
-        };
-        let kind = match ask.options.filter(|o| !o.is_empty()) {
-            None => InteractionKind::FreeText {
-                prompt: ask.question,
-            },
-            Some(options) => InteractionKind::MultipleChoice {
-                prompt: ask.question,
-                options,
-            },
+        let kind = match args::ask_human(arguments) {
+            Ok(kind) => kind,
+            Err(e) => return CallToolResult::error(vec![ContentBlock::text(e)]),
         };
         let client = &self.inner.config.client;
         let request = self.inner.interaction(kind);

@@ -40,7 +40,7 @@ impl<T> Opening<T> {
     /// Whether `message` opens a lifecycle in rmcp: `initialize`, or a request
     /// other than `ping` and `server/discover` whose `_meta` names a supported
     /// version and carries the client's capabilities.
-    fn opens(&self, message: &RxJsonRpcMessage<RoleServer>) -> bool {
+    pub(crate) fn opens(&self, message: &RxJsonRpcMessage<RoleServer>) -> bool {
         let JsonRpcMessage::Request(request) = message else {
             return false;
         };

@@ -32,6 +32,21 @@ fn seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
+/// The seeds and the committed corpus (`fuzz/corpus/protocol/`, what `cargo
+/// fuzz` found and kept, and `fuzz/regressions/protocol/`).
+fn seeds_and_corpus() -> Vec<Vec<u8>> {
+    let mut all = seeds();
+    all.extend(mutate::committed("protocol"));
+    all
+}
+
+#[test]
+fn the_committed_corpus_never_panics() {
+    for input in mutate::committed("protocol") {
+        body::run(&input);
+    }
+}
+
 #[test]
 fn the_seeds_reach_every_decoder() {
     let mut reached = body::Reached::default();
@@ -54,7 +69,7 @@ fn the_seeds_reach_every_decoder() {
 }
 
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    mutate::mutated(seeds(), 8)
+    mutate::mutated(seeds_and_corpus(), 8)
 }
 
 proptest! {

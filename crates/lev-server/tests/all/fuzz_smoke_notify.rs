@@ -43,6 +43,21 @@ fn seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
+/// The seeds and the committed corpus (`fuzz/corpus/notify/`, what `cargo
+/// fuzz` found and kept, and `fuzz/regressions/notify/`).
+fn seeds_and_corpus() -> Vec<Vec<u8>> {
+    let mut all = seeds();
+    all.extend(crate::mutate::committed("notify"));
+    all
+}
+
+#[test]
+fn the_committed_corpus_never_panics() {
+    for input in crate::mutate::committed("notify") {
+        body::run(&input);
+    }
+}
+
 #[test]
 fn the_seeds_decode() {
     let seeds = seeds();
@@ -57,7 +72,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
     #[test]
-    fn mutations_never_panic(data in crate::mutate::mutated(seeds(), 8)) {
+    fn mutations_never_panic(data in crate::mutate::mutated(seeds_and_corpus(), 8)) {
         body::run(&data);
     }
 

@@ -93,12 +93,27 @@ impl Tui {
         assert!(Command::new("tmux").args(&args).status().unwrap().success());
     }
 
-    /// Type `text`, then Enter on its own (the UI takes a fast Enter as a
-    /// pasted newline).
-    fn submit(&self, text: &str) {
+    /// Type `text`, then Enter on its own once the UI shows the text (it
+    /// takes an Enter that arrives with the typing as a pasted newline),
+    /// until `then` is on the screen. Under load the UI may still read a
+    /// late Enter as part of the paste: it is pressed again, never more
+    /// than three times.
+    fn submit(&self, text: &str, then: &str) {
         self.keys(&["-l", text]);
-        std::thread::sleep(Duration::from_millis(400));
-        self.keys(&["Enter"]);
+        self.wait_for(&[&format!("› {text}")]);
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(600));
+            self.keys(&["Enter"]);
+            // The turn started (Codex says how to interrupt it), or what
+            // follows is already there: the Enter was taken.
+            if self
+                .within(&[then, "to interrupt"], Duration::from_secs(10))
+                .is_some()
+            {
+                break;
+            }
+        }
+        self.wait_for(&[then]);
     }
 }
 
@@ -189,8 +204,7 @@ fn codex_attach_answers_the_terminal_uis_approvals_and_records_the_uis_own() {
     let outside = env.ws().parent().unwrap().to_path_buf();
 
     // 1. lev answers: the UI's prompt goes away and the command runs.
-    tui.submit("first");
-    tui.wait_for(&["Yes, proceed"]);
+    tui.submit("first", "Yes, proceed");
     wait_until("lev asked", || said().contains("waits for a person"), said);
     let first = env.pending();
     assert_eq!(first.request.reason.as_deref(), Some("needs a.txt"));
@@ -218,8 +232,7 @@ fn codex_attach_answers_the_terminal_uis_approvals_and_records_the_uis_own() {
     tui.wait_for(&["first done"]);
 
     // 2. The person answers in the UI first: lev stops waiting and records it.
-    tui.submit("second");
-    tui.wait_for(&["Yes, proceed"]);
+    tui.submit("second", "Yes, proceed");
     wait_until(
         "lev asked again",
         || said().matches("waits for a person").count() == 2,
