@@ -32,11 +32,24 @@ pub struct EventsQuery {
     after: Option<i64>,
 }
 
+/// One event of the stream, as the OpenAPI document describes it.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // only described
+pub struct SseEvent {
+    /// The event's seq: resume after it with `Last-Event-ID`.
+    #[schema(pattern = "^[0-9]+$")]
+    id: String,
+    /// Its kind, such as `interaction.created`.
+    event: String,
+    /// Its data: one JSON value.
+    data: String,
+}
+
 /// `GET /v1/events` (approver).
 #[utoipa::path(
     get, path = "/v1/events", tag = "interactions", params(EventsQuery,
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id")),
-    responses((status = 200, description = "Server-sent events: `id` (the seq), `event` (the kind), `data` (JSON)", content_type = "text/event-stream", body = String))
+    responses((status = 200, description = "Server-sent events, each with `id` (its seq), `event` (its kind) and `data` (its JSON); comments keep the connection alive", content_type = "text/event-stream", body = SseEvent))
 )]
 pub async fn events(
     State(state): State<AppState>,

@@ -24,7 +24,8 @@ use crate::state::AppState;
     post, path = "/v1/interactions", tag = "interactions",
     request_body = InteractionRequest,
     responses(
-        (status = 201, description = "Stored (or the same id with an identical body: idempotent)", body = Interaction),
+        (status = 201, description = "Stored", body = Interaction),
+        (status = 200, description = "The same id was stored before with an identical body (idempotent): the stored interaction, as it stands now", body = Interaction),
         (status = 409, description = "The id exists with another body", body = ErrorBody),
         (status = 429, description = "Too many pending interactions in the session", body = ErrorBody),
     )

@@ -44,7 +44,7 @@ pub async fn keys(State(state): State<AppState>) -> Json<Jwks> {
     get, path = "/v1/blobs/{sha256}", tag = "interactions",
     params(("sha256" = String, Path, description = "SHA-256 of the bytes, 64 lowercase hex digits")),
     responses(
-        (status = 200, description = "The attachment's bytes, as their own media type", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 200, description = "The attachment's bytes, as their own media type", content_type = "*/*", body = Vec<u8>),
         (status = 404, description = "No such blob", body = ErrorBody),
     )
 )]

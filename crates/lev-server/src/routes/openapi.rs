@@ -85,8 +85,11 @@ struct ApiDoc;
 
 /// The document, made once.
 static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
-    ApiDoc::openapi()
-        .to_pretty_json()
+    serde_json::to_value(ApiDoc::openapi())
+        .and_then(|mut doc| {
+            add_links(&mut doc);
+            serde_json::to_string_pretty(&doc)
+        })
         .unwrap_or_else(|e| format!(r#"{{"error":"the document did not serialise: {e}"}}"#))
 });
 
@@ -126,28 +129,160 @@ impl Modify for SharedErrors {
                     .build(),
             ),
         );
-        for item in doc.paths.paths.values_mut() {
-            for op in operations(item) {
+        for (path, item) in &mut doc.paths.paths {
+            for (method, op) in operations(item) {
                 add_shared(op);
+                op.operation_id = Some(operation_id(method, path));
             }
         }
     }
 }
 
-/// Every operation of a path item.
-fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+/// A unique operation id: the method and the path's words
+/// (`post /v1/interactions/{id}/respond` -> `post_interactions_id_respond`).
+/// The handlers' names repeat (`list`, `get_one`, ...), and an OpenAPI
+/// document's operation ids may not.
+fn operation_id(method: &str, path: &str) -> String {
+    let words: Vec<&str> = path
+        .split('/')
+        .map(|w| w.trim_matches(|c| c == '{' || c == '}'))
+        .filter(|w| !w.is_empty() && *w != "v1")
+        .collect();
+    format!("{method}_{}", words.join("_")).replace(['.', '-'], "_")
+}
+
+/// Links from what makes a thing to what reads, answers or removes it, so a
+/// client (and schemathesis's stateful phase) can follow them:
+/// `(from method, from path, status, to method, to path, parameter, value)`.
+const LINKS: &[(&str, &str, &str, &str, &str, &str, &str)] = &[
+    (
+        "post",
+        "/v1/interactions",
+        "201",
+        "get",
+        "/v1/interactions/{id}",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "post",
+        "/v1/interactions",
+        "201",
+        "get",
+        "/v1/interactions/{id}/wait",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "post",
+        "/v1/interactions",
+        "201",
+        "post",
+        "/v1/interactions/{id}/respond",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "post",
+        "/v1/interactions",
+        "201",
+        "post",
+        "/v1/interactions/{id}/cancel",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "get",
+        "/v1/interactions",
+        "200",
+        "get",
+        "/v1/interactions/{id}",
+        "id",
+        "$response.body#/items/0/request/id",
+    ),
+    (
+        "post",
+        "/v1/webhooks",
+        "201",
+        "get",
+        "/v1/webhooks/{id}/deliveries",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "post",
+        "/v1/webhooks",
+        "201",
+        "delete",
+        "/v1/webhooks/{id}",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "get",
+        "/v1/grants",
+        "200",
+        "delete",
+        "/v1/grants/{id}",
+        "id",
+        "$response.body#/items/0/id",
+    ),
+    (
+        "get",
+        "/v1/tasks",
+        "200",
+        "get",
+        "/v1/tasks/{id}",
+        "id",
+        "$response.body#/items/0/id",
+    ),
+    (
+        "get",
+        "/v1/people/keys",
+        "200",
+        "delete",
+        "/v1/people/keys/{kid}",
+        "kid",
+        "$response.body#/keys/0/kid",
+    ),
+];
+
+/// Adds [`LINKS`] to the document's JSON. (utoipa 5.5 writes a link's
+/// fields in snake case, which OpenAPI does not read, so links are added
+/// here, as JSON.)
+fn add_links(doc: &mut serde_json::Value) {
+    for (from_method, from_path, status, to_method, to_path, param, value) in LINKS {
+        let Some(response) = doc
+            .pointer_mut(&format!(
+                "/paths/{}/{from_method}/responses/{status}",
+                from_path.replace('~', "~0").replace('/', "~1")
+            ))
+            .and_then(serde_json::Value::as_object_mut)
+        else {
+            continue;
+        };
+        let to = operation_id(to_method, to_path);
+        let links = response
+            .entry("links")
+            .or_insert_with(|| serde_json::json!({}));
+        links[&to] = serde_json::json!({"operationId": to, "parameters": {*param: value}});
+    }
+}
+
+/// Every operation of a path item, with its method.
+fn operations(item: &mut PathItem) -> impl Iterator<Item = (&'static str, &mut Operation)> {
     [
-        item.get.as_mut(),
-        item.put.as_mut(),
-        item.post.as_mut(),
-        item.delete.as_mut(),
-        item.options.as_mut(),
-        item.head.as_mut(),
-        item.patch.as_mut(),
-        item.trace.as_mut(),
+        ("get", item.get.as_mut()),
+        ("put", item.put.as_mut()),
+        ("post", item.post.as_mut()),
+        ("delete", item.delete.as_mut()),
+        ("options", item.options.as_mut()),
+        ("head", item.head.as_mut()),
+        ("patch", item.patch.as_mut()),
+        ("trace", item.trace.as_mut()),
     ]
     .into_iter()
-    .flatten()
+    .filter_map(|(method, op)| op.map(|op| (method, op)))
 }
 
 /// Whether `op` is open to anyone (its annotation says `security(())`).
@@ -242,6 +377,31 @@ mod tests {
         let routed = routed();
         assert!(routed.len() > 30, "the route scan found {routed:?}");
         assert_eq!(documented, routed);
+    }
+
+    #[test]
+    fn operation_ids_are_unique_and_every_link_names_one() {
+        let doc: Value = serde_json::from_str(document()).expect("the document is JSON");
+        let mut ids = BTreeSet::new();
+        for item in doc["paths"].as_object().expect("paths").values() {
+            for op in item.as_object().expect("item").values() {
+                let id = op["operationId"].as_str().expect("an operationId");
+                assert!(ids.insert(id.to_owned()), "{id} twice");
+            }
+        }
+        let mut links = 0;
+        for item in doc["paths"].as_object().expect("paths").values() {
+            for op in item.as_object().expect("item").values() {
+                for response in op["responses"].as_object().expect("responses").values() {
+                    for link in response["links"].as_object().into_iter().flatten() {
+                        let to = link.1["operationId"].as_str().expect("operationId");
+                        assert!(ids.contains(to), "a link to {to}, which is no operation");
+                        links += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(links, super::LINKS.len());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use lev_approval::audit::verify_chain;
 use lev_protocol::api::AuditPage;
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{TestServer, free_text, tool_approval};
 
@@ -115,4 +115,88 @@ async fn metrics_count_requests_interactions_and_pending() {
     }
     let (status, _) = s.get("/metrics", &approver).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+/// The OpenAPI document names every route with every method it answers, and
+/// nothing else, as the running router sees it: each documented method of a
+/// path is served (not 404 or 405), every other method gets the JSON 405.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_names_exactly_the_methods_the_router_serves() {
+    let s = TestServer::start().await;
+    let (status, doc) = s.get("/v1/openapi.json", "").await;
+    assert_eq!(status, StatusCode::OK, "{doc}");
+    let methods = ["get", "post", "put", "patch", "delete"];
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        // Every path parameter filled with a plain value.
+        let mut concrete = String::new();
+        let mut rest = path.as_str();
+        while let Some(open) = rest.find('{') {
+            concrete.push_str(&rest[..open]);
+            concrete.push_str("x1");
+            rest = &rest[rest[open..].find('}').unwrap() + open + 1..];
+        }
+        concrete.push_str(rest);
+        for method in methods {
+            let resp = s
+                .req(
+                    reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap(),
+                    &concrete,
+                    &s.admin,
+                )
+                .header("content-type", "application/json")
+                .body("{}")
+                .timeout(std::time::Duration::from_secs(2))
+                .send()
+                .await;
+            // A documented method may hold the request (a wait, an event
+            // stream): it is served, whatever it answers later.
+            let Ok(resp) = resp else {
+                assert!(
+                    item.get(method).is_some(),
+                    "{method} {path} hung without being documented"
+                );
+                continue;
+            };
+            let status = resp.status();
+            let body: Value = resp.json().await.unwrap_or(Value::Null);
+            if item.get(method).is_some() {
+                // A 404 about the thing named is fine; one about the route
+                // is not.
+                let unrouted =
+                    status == StatusCode::NOT_FOUND && body["error"]["message"] == "no such route";
+                assert!(
+                    status != StatusCode::METHOD_NOT_ALLOWED && !unrouted,
+                    "{method} {path} is documented but answered {status} {body}"
+                );
+            } else {
+                assert_eq!(
+                    status,
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "{method} {path} is served but not documented: {body}"
+                );
+                assert!(body["error"]["code"].is_string(), "{body}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 150, "{checked}");
+}
+
+/// A plain request to the operator WebSocket route (no upgrade) is the JSON
+/// 400 that names what is missing, as every other error is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_request_to_the_operator_socket_is_the_json_400() {
+    let s = TestServer::start().await;
+    let operator = s.token("main-ai", "operator", None).await;
+    let (status, body) = s.get("/v1/operators/s-1/ws", &operator).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["error"]["code"].is_string(), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected a WebSocket upgrade"),
+        "{body}"
+    );
 }
