@@ -372,25 +372,41 @@ fn the_sdk_requires_signed_votes_per_tool() {
 }
 
 /// A policy whose quorum cannot work stops `lev serve` (and `lev policy
-/// check`) with the line named; nothing starts.
+/// check`) with the line of the key at fault named (not only the rule's
+/// header); nothing starts.
 #[test]
 fn a_bad_quorum_stops_the_server_with_its_line() {
     let dir = Scratch::new("votes-bad-policy");
     for (text, line, words) in [
         (
             "default = \"ask\"\n\n[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\napprovers = [\"group:ops\"]\n",
-            3,
-            "unknown group \"ops\"",
+            6,
+            "approvers: unknown group \"ops\"",
         ),
         (
             "[groups]\nops = [\"ann\"]\n\n[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\napprovals = 2\napprovers = [\"group:ops\"]\n",
-            4,
+            7,
             "approvals = 2, but only 1 person may vote",
         ),
         (
             "[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\nescalate_to = [\"dana\"]\n",
-            1,
+            4,
             "escalate_to needs escalate_after_s",
+        ),
+        (
+            "[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\nescalate_after_s = 0\nescalate_to = [\"dana\"]\n",
+            4,
+            "escalate_after_s: expected 1 to 604800 seconds, found 0",
+        ),
+        (
+            "[[rule]]\ntool = \"deploy\"\ndecision = \"allow\"\nreason = \"ok\"\nrequire_signed_votes = true\n",
+            5,
+            "go on an ask rule only",
+        ),
+        (
+            "[[tool]]\nname = \"deploy\"\nrequires = [\"net\"]\napprovals = 0\n",
+            4,
+            "approvals: expected 1 to 64 distinct people, found 0",
         ),
     ] {
         let file = dir.write("policy.toml", text);

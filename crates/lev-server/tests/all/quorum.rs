@@ -581,27 +581,27 @@ async fn a_policy_with_a_bad_quorum_names_its_line() {
     for (text, line, words) in [
         (
             "[[rule]]\ntool = \"x\"\ndecision = \"ask\"\napprovers = [\"group:nobody\"]\n",
-            1,
+            4,
             "unknown group \"nobody\"",
         ),
         (
             "[groups]\nops = [\"a\", \"b\"]\n\n[[rule]]\ntool = \"x\"\ndecision = \"ask\"\napprovals = 3\napprovers = [\"group:ops\"]\n",
-            4,
+            7,
             "only 2 people may vote",
         ),
         (
             "[[rule]]\ntool = \"x\"\ndecision = \"ask\"\nescalate_to = [\"dana\"]\n",
-            1,
+            4,
             "escalate_to needs escalate_after_s",
         ),
         (
             "[[rule]]\ntool = \"x\"\ndecision = \"allow\"\napprovals = 2\n",
-            1,
+            4,
             "ask rule only",
         ),
         (
             "[[tool]]\nname = \"x\"\napprovals = 0\n",
-            1,
+            3,
             "approvals: expected 1 to 64",
         ),
     ] {
