@@ -764,12 +764,13 @@ async fn bad_vote_envelopes_are_refused_and_change_nothing() {
         body["vote"] = vote;
         body
     };
-    let bob_vote = VotePayload::for_call(&binding, true, "once", "", "bob", OffsetDateTime::now_utc());
+    let bob_vote =
+        VotePayload::for_call(&binding, true, "once", "", "bob", OffsetDateTime::now_utc());
     let bytes = bob_vote.to_bytes().unwrap();
     let sig = genuine["vote"]["signatures"][0].clone();
     let signed_bytes = |payload_type: &str, bytes: &[u8], key: &SigningKeyPair| {
-        let mut e = serde_json::to_value(lev_approval::sign_envelope(payload_type, bytes, key))
-            .unwrap();
+        let mut e =
+            serde_json::to_value(lev_approval::sign_envelope(payload_type, bytes, key)).unwrap();
         e["signatures"][0]["keyid"] = json!(bob_kid);
         e
     };
@@ -869,14 +870,26 @@ async fn bad_vote_envelopes_are_refused_and_change_nothing() {
         (
             "bob's vote signed by a key nobody registered",
             "bob",
-            signed(&id, &binding, "bob", &SigningKeyPair::from_seed(&[77; 32]), &bob_kid),
+            signed(
+                &id,
+                &binding,
+                "bob",
+                &SigningKeyPair::from_seed(&[77; 32]),
+                &bob_kid,
+            ),
             StatusCode::UNPROCESSABLE_ENTITY,
             "not signed by a key registered to \"bob\" (1 registered)",
         ),
         (
             "carol's vote signed by a key of hers she never registered",
             "carol",
-            signed(&id, &binding, "carol", &SigningKeyPair::from_seed(&[3; 32]), "person:carol:1"),
+            signed(
+                &id,
+                &binding,
+                "carol",
+                &SigningKeyPair::from_seed(&[3; 32]),
+                "person:carol:1",
+            ),
             StatusCode::UNPROCESSABLE_ENTITY,
             "(they have registered none)",
         ),
@@ -894,7 +907,11 @@ async fn bad_vote_envelopes_are_refused_and_change_nothing() {
         assert_eq!(status, *want, "{what}: {e}");
         assert!(!code(&e).is_empty(), "{what}: a JSON error body: {e}");
         assert!(message(&e).contains(words), "{what}: {words:?} in {e}");
-        assert_eq!(state_of(&view(&s, &id).await), before, "{what} changed the call");
+        assert_eq!(
+            state_of(&view(&s, &id).await),
+            before,
+            "{what} changed the call"
+        );
     }
     // The other interaction got no vote either.
     assert!(view(&s, &other).await["request"].get("votes").is_none());

@@ -132,17 +132,27 @@ async fn the_dashboard_shows_the_votes_and_the_escalation_before_and_after_it() 
     // nothing recorded.
     let detail = format!("#detail article.detail[data-id='{id}']");
     b.click(&format!("{detail} .approve-btn")).await;
-    b.wait_text(&format!("{detail} .form-error"), "may not vote on this call")
-        .await;
+    b.wait_text(
+        &format!("{detail} .form-error"),
+        "may not vote on this call",
+    )
+    .await;
     let error = b.text(&format!("{detail} .form-error")).await;
     assert!(error.contains("and dana from "), "{error}");
     let (_, now) = s.get(&format!("/v1/interactions/{id}"), &s.admin).await;
-    assert_eq!(now["request"]["votes"].as_array().unwrap().len(), 1, "{now}");
+    assert_eq!(
+        now["request"]["votes"].as_array().unwrap().len(),
+        1,
+        "{now}"
+    );
     assert_eq!(now["request"]["status"], "pending");
 
     // After it: the page says since when, and dana may vote.
     let left = escalates_ms - (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
-    assert!(left > 0, "the escalation came before the page was read: raise ESCALATE_AFTER_S");
+    assert!(
+        left > 0,
+        "the escalation came before the page was read: raise ESCALATE_AFTER_S"
+    );
     b.wait_until(
         "the page to say the escalation is open",
         &format!(
