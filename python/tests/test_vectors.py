@@ -61,6 +61,76 @@ def test_vector(path: Path) -> None:
     assert evaluate(vector) == vector["expect"], vector["description"]
 
 
+VOTE_FILES = [f for f in FILES if "vote" in json.loads(f.read_text())]
+
+
+def _independent_pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE's pre-authentication encoding, written out here (not lev's)."""
+    t = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+
+
+def _b64(text: str) -> bytes:
+    import base64
+
+    text = text.replace("-", "+").replace("_", "/")
+    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+
+
+def test_there_are_vote_envelope_vectors() -> None:
+    names = {f.stem for f in VOTE_FILES}
+    assert {"vote_envelope_cli_key", "vote_envelope_payload_edited", "v2_denial"} <= names
+    assert any(f.stem == "v2_denial" for f in FILES)
+
+
+@pytest.mark.parametrize("path", VOTE_FILES, ids=[f.stem for f in VOTE_FILES])
+def test_vote_envelope(path: Path) -> None:
+    """A vote envelope on its own: its payload, PAE bytes and their SHA-256
+    computed here, its Ed25519 signature checked with `cryptography` alone
+    over those bytes, and the SDK's `verify_vote` giving the committed verdict."""
+    import hashlib
+
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    vector = json.loads(path.read_text())
+    vote = vector["vote"]
+    env = vote["envelope"]
+    assert env["payloadType"] == "application/vnd.lev.vote+json; version=1"
+    payload = _b64(env["payload"])
+    assert payload == vote["payload_json"].encode("utf-8")
+    message = _independent_pae(env["payloadType"], payload)
+    assert message.hex() == vote["pae_hex"]
+    assert hashlib.sha256(message).hexdigest() == vote["pae_sha256"]
+
+    voter = json.loads(payload)["voter"]
+    verified_by = []
+    for jwk in vector["people_keys"]["keys"]:
+        if not jwk["kid"].startswith(f"person:{voter}:") or jwk["kty"] != "OKP":
+            continue
+        key = Ed25519PublicKey.from_public_bytes(_b64(jwk["x"]))
+        for sig in env["signatures"]:
+            try:
+                key.verify(_b64(sig["sig"]), message)
+            except InvalidSignature:
+                continue
+            verified_by.append(jwk["kid"])
+    expect = vote["expect"]
+    if expect["verdict"] == "valid":
+        assert voter == expect["voter"]
+        assert verified_by == [expect["kid"]]
+    else:
+        assert verified_by == []
+
+    try:
+        verified = lev.verify_vote(env, vector["people_keys"])
+    except lev.VoteError as e:
+        got = {"verdict": "invalid", "error": e.code}
+    else:
+        got = {"verdict": "valid", "voter": verified.payload.voter, "kid": verified.kid}
+    assert got == expect, vector["description"]
+
+
 def test_the_weak_key_forgery_fools_openssl_but_not_lev() -> None:
     """The weak-key vector's forgery is real: OpenSSL accepts it; the SDK refuses the key."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

@@ -29,6 +29,14 @@ fn main() -> std::io::Result<()> {
         assert!(names.insert(format!("{name}.json")), "{name} made twice");
         let got = vector_set::evaluate(vector);
         assert_eq!(got, vector.expect, "{name}: the verifier disagrees");
+        if let Some(vote) = &vector.vote {
+            assert_eq!(
+                vector_set::evaluate_vote(vector).as_ref(),
+                Some(&vote.expect),
+                "{name}: the vote verifier disagrees"
+            );
+            vector_set::check_vote_bytes(vote).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
         std::fs::write(
             dir.join(format!("{name}.json")),
             vector_set::to_file_text(vector),

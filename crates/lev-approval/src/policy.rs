@@ -106,46 +106,57 @@ struct RawTool {
     #[serde(default)]
     requires: Vec<String>,
     #[serde(default)]
-    approvals: Option<u32>,
+    approvals: Option<Spanned<u32>>,
     #[serde(default)]
-    approvers: Option<Vec<String>>,
+    approvers: Option<Spanned<Vec<String>>>,
     #[serde(default)]
-    escalate_after_s: Option<u64>,
+    escalate_after_s: Option<Spanned<u64>>,
     #[serde(default)]
-    escalate_to: Option<Vec<String>>,
+    escalate_to: Option<Spanned<Vec<String>>>,
     #[serde(default)]
-    require_signed_votes: Option<bool>,
+    require_signed_votes: Option<Spanned<bool>>,
 }
 
-/// The quorum keys a rule or a `[[tool]]` entry may carry (SPEC section 13).
+/// The quorum keys a rule or a `[[tool]]` entry may carry (SPEC section 13),
+/// each with where its value is written, so that a mistake names its line.
 struct RawQuorum {
-    approvals: Option<u32>,
-    approvers: Option<Vec<String>>,
-    escalate_after_s: Option<u64>,
-    escalate_to: Option<Vec<String>>,
-    require_signed_votes: Option<bool>,
+    approvals: Option<Spanned<u32>>,
+    approvers: Option<Spanned<Vec<String>>>,
+    escalate_after_s: Option<Spanned<u64>>,
+    escalate_to: Option<Spanned<Vec<String>>>,
+    require_signed_votes: Option<Spanned<bool>>,
 }
 
 /// The quorum keys of a `[[tool]]` entry or a `[[rule]]`.
 macro_rules! raw_quorum {
     ($raw:expr) => {
         RawQuorum {
-            approvals: $raw.approvals,
+            approvals: $raw.approvals.clone(),
             approvers: $raw.approvers.clone(),
-            escalate_after_s: $raw.escalate_after_s,
+            escalate_after_s: $raw.escalate_after_s.clone(),
             escalate_to: $raw.escalate_to.clone(),
-            require_signed_votes: $raw.require_signed_votes,
+            require_signed_votes: $raw.require_signed_votes.clone(),
         }
     };
 }
 
 impl RawQuorum {
     fn is_set(&self) -> bool {
-        self.approvals.is_some()
-            || self.approvers.is_some()
-            || self.escalate_after_s.is_some()
-            || self.escalate_to.is_some()
-            || self.require_signed_votes.is_some()
+        self.first_span().is_some()
+    }
+
+    /// Where the first quorum key in the file is written, if any is.
+    fn first_span(&self) -> Option<std::ops::Range<usize>> {
+        [
+            self.approvals.as_ref().map(Spanned::span),
+            self.approvers.as_ref().map(Spanned::span),
+            self.escalate_after_s.as_ref().map(Spanned::span),
+            self.escalate_to.as_ref().map(Spanned::span),
+            self.require_signed_votes.as_ref().map(Spanned::span),
+        ]
+        .into_iter()
+        .flatten()
+        .min_by_key(|s| s.start)
     }
 }
 
@@ -163,15 +174,15 @@ struct RawRule {
     #[serde(default)]
     remind_after_s: Option<u64>,
     #[serde(default)]
-    approvals: Option<u32>,
+    approvals: Option<Spanned<u32>>,
     #[serde(default)]
-    approvers: Option<Vec<String>>,
+    approvers: Option<Spanned<Vec<String>>>,
     #[serde(default)]
-    escalate_after_s: Option<u64>,
+    escalate_after_s: Option<Spanned<u64>>,
     #[serde(default)]
-    escalate_to: Option<Vec<String>>,
+    escalate_to: Option<Spanned<Vec<String>>>,
     #[serde(default)]
-    require_signed_votes: Option<bool>,
+    require_signed_votes: Option<Spanned<bool>>,
 }
 
 /// A tool's needs.
@@ -392,6 +403,8 @@ impl Policy {
             list.dedup();
             groups.insert(name.clone(), list);
         }
+        // A quorum's mistake names the line of the key it is about (the
+        // value's span); the rule's own line is kept for the audit log.
         let quorum_of = |q: &RawQuorum,
                          span: std::ops::Range<usize>,
                          what: &str|
@@ -399,8 +412,15 @@ impl Policy {
             if !q.is_set() {
                 return Ok(None);
             }
-            let err = |message: String| Err(at(span.clone(), message));
-            let expand = |key: &str, names: &[String]| -> Result<Vec<String>, PolicyError> {
+            let key_span = |s: Option<std::ops::Range<usize>>| s.unwrap_or_else(|| span.clone());
+            let approvals_span = key_span(q.approvals.as_ref().map(Spanned::span));
+            let approvers_span = key_span(q.approvers.as_ref().map(Spanned::span));
+            let after_span = key_span(q.escalate_after_s.as_ref().map(Spanned::span));
+            let to_span = key_span(q.escalate_to.as_ref().map(Spanned::span));
+            let expand = |key: &str,
+                          names: &[String],
+                          key_span: &std::ops::Range<usize>|
+             -> Result<Vec<String>, PolicyError> {
                 let mut out = Vec::new();
                 for n in names {
                     if let Some(group) = n.strip_prefix("group:") {
@@ -408,7 +428,7 @@ impl Policy {
                             Some(members) => out.extend(members.iter().cloned()),
                             None => {
                                 return Err(at(
-                                    span.clone(),
+                                    key_span.clone(),
                                     format!(
                                         "{key}: unknown group {group:?} (define it under [groups])"
                                     ),
@@ -419,7 +439,7 @@ impl Policy {
                         out.push(n.clone());
                     } else {
                         return Err(at(
-                            span.clone(),
+                            key_span.clone(),
                             format!(
                                 "{key}: expected approver token names or \"group:NAME\", found {n:?}"
                             ),
@@ -430,40 +450,57 @@ impl Policy {
                 out.dedup();
                 Ok(out)
             };
-            let approvals = q.approvals.unwrap_or(1);
+            let approvals = q.approvals.as_ref().map_or(1, |a| *a.get_ref());
             if !(1..=64).contains(&approvals) {
-                return err(format!(
-                    "approvals: expected 1 to 64 distinct people, found {approvals}"
+                return Err(at(
+                    approvals_span,
+                    format!("approvals: expected 1 to 64 distinct people, found {approvals}"),
                 ));
             }
-            let approvers = expand("approvers", q.approvers.as_deref().unwrap_or_default())?;
+            let approvers = expand(
+                "approvers",
+                q.approvers.as_ref().map_or(&[][..], |a| a.get_ref()),
+                &approvers_span,
+            )?;
             if q.approvers.is_some() && approvers.is_empty() {
-                return err(format!(
-                    "approvers: names nobody, so nobody could approve this {what}"
+                return Err(at(
+                    approvers_span,
+                    format!("approvers: names nobody, so nobody could approve this {what}"),
                 ));
             }
-            let escalate_to = expand("escalate_to", q.escalate_to.as_deref().unwrap_or_default())?;
-            match (q.escalate_after_s, q.escalate_to.is_some()) {
+            let escalate_to = expand(
+                "escalate_to",
+                q.escalate_to.as_ref().map_or(&[][..], |a| a.get_ref()),
+                &to_span,
+            )?;
+            let escalate_after_s = q.escalate_after_s.as_ref().map(|s| *s.get_ref());
+            match (escalate_after_s, q.escalate_to.is_some()) {
                 (Some(s), true) if !(1..=7 * 24 * 3600).contains(&s) => {
-                    return err(format!(
-                        "escalate_after_s: expected 1 to 604800 seconds, found {s}"
+                    return Err(at(
+                        after_span,
+                        format!("escalate_after_s: expected 1 to 604800 seconds, found {s}"),
                     ));
                 }
                 (Some(_), true) => {
                     if escalate_to.is_empty() {
-                        return err("escalate_to: names nobody to escalate to".into());
+                        return Err(at(
+                            to_span,
+                            "escalate_to: names nobody to escalate to".into(),
+                        ));
                     }
                 }
                 (None, true) => {
-                    return err(
+                    return Err(at(
+                        to_span,
                         "escalate_to needs escalate_after_s: the seconds after which they may vote too"
                             .into(),
-                    );
+                    ));
                 }
                 (Some(_), false) => {
-                    return err(
+                    return Err(at(
+                        after_span,
                         "escalate_after_s needs escalate_to: the people it escalates to".into(),
-                    );
+                    ));
                 }
                 (None, false) => {}
             }
@@ -471,27 +508,33 @@ impl Policy {
                 let mut voters: BTreeSet<&String> = approvers.iter().collect();
                 voters.extend(escalate_to.iter());
                 if usize::try_from(approvals).unwrap_or(usize::MAX) > voters.len() {
-                    return err(format!(
-                        "approvals = {approvals}, but only {} may vote ({}): no decision could ever pass",
-                        if voters.len() == 1 {
-                            "1 person".to_owned()
-                        } else {
-                            format!("{} people", voters.len())
-                        },
-                        voters
-                            .iter()
-                            .map(|v| v.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                    return Err(at(
+                        approvals_span,
+                        format!(
+                            "approvals = {approvals}, but only {} may vote ({}): no decision could ever pass",
+                            if voters.len() == 1 {
+                                "1 person".to_owned()
+                            } else {
+                                format!("{} people", voters.len())
+                            },
+                            voters
+                                .iter()
+                                .map(|v| v.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
                     ));
                 }
             }
             Ok(Some(QuorumRule {
                 approvals,
                 approvers,
-                escalate_after_s: q.escalate_after_s,
+                escalate_after_s,
                 escalate_to,
-                require_signed_votes: q.require_signed_votes.unwrap_or(false),
+                require_signed_votes: q
+                    .require_signed_votes
+                    .as_ref()
+                    .is_some_and(|r| *r.get_ref()),
                 line: line_of(text, span.start),
             }))
         };
@@ -533,9 +576,11 @@ impl Policy {
                 }
             }
             let raw_q = raw_quorum!(r);
-            if raw_q.is_set() && r.decision != RuleDecision::Ask {
+            if let Some(first) = raw_q.first_span()
+                && r.decision != RuleDecision::Ask
+            {
                 return Err(at(
-                    span.clone(),
+                    first,
                     "approvals, approvers, escalate_after_s, escalate_to and require_signed_votes \
                      go on an ask rule only: an allow or deny rule asks nobody"
                         .into(),

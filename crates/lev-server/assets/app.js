@@ -34,6 +34,7 @@ const S = {
   tasks: new Map(),
   tasksAvailable: null,
   detailRenderedFor: null,
+  escalationTimer: null,
   passkeys: [], // this person's passkeys for this host (from GET /v1/people/keys)
 };
 
@@ -1256,17 +1257,34 @@ function advanceFrom(id) {
 function renderDetailIfChanged() {
   const id = S.selected;
   const view = id ? S.items.get(id) : null;
+  // A quorum's escalation changes who may vote with nothing else changing:
+  // whether it is open is part of what the pane shows.
+  const esc = view ? escalatesAt(view.request) : null;
   const key = id
-    ? [id, view ? view.request.status : '', view ? view.request.answered_by || '' : '', view && view.response ? 1 : 0, S.raced.get(id) || '', view ? (view.request.votes || []).length : 0].join('|')
+    ? [id, view ? view.request.status : '', view ? view.request.answered_by || '' : '', view && view.response ? 1 : 0, S.raced.get(id) || '', view ? (view.request.votes || []).length : 0, esc != null && Date.now() >= esc ? 'escalated' : ''].join('|')
     : '';
   if (key === S.detailRenderedFor) return;
   S.detailRenderedFor = key;
   renderDetail();
 }
 
+/** Show the escalation when its time comes, event or not (the server's
+ * `interaction.escalated` also re-renders, a little later). */
+function scheduleEscalation(view) {
+  clearTimeout(S.escalationTimer);
+  S.escalationTimer = null;
+  const esc = view && view.request.status === 'pending' ? escalatesAt(view.request) : null;
+  const wait = esc == null ? -1 : esc - Date.now();
+  // setTimeout holds at most ~24.8 days; an escalation is at most 7 days off.
+  if (wait >= 0 && wait < 2 ** 31 - 1) {
+    S.escalationTimer = setTimeout(() => { S.escalationTimer = null; renderDetailIfChanged(); }, wait + 50);
+  }
+}
+
 function renderDetail() {
   const pane = clear($('detail'));
   const view = S.selected ? S.items.get(S.selected) : null;
+  scheduleEscalation(view);
   if (!view) {
     // With nothing pending the list says so ("Nothing is waiting."): once.
     pane.append(h('div', { class: 'detail-empty' },

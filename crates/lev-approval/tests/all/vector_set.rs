@@ -49,8 +49,108 @@ pub struct Vector {
     /// with reason `votes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_votes: Option<usize>,
+    /// One person's vote envelope on its own, byte for byte, for a vector
+    /// whose decision carries it: what the vote's signature covers and
+    /// whether it verifies under `people_keys`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vote: Option<VoteVector>,
     /// The verdict.
     pub expect: Verdict,
+}
+
+/// A vote envelope (SPEC section 13) and the exact bytes it signs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VoteVector {
+    /// The DSSE envelope of type `application/vnd.lev.vote+json; version=1`,
+    /// as the person sent it (and as the decision carries it).
+    pub envelope: Value,
+    /// Its payload, decoded: the vote's exact bytes, as text.
+    pub payload_json: String,
+    /// The DSSE pre-authentication encoding of the payload under the
+    /// envelope's payload type, in hex: the bytes an Ed25519 key signs,
+    /// `DSSEv1 <len(type)> <type> <len(payload)> <payload>`.
+    pub pae_hex: String,
+    /// The SHA-256 of those bytes, in hex: a passkey's WebAuthn challenge.
+    pub pae_sha256: String,
+    /// The verdict on the envelope alone, under the vector's `people_keys`.
+    pub expect: VoteVerdict,
+}
+
+/// What a verifier concludes about a vote envelope on its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case", deny_unknown_fields)]
+pub enum VoteVerdict {
+    /// A signature verifies under a key registered to the voter it names.
+    Valid {
+        /// The voter the payload names.
+        voter: String,
+        /// The key that verified it.
+        kid: String,
+    },
+    /// It does not count.
+    Invalid {
+        /// [`lev_approval::VoteError::class`], or `malformed_key` for
+        /// people's keys that cannot be read.
+        error: String,
+    },
+}
+
+/// The people's keys of a vector, when it has usable ones.
+fn people_of(vector: &Vector) -> Option<lev_approval::PeopleKeys> {
+    vector
+        .people_keys
+        .clone()
+        .and_then(|v| serde_json::from_value::<lev_protocol::api::PeopleJwks>(v).ok())
+        .and_then(|jwks| lev_approval::PeopleKeys::from_jwks(&jwks).ok())
+}
+
+/// The reference verifier on a vector's vote envelope alone, if it has one.
+pub fn evaluate_vote(vector: &Vector) -> Option<VoteVerdict> {
+    let vote = vector.vote.as_ref()?;
+    let invalid = |error: &str| VoteVerdict::Invalid {
+        error: error.to_owned(),
+    };
+    let Some(people) = people_of(vector) else {
+        return Some(invalid("malformed_key"));
+    };
+    let Ok(envelope) = serde_json::from_value::<Envelope>(vote.envelope.clone()) else {
+        return Some(invalid("malformed"));
+    };
+    Some(match lev_approval::verify_vote(&envelope, &people) {
+        Ok(verified) => VoteVerdict::Valid {
+            voter: verified.payload.voter,
+            kid: verified.kid,
+        },
+        Err(e) => invalid(e.class()),
+    })
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether a vote vector's bytes are what its envelope says: the payload
+/// decoded, its PAE and the PAE's SHA-256.
+///
+/// # Errors
+/// What differs.
+pub fn check_vote_bytes(vote: &VoteVector) -> Result<(), String> {
+    let envelope: Envelope =
+        serde_json::from_value(vote.envelope.clone()).map_err(|e| format!("envelope: {e}"))?;
+    let payload = decode_base64(&envelope.payload).map_err(|e| format!("payload: {e}"))?;
+    if payload != vote.payload_json.as_bytes() {
+        return Err("payload_json is not the envelope's payload".into());
+    }
+    let pae = lev_approval::pae(&envelope.payload_type, &payload);
+    if hex(&pae) != vote.pae_hex {
+        return Err(format!("pae_hex is not the PAE: {}", hex(&pae)));
+    }
+    if lev_approval::sha256_hex(&pae) != vote.pae_sha256 {
+        return Err("pae_sha256 is not the PAE's SHA-256".into());
+    }
+    Ok(())
 }
 
 /// The exact call.
@@ -142,12 +242,7 @@ pub fn evaluate(vector: &Vector) -> Verdict {
         };
     }
     if let Some(needed) = vector.require_votes {
-        let people = vector
-            .people_keys
-            .clone()
-            .and_then(|v| serde_json::from_value::<lev_protocol::api::PeopleJwks>(v).ok())
-            .and_then(|jwks| lev_approval::PeopleKeys::from_jwks(&jwks).ok());
-        let Some(people) = people else {
+        let Some(people) = people_of(vector) else {
             return invalid("malformed_key");
         };
         if verified.require_signed_votes(&people, needed).is_err() {
@@ -312,6 +407,7 @@ pub(crate) fn vector(description: &str, envelope: Value, expect: Verdict) -> Vec
         now: NOW.into(),
         people_keys: None,
         require_votes: None,
+        vote: None,
         expect,
     }
 }

@@ -21,8 +21,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::vector_set::{
-    ARGS, EDITED_ARGS, ISSUED_AT, Vector, Verdict, at, authorized, edited_text, grant, invalid,
-    json, key_untrusted, not_authorized, shifted, signed, vector,
+    ARGS, EDITED_ARGS, ISSUED_AT, Vector, Verdict, VoteVector, VoteVerdict, at, authorized,
+    edited_text, grant, hex as hex_of, invalid, json, key_untrusted, not_authorized, shifted,
+    signed, vector,
 };
 
 /// The relying party of the passkeys.
@@ -224,6 +225,26 @@ fn requiring(description: &str, envelope: Value, needed: usize, expect: Verdict)
     }
 }
 
+/// `envelope`, a vote, on its own: its bytes and `expect`.
+fn vote_vector(envelope: &Envelope, expect: VoteVerdict) -> VoteVector {
+    let payload = lev_approval::decode_base64(&envelope.payload).expect("base64");
+    let pae = lev_approval::pae(&envelope.payload_type, &payload);
+    VoteVector {
+        envelope: json(envelope),
+        payload_json: String::from_utf8(payload).expect("a vote payload is UTF-8"),
+        pae_hex: hex_of(&pae),
+        pae_sha256: sha256_hex(&pae),
+        expect,
+    }
+}
+
+fn valid_vote(voter: &str, kid: &str) -> VoteVerdict {
+    VoteVerdict::Valid {
+        voter: voter.into(),
+        kid: kid.into(),
+    }
+}
+
 /// Push every vote vector onto `v`.
 pub fn generate(v: &mut Vec<(&'static str, Vector)>) {
     let ann_vote = cli_vote("ann", &ann(), "person:ann:1");
@@ -412,5 +433,74 @@ pub fn generate(v: &mut Vec<(&'static str, Vector)>) {
             )),
             invalid("payload"),
         ),
+    ));
+    // ---- vote envelopes on their own, and a denial of version 2 ----
+    v.push((
+        "vote_envelope_cli_key",
+        Vector {
+            vote: Some(vote_vector(&ann_vote, valid_vote("ann", "person:ann:1"))),
+            ..requiring(
+                "ann's vote on its own: the DSSE envelope of type application/vnd.lev.vote+json; version=1 that `lev respond` signs with her `lev key init` key (Ed25519 over the PAE of the payload below), carried by a decision of version 2 that needs one signed vote",
+                signed(&decided(vec![entry("ann", Some(&ann_vote))])),
+                1,
+                authorized(ARGS),
+            )
+        },
+    ));
+    let mut edited = ann_vote.clone();
+    {
+        let mut vote = vote_payload("ann", &binding());
+        vote.issued_at += time::Duration::seconds(1);
+        edited.payload = encode_base64(&vote.to_bytes().expect("a vote"));
+    }
+    v.push((
+        "vote_envelope_payload_edited",
+        Vector {
+            vote: Some(vote_vector(
+                &edited,
+                VoteVerdict::Invalid {
+                    error: "not_signed".into(),
+                },
+            )),
+            ..requiring(
+                "ann's vote with its issued_at moved by one second after she signed it: the PAE below is not what her signature covers, so the vote is not hers, and the decision carrying it has no signed vote",
+                signed(&decided(vec![entry("ann", Some(&edited))])),
+                1,
+                not_authorized("votes"),
+            )
+        },
+    ));
+    let deny_vote = sign_vote(
+        &VotePayload::for_call(
+            &binding(),
+            false,
+            "once",
+            "",
+            "ann",
+            at(&shifted(ISSUED_AT, -40)),
+        ),
+        &ann(),
+        "person:ann:1",
+    )
+    .expect("a vote");
+    v.push((
+        "v2_denial",
+        Vector {
+            vote: Some(vote_vector(&deny_vote, valid_vote("ann", "person:ann:1"))),
+            ..requiring(
+                "a denial of version 2 carrying ann's own signed deny: genuine, and it authorizes nothing, however many signed votes are required",
+                signed(&ApprovalPayload {
+                    approved: false,
+                    covered_capabilities: vec![],
+                    reason: "not on a shared runner".into(),
+                    ..decided(vec![PayloadVote {
+                        approved: false,
+                        ..entry("ann", Some(&deny_vote))
+                    }])
+                }),
+                1,
+                not_authorized("denied"),
+            )
+        },
     ));
 }

@@ -7,8 +7,11 @@ use std::path::PathBuf;
 use ed25519_dalek::{Signature, Verifier as _, VerifyingKey};
 use lev_approval::{decode_base64, pae};
 use lev_protocol::Envelope;
+use serde_json::Value;
 
-use super::vector_set::{self, REGENERATE, Vector, Verdict, evaluate};
+use super::vector_set::{
+    self, REGENERATE, Vector, Verdict, VoteVerdict, check_vote_bytes, evaluate, evaluate_vote,
+};
 
 fn committed() -> BTreeMap<String, (String, Vector)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(vector_set::DIR);
@@ -105,6 +108,9 @@ fn the_required_cases_are_covered() {
         "empty_edit_means_proposed_args",
         "edit_resolves_to_edit",
         "base64url_unpadded",
+        "vote_envelope_cli_key",
+        "vote_envelope_payload_edited",
+        "v2_denial",
     ] {
         assert!(
             committed.contains_key(name),
@@ -116,6 +122,90 @@ fn the_required_cases_are_covered() {
     assert!(verdicts(|v| matches!(v, Verdict::Authorized { .. })) >= 5);
     assert!(verdicts(|v| matches!(v, Verdict::NotAuthorized { .. })) >= 5);
     assert!(verdicts(|v| matches!(v, Verdict::Invalid { .. })) >= 5);
+}
+
+/// Every vote envelope on its own gives its verdict, its bytes are what
+/// its envelope says, and a plain Ed25519 check of the signature over the
+/// committed PAE bytes (not the library's vote verifier) agrees: the
+/// signature verifies under the voter's registered key exactly when the
+/// vote is valid.
+#[test]
+fn every_vote_envelope_gives_its_verdict_over_its_exact_bytes() {
+    let committed = committed();
+    let mut seen = 0;
+    for (name, (_, vector)) in &committed {
+        let Some(vote) = &vector.vote else {
+            continue;
+        };
+        seen += 1;
+        check_vote_bytes(vote).unwrap_or_else(|e| panic!("{name}: {e}\nhint: {REGENERATE}"));
+        assert_eq!(
+            evaluate_vote(vector).as_ref(),
+            Some(&vote.expect),
+            "{name}\nhint: {REGENERATE}"
+        );
+        let envelope: Envelope = serde_json::from_value(vote.envelope.clone()).unwrap();
+        assert_eq!(
+            envelope.payload_type,
+            lev_protocol::VOTE_PAYLOAD_TYPE,
+            "{name}"
+        );
+        let pae_bytes: Vec<u8> = (0..vote.pae_hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&vote.pae_hex[i..i + 2], 16).unwrap())
+            .collect();
+        let text = String::from_utf8(pae_bytes.clone()).unwrap();
+        assert!(
+            text.starts_with(&format!(
+                "DSSEv1 {} {} {} ",
+                lev_protocol::VOTE_PAYLOAD_TYPE.len(),
+                lev_protocol::VOTE_PAYLOAD_TYPE,
+                vote.payload_json.len()
+            )) && text.ends_with(&vote.payload_json),
+            "{name}: {text}"
+        );
+        let voter: Value = serde_json::from_str(&vote.payload_json).unwrap();
+        let voter = voter["voter"].as_str().unwrap();
+        let keys = vector.people_keys.as_ref().unwrap()["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| {
+                k["kid"]
+                    .as_str()
+                    .is_some_and(|kid| kid.starts_with(&format!("person:{voter}:")))
+            })
+            .map(|k| {
+                let raw: [u8; 32] = decode_base64(k["x"].as_str().unwrap())
+                    .unwrap()
+                    .try_into()
+                    .unwrap();
+                (
+                    k["kid"].as_str().unwrap().to_owned(),
+                    VerifyingKey::from_bytes(&raw).unwrap(),
+                )
+            })
+            .collect::<Vec<_>>();
+        let sig: [u8; 64] = decode_base64(&envelope.signatures[0].sig)
+            .unwrap()
+            .try_into()
+            .unwrap();
+        let verified_by = keys
+            .iter()
+            .find(|(_, key)| {
+                key.verify_strict(&pae_bytes, &Signature::from_bytes(&sig))
+                    .is_ok()
+            })
+            .map(|(kid, _)| kid.clone());
+        match &vote.expect {
+            VoteVerdict::Valid { voter: v, kid } => {
+                assert_eq!(v, voter, "{name}");
+                assert_eq!(verified_by.as_ref(), Some(kid), "{name}");
+            }
+            VoteVerdict::Invalid { .. } => assert_eq!(verified_by, None, "{name}"),
+        }
+    }
+    assert!(seen >= 3, "only {seen} vote envelope vectors");
 }
 
 /// The weak-key vector is only worth having if the forgery in it is real:

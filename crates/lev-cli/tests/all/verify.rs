@@ -461,3 +461,51 @@ fn agent_text_on_stderr_cannot_drive_the_terminal() {
     );
     assert!(run.stderr.contains("\\u{1b}[2J"), "{}", run.stderr);
 }
+
+/// The vote envelope vectors through `lev verify`: the decision carrying
+/// the vote gives its verdict with `--require-votes` (as every vector
+/// does), the denial of version 2 says why, and a vote envelope on its own
+/// is never taken for an approval (another payload type: exit 1).
+#[test]
+fn vote_envelopes_on_their_own_are_no_approval() {
+    let mut seen = 0;
+    for (name, vector) in vectors() {
+        let Some(vote) = vector.get("vote") else {
+            continue;
+        };
+        seen += 1;
+        let dir = Scratch::new(&format!("vote-{name}"));
+        let run = lev(verify_args(&dir, &vector));
+        check(&name, &vector, &run).unwrap_or_else(|e| panic!("{e}"));
+
+        let mut alone = vector.clone();
+        alone["envelope"] = vote["envelope"].clone();
+        let run = lev(verify_args(&dir, &alone));
+        assert_eq!(run.code, 1, "{name}: {run:?}");
+        assert_eq!(run.stdout, "", "{name}");
+        assert!(
+            run.stderr.contains("expected payload type")
+                && run
+                    .stderr
+                    .contains("application/vnd.lev.vote+json; version=1"),
+            "{name}: {}",
+            run.stderr
+        );
+    }
+    assert!(seen >= 3, "only {seen} vote envelope vectors");
+
+    let vector = vector("v2_denial");
+    let dir = Scratch::new("v2-denial");
+    let mut args = verify_args(&dir, &vector);
+    let run = lev(&args);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stderr.contains("denied: not on a shared runner"),
+        "{}",
+        run.stderr
+    );
+    args.push("--json".into());
+    let out = lev(&args).json();
+    assert_eq!(out["verdict"], "not_authorized", "{out}");
+    assert_eq!(out["reason"], "denied", "{out}");
+}

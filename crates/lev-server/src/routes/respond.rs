@@ -39,8 +39,19 @@ pub async fn respond(
     principal.require(&[Role::Approver])?;
     let bytes = read_limited(request, RESPOND_LIMIT).await?;
     let size = bytes.len();
+    if size <= JSON_LIMIT {
+        check_vote_shape(&bytes)?;
+    }
     let answer: InteractionResponse = parse_json_off_executor(bytes).await?;
     // Only attachments may make a respond body large (SPEC section 9).
+    if answer.vote.is_some() && size > JSON_LIMIT {
+        return Err(ApiError::TooLarge(format!(
+            "a respond body with a vote may be at most {} KiB (a vote answers a tool approval, \
+             which takes no attachments), found {} KiB",
+            JSON_LIMIT / 1024,
+            size.div_ceil(1024)
+        )));
+    }
     if answer.parts.is_empty() && size > JSON_LIMIT {
         return Err(ApiError::TooLarge(format!(
             "a respond body without parts may be at most {} KiB, found {} KiB",
@@ -57,4 +68,50 @@ pub async fn respond(
         StatusCode::OK
     };
     Ok((status, Json(result)))
+}
+
+/// A signed vote must be written as the DSSE envelope it is: serde would
+/// also fill the envelope (or one of its signatures) from an array of its
+/// fields, by position, which no client means. A body that is not a JSON
+/// object is left to the parser's own error.
+fn check_vote_shape(bytes: &[u8]) -> Result<(), ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Shape {
+        #[serde(default)]
+        vote: Option<serde_json::Value>,
+    }
+    let kind = |v: &serde_json::Value| match v {
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Null => "null",
+    };
+    // A body that is not an object is the parser's to refuse (serde would
+    // read this struct, too, from an array).
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Ok(());
+    }
+    let Ok(Shape { vote: Some(vote) }) = serde_json::from_slice::<Shape>(bytes) else {
+        return Ok(());
+    };
+    if !vote.is_object() {
+        return Err(ApiError::Invalid(format!(
+            "vote: expected a DSSE envelope, a JSON object {{\"payloadType\", \"payload\", \
+             \"signatures\"}}, found {}",
+            kind(&vote)
+        )));
+    }
+    if let Some(signatures) = vote.get("signatures").and_then(|s| s.as_array()) {
+        for (i, sig) in signatures.iter().enumerate() {
+            if !sig.is_object() {
+                return Err(ApiError::Invalid(format!(
+                    "vote.signatures[{i}]: expected a JSON object {{\"keyid\", \"sig\"}}, found {}",
+                    kind(sig)
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! The web dashboard: its page under a strict CSP, login with a token into a
 //! cookie session, CSRF on every cookie-authenticated change, `@path` below
 //! the attach root; and, in `browser`, the page itself in a real headless
-//! Chromium.
+//! Chromium (`passkeys_browser` and `votes_browser`: votes on a quorum).
 
 #[path = "dashboard_browser.rs"]
 mod browser;
@@ -9,6 +9,8 @@ mod browser;
 mod browser_support;
 #[path = "passkeys_browser.rs"]
 mod passkeys_browser;
+#[path = "votes_browser.rs"]
+mod votes_browser;
 
 use lev_server::Settings;
 use reqwest::header::{CONTENT_TYPE, COOKIE, SET_COOKIE};

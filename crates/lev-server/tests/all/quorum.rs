@@ -581,27 +581,27 @@ async fn a_policy_with_a_bad_quorum_names_its_line() {
     for (text, line, words) in [
         (
             "[[rule]]\ntool = \"x\"\ndecision = \"ask\"\napprovers = [\"group:nobody\"]\n",
-            1,
+            4,
             "unknown group \"nobody\"",
         ),
         (
             "[groups]\nops = [\"a\", \"b\"]\n\n[[rule]]\ntool = \"x\"\ndecision = \"ask\"\napprovals = 3\napprovers = [\"group:ops\"]\n",
-            4,
+            7,
             "only 2 people may vote",
         ),
         (
             "[[rule]]\ntool = \"x\"\ndecision = \"ask\"\nescalate_to = [\"dana\"]\n",
-            1,
+            4,
             "escalate_to needs escalate_after_s",
         ),
         (
             "[[rule]]\ntool = \"x\"\ndecision = \"allow\"\napprovals = 2\n",
-            1,
+            4,
             "ask rule only",
         ),
         (
             "[[tool]]\nname = \"x\"\napprovals = 0\n",
-            1,
+            3,
             "approvals: expected 1 to 64",
         ),
     ] {
@@ -713,4 +713,226 @@ async fn an_operator_votes_only_where_the_rule_names_it() {
         assert!(tokio::time::Instant::now() < deadline, "not escalated: {v}");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// What a bad vote must leave as it was: the votes, the status, the answer
+/// and the signed decision.
+fn state_of(view: &Value) -> Value {
+    json!({
+        "votes": view["request"]["votes"],
+        "status": view["request"]["status"],
+        "response": view["response"],
+        "approval": view["approval"],
+    })
+}
+
+/// Bad vote envelopes (SPEC section 13): not an object, no signatures or
+/// too many, another payload type, a payload that is not a vote, signed by
+/// a key nobody registered, signed for another interaction, and a genuine
+/// signed vote arriving after the decision. Each gets a 4xx JSON error
+/// naming the problem, and the interaction is as it was.
+#[tokio::test]
+async fn bad_vote_envelopes_are_refused_and_change_nothing() {
+    use lev_protocol::{APPROVAL_PAYLOAD_TYPE, VOTE_PAYLOAD_TYPE};
+    let s = start().await;
+    let p = people(&s).await;
+    let (ann_key, ann_kid) = register(&s, &p.ann, 1).await;
+    let (bob_key, bob_kid) = register(&s, &p.bob, 2).await;
+    let (dana_key, dana_kid) = register(&s, &p.dana, 4).await;
+    let id = ask(&s, &p, &call("pay", "rq-bad", r#"{"amount":7}"#, "erin")).await;
+    let other = ask(&s, &p, &call("pay", "rq-next", r#"{"amount":7}"#, "erin")).await;
+    let binding_of = |v: Value| -> VoteBinding {
+        serde_json::from_value(v["request"]["vote_binding"].clone()).unwrap()
+    };
+    let binding = binding_of(view(&s, &id).await);
+    let other_binding = binding_of(view(&s, &other).await);
+    // ann's genuine vote: one of two.
+    let (status, r) = vote(
+        &s,
+        &p.ann,
+        &id,
+        &signed(&id, &binding, "ann", &ann_key, &ann_kid),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{r}");
+    let before = state_of(&view(&s, &id).await);
+    assert_eq!(before["votes"].as_array().unwrap().len(), 1, "{before}");
+
+    let genuine = signed(&id, &binding, "bob", &bob_key, &bob_kid);
+    let with_vote = |vote: Value| {
+        let mut body = genuine.clone();
+        body["vote"] = vote;
+        body
+    };
+    let bob_vote =
+        VotePayload::for_call(&binding, true, "once", "", "bob", OffsetDateTime::now_utc());
+    let bytes = bob_vote.to_bytes().unwrap();
+    let sig = genuine["vote"]["signatures"][0].clone();
+    let signed_bytes = |payload_type: &str, bytes: &[u8], key: &SigningKeyPair| {
+        let mut e =
+            serde_json::to_value(lev_approval::sign_envelope(payload_type, bytes, key)).unwrap();
+        e["signatures"][0]["keyid"] = json!(bob_kid);
+        e
+    };
+    let cases: Vec<(&str, &str, Value, StatusCode, &str)> = vec![
+        (
+            "a string",
+            "bob",
+            with_vote(json!("a vote")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "vote: expected a DSSE envelope, a JSON object",
+        ),
+        (
+            "a number",
+            "bob",
+            with_vote(json!(1)),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "vote: expected a DSSE envelope, a JSON object",
+        ),
+        (
+            // serde would fill a struct from an array, by position: the
+            // genuine vote's three fields in order are still no envelope.
+            "the genuine envelope's fields as an array",
+            "bob",
+            with_vote(json!([
+                genuine["vote"]["payloadType"],
+                genuine["vote"]["payload"],
+                genuine["vote"]["signatures"]
+            ])),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "vote: expected a DSSE envelope, a JSON object {\"payloadType\", \"payload\", \"signatures\"}, found an array",
+        ),
+        (
+            "the genuine signature's fields as an array",
+            "bob",
+            with_vote(json!({"payloadType": VOTE_PAYLOAD_TYPE,
+                             "payload": genuine["vote"]["payload"],
+                             "signatures": [[sig["keyid"], sig["sig"]]]})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "vote.signatures[0]: expected a JSON object {\"keyid\", \"sig\"}, found an array",
+        ),
+        (
+            "an object without its fields",
+            "bob",
+            with_vote(json!({})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "vote: missing field `payloadType`",
+        ),
+        (
+            "no payload",
+            "bob",
+            with_vote(json!({"payloadType": VOTE_PAYLOAD_TYPE, "signatures": [sig]})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "vote: missing field `payload`",
+        ),
+        (
+            "no signatures",
+            "bob",
+            with_vote(json!({"payloadType": VOTE_PAYLOAD_TYPE,
+                             "payload": genuine["vote"]["payload"], "signatures": []})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "vote.signatures: expected 1 to 4 signatures, found 0",
+        ),
+        (
+            "five signatures",
+            "bob",
+            with_vote(json!({"payloadType": VOTE_PAYLOAD_TYPE,
+                             "payload": genuine["vote"]["payload"],
+                             "signatures": vec![sig.clone(); 5]})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "vote.signatures: expected 1 to 4 signatures, found 5",
+        ),
+        (
+            "the approval payload type, signed as such",
+            "bob",
+            with_vote(signed_bytes(APPROVAL_PAYLOAD_TYPE, &bytes, &bob_key)),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "expected payload type \"application/vnd.lev.vote+json; version=1\"",
+        ),
+        (
+            "a signed payload that is not a vote",
+            "bob",
+            with_vote(signed_bytes(
+                VOTE_PAYLOAD_TYPE,
+                br#"{"v":1,"voter":"bob","approved":true}"#,
+                &bob_key,
+            )),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid vote payload",
+        ),
+        (
+            "a signed payload that is not JSON",
+            "bob",
+            with_vote(signed_bytes(VOTE_PAYLOAD_TYPE, b"approve", &bob_key)),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid vote payload",
+        ),
+        (
+            "bob's vote signed by a key nobody registered",
+            "bob",
+            signed(
+                &id,
+                &binding,
+                "bob",
+                &SigningKeyPair::from_seed(&[77; 32]),
+                &bob_kid,
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "not signed by a key registered to \"bob\" (1 registered)",
+        ),
+        (
+            "carol's vote signed by a key of hers she never registered",
+            "carol",
+            signed(
+                &id,
+                &binding,
+                "carol",
+                &SigningKeyPair::from_seed(&[3; 32]),
+                "person:carol:1",
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "(they have registered none)",
+        ),
+        (
+            "bob's genuine vote on the other interaction",
+            "bob",
+            signed(&id, &other_binding, "bob", &bob_key, &bob_kid),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "signed for request_id \"rq-next\", but this answer is for \"rq-bad\"",
+        ),
+    ];
+    for (what, who, body, want, words) in &cases {
+        let token = if *who == "carol" { &p.carol } else { &p.bob };
+        let (status, e) = vote(&s, token, &id, body).await;
+        assert_eq!(status, *want, "{what}: {e}");
+        assert!(!code(&e).is_empty(), "{what}: a JSON error body: {e}");
+        assert!(message(&e).contains(words), "{what}: {words:?} in {e}");
+        assert_eq!(
+            state_of(&view(&s, &id).await),
+            before,
+            "{what} changed the call"
+        );
+    }
+    // The other interaction got no vote either.
+    assert!(view(&s, &other).await["request"].get("votes").is_none());
+
+    // bob's genuine vote decides.
+    let (status, r) = vote(&s, &p.bob, &id, &genuine).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    let decided = state_of(&view(&s, &id).await);
+    assert_eq!(decided["status"], "answered");
+    assert_eq!(decided["votes"].as_array().unwrap().len(), 2);
+
+    // dana's genuine signed vote, after the decision: 409 with the winner,
+    // and nothing changes.
+    let late = signed(&id, &binding, "dana", &dana_key, &dana_kid);
+    let (status, e) = vote(&s, &p.dana, &id, &late).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{e}");
+    assert_eq!(code(&e), "already_answered", "{e}");
+    assert!(!message(&e).is_empty(), "{e}");
+    assert_eq!(state_of(&view(&s, &id).await), decided);
+    // Bad envelopes after the decision: still the decision's 409, never a 500.
+    let (status, e) = vote(&s, &p.dana, &id, &with_vote(json!({}))).await;
+    assert!(status.is_client_error(), "{status}: {e}");
+    assert_eq!(state_of(&view(&s, &id).await), decided);
 }
