@@ -13,7 +13,13 @@ use serde_json::Value;
 
 use super::fake_model::{escalated, say};
 use super::harness::{CodexEnv, Running, codex_bin};
+use super::offline::NO_PROXY;
 use crate::agents::served::block_on;
+
+/// What every start of the terminal UI asks of the network (its tooltip's
+/// `https://raw.githubusercontent.com/openai/codex/main/announcement_tip.toml`),
+/// through the proxy variables: stopped by the tripwire.
+const ANNOUNCEMENT: &str = "CONNECT raw.githubusercontent.com:443 HTTP/1.1";
 
 /// Codex's terminal UI in a tmux server of its own.
 struct Tui {
@@ -28,8 +34,15 @@ impl Tui {
         let quote =
             |p: &std::path::Path| format!("'{}'", p.display().to_string().replace('\'', r"'\''"));
         let (home, codex_home) = (env.scratch.path("home"), env.codex_home());
+        // The proxy variables on the tripwire, as for every Codex test.
+        let proxies: String = env
+            .tripwire
+            .vars(NO_PROXY)
+            .iter()
+            .map(|(name, value)| format!("{name}={} ", quote(std::path::Path::new(value))))
+            .collect();
         let line = format!(
-            "cd {} && exec env -u OPENAI_API_KEY -u LEV_URL -u LEV_TOKEN HOME={} CODEX_HOME={} FAKE_API_KEY=dummy {}",
+            "cd {} && exec env -u OPENAI_API_KEY -u LEV_URL -u LEV_TOKEN HOME={} CODEX_HOME={} FAKE_API_KEY=dummy {proxies}{}",
             quote(&env.ws()),
             quote(&home),
             quote(&codex_home),
@@ -157,6 +170,9 @@ fn codex_attach_answers_the_terminal_uis_approvals_and_records_the_uis_own() {
     )
     .unwrap();
     let tui = Tui::start(&env);
+    // Each start of Codex 0.171's terminal UI fetches an announcement from
+    // GitHub, and no setting turns that off: the tripwire stops it.
+    env.allow_at_tripwire(ANNOUNCEMENT);
     let socket = env
         .codex_home()
         .join("app-server-control/app-server-control.sock");

@@ -10,10 +10,14 @@
 //! - `bad_input`: a missing Codex, something that is not Codex, an old
 //!   Codex, a request lev cannot map, a combination that asks nothing.
 //! - `attach`: `lev codex attach` to the terminal UI's app-server, in tmux.
+//! - `offline`: the tripwire every test's proxy variables point at (nothing
+//!   may reach beyond loopback), and proof that Codex's requests go through
+//!   it.
 
 mod attach;
 mod bad_input;
 mod fake_model;
 mod harness;
 mod hooks;
+mod offline;
 mod run;
