@@ -56,6 +56,16 @@ fn codex_run_an_approved_command_runs_and_the_model_reads_its_output() {
         asked.request.conversation_id.as_deref(),
         Some(asked.request.session_id.as_str())
     );
+    assert_eq!(
+        asked
+            .request
+            .vote_binding
+            .as_ref()
+            .map(|b| b.request_id.as_str()),
+        Some("call_a1"),
+        "the gate's request id: {:?}",
+        asked.request.vote_binding
+    );
     assert!(
         !env.ws().join("made.txt").exists(),
         "ran before anyone approved"
@@ -77,9 +87,24 @@ fn codex_run_an_approved_command_runs_and_the_model_reads_its_output() {
     );
     let second = said(&env.model.input_of(1));
     assert!(second.contains("Process exited with code 0"), "{second}");
-    // The decision on record is signed.
+    // The decision on record is signed, bound to the gate's request id: the
+    // Codex item id, which is the model's call id.
     let view = block_on(env.served.approver.get_interaction(asked.id())).unwrap();
-    assert!(view.approval.is_some(), "no signed approval: {view:?}");
+    let envelope = view.approval.expect("a signed approval");
+    let payload: Value =
+        serde_json::from_slice(&lev_approval::decode_base64(&envelope.payload).unwrap()).unwrap();
+    assert_eq!(payload["request_id"], "call_a1", "{payload}");
+    // ...and the audit log has the gate call under that id.
+    let admin = Client::new(&env.served.url, Some(env.served.admin.clone())).unwrap();
+    let audit = block_on(admin.audit_all()).unwrap().page.items;
+    let gated: Vec<&Value> = audit
+        .iter()
+        .filter(|e| e.action == "gate.asked")
+        .map(|e| &e.data)
+        .collect();
+    assert_eq!(gated.len(), 1, "{audit:?}");
+    assert_eq!(gated[0]["request_id"], "call_a1", "{}", gated[0]);
+    assert_eq!(gated[0]["session_id"], json!(asked.request.session_id));
 }
 
 #[test]
