@@ -33,6 +33,8 @@ pub enum Turn {
     },
     /// Say `text` (ends the turn).
     Text(String),
+    /// Fail: the stream ends with `response.failed` carrying `message`.
+    Fail(String),
 }
 
 /// `exec_command` running `cmd`.
@@ -65,6 +67,11 @@ pub fn say(text: &str) -> Turn {
     Turn::Text(text.to_owned())
 }
 
+/// A response that fails with `message`.
+pub fn fail(message: &str) -> Turn {
+    Turn::Fail(message.to_owned())
+}
+
 impl Turn {
     fn items(&self) -> Vec<Value> {
         match self {
@@ -83,6 +90,7 @@ impl Turn {
                 "type": "message", "role": "assistant", "id": format!("msg_{}", text.len()),
                 "content": [{"type": "output_text", "text": text, "annotations": []}],
             })],
+            Self::Fail(_) => Vec::new(),
         }
     }
 }
@@ -266,11 +274,19 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             json!({"type": "response.output_item.done", "output_index": index, "item": item}),
         );
     }
-    events.push(json!({"type": "response.completed", "response": {
+    if let Turn::Fail(message) = &turn {
+        // A request the API refuses: not one Codex retries.
+        events.push(json!({"type": "response.failed", "response": {
+            "id": id, "object": "response", "status": "failed",
+            "error": {"code": "invalid_prompt", "message": message},
+        }}));
+    } else {
+        events.push(json!({"type": "response.completed", "response": {
         "id": id, "object": "response", "status": "completed",
         "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
                   "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15},
-    }}));
+        }}));
+    }
     for event in events {
         let kind = event["type"].as_str().unwrap_or_default().to_owned();
         write!(stream, "event: {kind}\ndata: {event}\n\n")?;

@@ -9,7 +9,7 @@ use lev_protocol::{
 };
 use serde_json::{Value, json};
 
-use super::fake_model::{escalated, exec, patch, said, say};
+use super::fake_model::{escalated, exec, fail, patch, said, say};
 use super::harness::CodexEnv;
 use crate::agents::served::block_on;
 
@@ -85,6 +85,23 @@ fn codex_run_an_approved_command_runs_and_the_model_reads_its_output() {
         "{}",
         run.stderr
     );
+    // The agent's progress around lev's decision: the command (the inner
+    // one, not the shell wrapper) when Codex starts the item, which it does
+    // before asking, and how it ended.
+    let lines: Vec<&str> = run.stderr.lines().skip(1).collect();
+    assert_eq!(
+        lines.first(),
+        Some(&"codex: $ touch made.txt"),
+        "{}",
+        run.stderr
+    );
+    assert!(lines[1].contains("waits for a person"), "{}", run.stderr);
+    assert!(
+        lines[2].ends_with("approved by pat -> accept"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(lines[3], "codex:   (completed, exit 0)", "{}", run.stderr);
     let second = said(&env.model.input_of(1));
     assert!(second.contains("Process exited with code 0"), "{second}");
     // The decision on record is signed, bound to the gate's request id: the
@@ -105,6 +122,59 @@ fn codex_run_an_approved_command_runs_and_the_model_reads_its_output() {
     assert_eq!(gated.len(), 1, "{audit:?}");
     assert_eq!(gated[0]["request_id"], "call_a1", "{}", gated[0]);
     assert_eq!(gated[0]["session_id"], json!(asked.request.session_id));
+}
+
+#[test]
+fn codex_run_an_approval_with_injected_context_runs_and_the_model_reads_the_context() {
+    let env = CodexEnv::start(
+        "inject",
+        None,
+        vec![exec("call_j1", "touch made.txt"), say("Noted.")],
+    );
+    let run = env.spawn_run("make a file", &[]);
+    let asked = env.pending();
+    env.respond(
+        &asked,
+        &InteractionResponse {
+            injected_context: Some("the release is frozen until Monday".into()),
+            ..approve(&asked, ApprovalScope::Once)
+        },
+    );
+    let run = run.wait();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(env.ws().join("made.txt").exists(), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("approved by pat -> accept"),
+        "{}",
+        run.stderr
+    );
+    // One turn: the model's next request has the command's output and the
+    // approver's context, marked as lev's internal context.
+    assert_eq!(env.model.requests().len(), 2);
+    let second = said(&env.model.input_of(1));
+    assert!(second.contains("Process exited with code 0"), "{second}");
+    assert!(
+        second.contains("the release is frozen until Monday"),
+        "{second}"
+    );
+    assert!(
+        second.contains(lev_client::render::INTERNAL_OPEN),
+        "marked as internal context: {second}"
+    );
+}
+
+#[test]
+fn codex_run_a_failed_turn_exits_1_with_the_models_error() {
+    let env = CodexEnv::start("failed", None, vec![fail("fake: this request was refused")]);
+    let run = env.spawn_run("make a file", &[]).wait();
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("lev: the turn failed: fake: this request was refused"),
+        "{}",
+        run.stderr
+    );
+    assert!(env.interactions().is_empty());
 }
 
 #[test]
@@ -180,6 +250,11 @@ fn codex_run_a_denial_does_not_run_and_the_model_reads_the_feedback_in_the_same_
     assert!(
         run.stderr
             .contains("denied with feedback: use the staging database -> decline"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("\ncodex:   (declined)\n"),
         "{}",
         run.stderr
     );
