@@ -10,7 +10,9 @@
 //!   rewrites, lev unreachable blocks.
 //! - `bad_input`: a missing Codex (`--codex`, PATH), something that is not Codex, an old
 //!   Codex, a request lev cannot map, a combination that asks nothing.
-//! - `attach`: `lev codex attach` to the terminal UI's app-server, in tmux.
+//! - `attach`: `lev codex attach` to the terminal UI's app-server, in tmux:
+//!   lev answers, the UI answers first (approves, refuses), an approval
+//!   already waiting when lev attaches.
 //! - `offline`: the tripwire every test's proxy variables point at (nothing
 //!   may reach beyond loopback), and proof that Codex's requests go through
 //!   it.
