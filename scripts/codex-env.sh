@@ -30,8 +30,29 @@ if [ ! -x "$bin" ]; then
     echo "codex-env: installing @openai/codex@$version into $prefix" >&2
     mkdir -p "$prefix"
     # --save-exact: npm would otherwise write "^$version" into package.json.
+    # --include=optional: the binary is an optional dependency, which an npm
+    # configured to omit them (omit=optional, NODE_ENV=production...) skips.
     npm install --prefix "$prefix" --no-audit --no-fund --save-exact \
-        "@openai/codex@$version" >&2
+        --include=optional "@openai/codex@$version" >&2
+fi
+
+# The "version" of an installed package.json, or "not installed".
+version_of() {
+    if [ -f "$1" ]; then
+        sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$1" | head -n 1
+    else
+        echo "not installed"
+    fi
+}
+
+if [ ! -x "$bin" ]; then
+    {
+        echo "codex-env: no Codex binary at $bin"
+        echo "  found @openai/codex $(version_of "$prefix/node_modules/@openai/codex/package.json") (expected $version)"
+        echo "  found @openai/$pkg, its optional platform package, $(version_of "$prefix/node_modules/@openai/$pkg/package.json") (expected $version-${pkg#codex-})"
+        echo "  npm omits: $(npm config get omit 2>/dev/null || echo '?'); remove $prefix and run this again"
+    } >&2
+    exit 1
 fi
 
 got="$("$bin" --version)"

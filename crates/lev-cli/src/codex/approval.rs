@@ -144,6 +144,12 @@ pub fn map_request(
             };
             let shell = unwrap_shell(&wrapped).map_or_else(|| "sh".to_owned(), |(s, _)| s);
             let command = ShellCommand::from_codex(&wrapped);
+            // The gate's request id is the item id. Codex asks several
+            // times about one item only for the subcommands of a zsh-forked
+            // shell (and a stdin write, declined above), each with an
+            // `approvalId`: each of those is its own call, so its id joins
+            // the item's (the gate's idempotency key is session + request
+            // id, and the same id for another call would be refused).
             let approval_id = text(params, "approvalId");
             let item = match approval_id {
                 Some(a) => format!("{item}:{a}"),
@@ -526,6 +532,26 @@ mod tests {
             Reply::AcceptWithAmendment(vec!["touch".into()]).to_json(&a.kind),
             json!({"decision": {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch"]}}})
         );
+    }
+
+    #[test]
+    fn the_request_id_is_the_item_and_each_callback_of_one_item_its_own() {
+        let a = ask(map_request(
+            "item/commandExecution/requestApproval",
+            &command_approval("/bin/bash -lc ls"),
+            |_| None,
+        ));
+        assert_eq!(a.item, "call_1");
+        // A zsh-forked shell asks about each subcommand of one item, each
+        // with its own approvalId: each is its own gate call.
+        let mut params = command_approval("/bin/bash -lc ls");
+        params["approvalId"] = json!("0c9d6f1e-5b7a-4d2e-9f3a-1b2c3d4e5f60");
+        let a = ask(map_request(
+            "item/commandExecution/requestApproval",
+            &params,
+            |_| None,
+        ));
+        assert_eq!(a.item, "call_1:0c9d6f1e-5b7a-4d2e-9f3a-1b2c3d4e5f60");
     }
 
     #[test]

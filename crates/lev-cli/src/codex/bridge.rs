@@ -19,10 +19,12 @@
 //!
 //! When someone else answers first (the person in Codex's terminal UI, or an
 //! interrupt), Codex says `serverRequest/resolved`: lev stops waiting, reads
-//! what became of the item, and records it on its own question (answered with
-//! the UI's decision when the token may answer, else cancelled).
+//! what became of the item (how `item/completed` says it ended; else the
+//! thread's history, which keeps no item of a turn the answer interrupted),
+//! and records it on its own question (answered with the UI's decision when
+//! the token may answer, else cancelled).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -111,6 +113,11 @@ struct State {
     interrupting: bool,
     /// Records of what someone else decided, still being written.
     recording: Vec<tokio::task::JoinHandle<()>>,
+    /// Items someone else answered, whose end lev waits to read.
+    awaited: HashSet<String>,
+    /// How those items ended (`item/completed`'s status): a turn the answer
+    /// interrupted keeps no record of them in its history.
+    ended: HashMap<String, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -542,6 +549,20 @@ impl Bridge {
                 if progress {
                     show_completed(item);
                 }
+                if let (Some(id), Some(status)) = (
+                    item.get("id").and_then(Value::as_str),
+                    item.get("status").and_then(Value::as_str),
+                ) {
+                    let mut state = self.state();
+                    let awaited = state.awaited.contains(id)
+                        || state
+                            .pending
+                            .values()
+                            .any(|p| p.item.as_deref() == Some(id));
+                    if awaited {
+                        state.ended.insert(id.to_owned(), status.to_owned());
+                    }
+                }
                 if item.get("type").and_then(Value::as_str) == Some("fileChange") {
                     let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
                     self.state().changes.remove(id);
@@ -613,6 +634,9 @@ impl Bridge {
         let task = if interrupting {
             tokio::spawn(async move { bridge.withdraw(pending).await })
         } else {
+            if let Some(item) = &pending.item {
+                self.state().awaited.insert(item.clone());
+            }
             say(&format!("{}: answered in Codex first", pending.shown));
             tokio::spawn(async move { bridge.record(pending).await })
         };
@@ -684,14 +708,34 @@ impl Bridge {
         ));
     }
 
-    /// What became of the request's item, read back from Codex.
+    /// What became of the request's item: how Codex said it ended
+    /// (`item/completed`), else read back from the thread's history.
     async fn item_outcome(&self, pending: &Pending) -> ItemOutcome {
         let (Some(thread), Some(item)) = (&pending.thread, &pending.item) else {
             return ItemOutcome::Unknown;
         };
+        let outcome = self
+            .item_outcome_of(thread, item, pending.turn.as_deref())
+            .await;
+        let mut state = self.state();
+        state.awaited.remove(item);
+        state.ended.remove(item);
+        outcome
+    }
+
+    async fn item_outcome_of(&self, thread: &str, item: &str, turn: Option<&str>) -> ItemOutcome {
+        let outcome_of = |status: &str| match status {
+            "completed" | "failed" => Some(ItemOutcome::Ran),
+            "declined" => Some(ItemOutcome::Declined),
+            _ => None,
+        };
         for _ in 0..40 {
+            let ended = self.state().ended.get(item).cloned();
+            if let Some(outcome) = ended.as_deref().and_then(outcome_of) {
+                return outcome;
+            }
             let mut params = json!({"threadId": thread, "sortDirection": "desc", "limit": 100});
-            if let Some(turn) = &pending.turn {
+            if let Some(turn) = turn {
                 params["turnId"] = json!(turn);
             }
             if let Ok(page) = self.inner.peer.request("thread/items/list", params).await {
@@ -701,12 +745,10 @@ impl Bridge {
                     .into_iter()
                     .flatten()
                     .filter_map(|e| e.get("item"))
-                    .find(|i| i.get("id").and_then(Value::as_str) == Some(item.as_str()))
+                    .find(|i| i.get("id").and_then(Value::as_str) == Some(item))
                     .and_then(|i| i.get("status").and_then(Value::as_str).map(str::to_owned));
-                match status.as_deref() {
-                    Some("completed" | "failed") => return ItemOutcome::Ran,
-                    Some("declined") => return ItemOutcome::Declined,
-                    _ => {}
+                if let Some(outcome) = status.as_deref().and_then(outcome_of) {
+                    return outcome;
                 }
             }
             tokio::time::sleep(Duration::from_millis(250)).await;

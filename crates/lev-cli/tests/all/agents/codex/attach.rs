@@ -1,11 +1,13 @@
 //! `lev codex attach` to the real Codex terminal UI, run in a pseudo-terminal
 //! (tmux): lev answers one approval, the person answers the next in the UI
-//! first, and lev records what the UI decided. The UI starts a shared
+//! first, and lev records what the UI decided (an approval, a refusal); an
+//! approval already waiting when lev attaches is answered from lev. The UI starts a shared
 //! app-server daemon (and an updater) that outlive it: both are stopped
 //! when the test ends.
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use lev_protocol::{ApprovalScope, InteractionKind, InteractionResponse, InteractionStatus};
@@ -13,23 +15,42 @@ use serde_json::Value;
 
 use super::fake_model::{escalated, say};
 use super::harness::{CodexEnv, Running, codex_bin};
+use super::offline::NO_PROXY;
 use crate::agents::served::block_on;
+
+/// What every start of the terminal UI asks of the network (its tooltip's
+/// `https://raw.githubusercontent.com/openai/codex/main/announcement_tip.toml`),
+/// through the proxy variables: stopped by the tripwire.
+const ANNOUNCEMENT: &str = "CONNECT raw.githubusercontent.com:443 HTTP/1.1";
+
+/// One terminal UI at a time: each starts a daemon that first copies Codex.
+static ONE_UI: Mutex<()> = Mutex::new(());
 
 /// Codex's terminal UI in a tmux server of its own.
 struct Tui {
     socket: String,
     home: PathBuf,
     codex_home: PathBuf,
+    _one: MutexGuard<'static, ()>,
 }
 
 impl Tui {
-    fn start(env: &CodexEnv) -> Self {
-        let socket = format!("lev-codex-{}", std::process::id());
+    /// The UI in tmux server `name` of this test process.
+    fn start(env: &CodexEnv, name: &str) -> Self {
+        let one = ONE_UI.lock().unwrap_or_else(PoisonError::into_inner);
+        let socket = format!("lev-codex-{}-{name}", std::process::id());
         let quote =
             |p: &std::path::Path| format!("'{}'", p.display().to_string().replace('\'', r"'\''"));
         let (home, codex_home) = (env.scratch.path("home"), env.codex_home());
+        // The proxy variables on the tripwire, as for every Codex test.
+        let proxies: String = env
+            .tripwire
+            .vars(NO_PROXY)
+            .iter()
+            .map(|(name, value)| format!("{name}={} ", quote(std::path::Path::new(value))))
+            .collect();
         let line = format!(
-            "cd {} && exec env -u OPENAI_API_KEY -u LEV_URL -u LEV_TOKEN HOME={} CODEX_HOME={} FAKE_API_KEY=dummy {}",
+            "cd {} && exec env -u OPENAI_API_KEY -u LEV_URL -u LEV_TOKEN HOME={} CODEX_HOME={} FAKE_API_KEY=dummy {proxies}{}",
             quote(&env.ws()),
             quote(&home),
             quote(&codex_home),
@@ -54,6 +75,7 @@ impl Tui {
             socket,
             home,
             codex_home,
+            _one: one,
         }
     }
 
@@ -65,9 +87,9 @@ impl Tui {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Wait (up to 30 s) for any of `texts` on the screen.
+    /// Wait (up to 60 s) for any of `texts` on the screen.
     fn wait_for(&self, texts: &[&str]) {
-        if self.within(texts, Duration::from_secs(30)).is_none() {
+        if self.within(texts, Duration::from_secs(60)).is_none() {
             panic!("none of {texts:?} on the screen:\n{}", self.screen());
         }
     }
@@ -93,27 +115,24 @@ impl Tui {
         assert!(Command::new("tmux").args(&args).status().unwrap().success());
     }
 
-    /// Type `text`, then Enter on its own once the UI shows the text (it
-    /// takes an Enter that arrives with the typing as a pasted newline),
-    /// until `then` is on the screen. Under load the UI may still read a
-    /// late Enter as part of the paste: it is pressed again, never more
-    /// than three times.
-    fn submit(&self, text: &str, then: &str) {
+    /// Type `text` and submit it, until any of `then` is on the screen. The
+    /// UI takes an Enter that comes right after typed text as a pasted
+    /// newline: Enter is pressed only once the text shows, and again while
+    /// nothing of `then` shows (an extra newline in the prompt is harmless).
+    fn submit(&self, text: &str, then: &[&str]) {
         self.keys(&["-l", text]);
         self.wait_for(&[&format!("› {text}")]);
+        std::thread::sleep(Duration::from_millis(500));
         for _ in 0..3 {
-            std::thread::sleep(Duration::from_millis(600));
             self.keys(&["Enter"]);
-            // The turn started (Codex says how to interrupt it), or what
-            // follows is already there: the Enter was taken.
-            if self
-                .within(&[then, "to interrupt"], Duration::from_secs(10))
-                .is_some()
-            {
-                break;
+            if self.within(then, Duration::from_secs(20)).is_some() {
+                return;
             }
         }
-        self.wait_for(&[then]);
+        panic!(
+            "submitted {text:?}; none of {then:?} on the screen:\n{}",
+            self.screen()
+        );
     }
 }
 
@@ -151,11 +170,76 @@ fn wait_until(what: &str, done: impl Fn() -> bool, context: impl Fn() -> String)
     }
 }
 
+/// A world whose UI asks about commands run outside the sandbox (its own
+/// policy), the model playing `script`.
+fn ui_world(name: &str, script: Vec<super::fake_model::Turn>) -> CodexEnv {
+    let env = CodexEnv::start(name, None, script);
+    let config = env.codex_home().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    // Codex 0.171 offers gpt-5.5's users another model in a notice over the
+    // prompt, some seconds after it starts (it would take the keys typed
+    // then); this is what it writes once the notice is answered.
+    std::fs::write(
+        &config,
+        format!(
+            "approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n{text}\n[notice.model_migrations]\n\"gpt-5.5\" = \"gpt-6-sol\"\n"
+        ),
+    )
+    .unwrap();
+    env
+}
+
+/// Start the terminal UI, once its app-server listens.
+fn open(env: &CodexEnv, name: &str) -> Tui {
+    let tui = Tui::start(env, name);
+    // Each start of Codex 0.171's terminal UI fetches an announcement from
+    // GitHub, and no setting turns that off: the tripwire stops it.
+    env.allow_at_tripwire(ANNOUNCEMENT);
+    let socket = env
+        .codex_home()
+        .join("app-server-control/app-server-control.sock");
+    // The UI's daemon first installs its own copy of Codex (about 400 MB)
+    // under CODEX_HOME/packages.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !socket.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the UI's app-server socket did not appear within 120 s:\n{}",
+            tui.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tui
+}
+
+/// `lev codex attach` to the UI's app-server, once it says it attached.
+fn attach(env: &CodexEnv) -> Running {
+    let home = env.codex_home();
+    let mut command = env.lev(&["codex", "attach", "--codex-home", home.to_str().unwrap()]);
+    // An admin token may answer lev's question with the UI's decision.
+    command.env("LEV_TOKEN", &env.served.admin);
+    let attach = Running::spawn(command);
+    wait_until(
+        "lev attached",
+        || {
+            attach
+                .stderr_now()
+                .contains("its approvals are decided in lev")
+        },
+        || attach.stderr_now(),
+    );
+    attach
+}
+
+/// Wait for the UI's prompt.
+fn prompt_ready(tui: &Tui) {
+    tui.wait_for(&["Ask Codex to do anything"]);
+}
+
 #[test]
 fn codex_attach_answers_the_terminal_uis_approvals_and_records_the_uis_own() {
-    let env = CodexEnv::start(
+    let env = ui_world(
         "attach",
-        None,
         vec![
             escalated("call_ta", "touch ../a.txt", "needs a.txt"),
             say("first done"),
@@ -163,48 +247,14 @@ fn codex_attach_answers_the_terminal_uis_approvals_and_records_the_uis_own() {
             say("second done"),
         ],
     );
-    // The UI's own policy: it asks about commands run outside the sandbox.
-    let config = env.codex_home().join("config.toml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!("approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n{text}"),
-    )
-    .unwrap();
-    let tui = Tui::start(&env);
-    let socket = env
-        .codex_home()
-        .join("app-server-control/app-server-control.sock");
-    wait_until(
-        "the UI's app-server socket",
-        || socket.exists(),
-        || tui.screen(),
-    );
-    let home = env.codex_home();
-    let mut command = env.lev(&["codex", "attach", "--codex-home", home.to_str().unwrap()]);
-    // An admin token may answer lev's question with the UI's decision.
-    command.env("LEV_TOKEN", &env.served.admin);
-    let attach = Running::spawn(command);
+    let tui = open(&env, "both");
+    let attach = attach(&env);
     let said = || attach.stderr_now();
-    wait_until(
-        "lev attached",
-        || said().contains("its approvals are decided in lev"),
-        said,
-    );
-    // Codex 0.171 first offers another model (a notice over the prompt).
-    if tui
-        .within(&["Use existing model"], Duration::from_secs(15))
-        .is_some()
-    {
-        tui.keys(&["2"]);
-        std::thread::sleep(Duration::from_millis(300));
-        tui.keys(&["Enter"]);
-    }
-    tui.wait_for(&["Ask Codex to do anything"]);
+    prompt_ready(&tui);
     let outside = env.ws().parent().unwrap().to_path_buf();
 
     // 1. lev answers: the UI's prompt goes away and the command runs.
-    tui.submit("first", "Yes, proceed");
+    tui.submit("first", &["Yes, proceed"]);
     wait_until("lev asked", || said().contains("waits for a person"), said);
     let first = env.pending();
     assert_eq!(first.request.reason.as_deref(), Some("needs a.txt"));
@@ -232,7 +282,7 @@ fn codex_attach_answers_the_terminal_uis_approvals_and_records_the_uis_own() {
     tui.wait_for(&["first done"]);
 
     // 2. The person answers in the UI first: lev stops waiting and records it.
-    tui.submit("second", "Yes, proceed");
+    tui.submit("second", &["Yes, proceed"]);
     wait_until(
         "lev asked again",
         || said().matches("waits for a person").count() == 2,
@@ -271,5 +321,111 @@ fn codex_attach_answers_the_terminal_uis_approvals_and_records_the_uis_own() {
         run.stderr
     );
     assert!(run.stderr.contains("records it"), "{}", run.stderr);
+    drop(tui);
+}
+
+#[test]
+fn codex_attach_answers_an_approval_pending_before_it_attached() {
+    let env = ui_world(
+        "attach-pending",
+        vec![
+            escalated("call_tp", "touch ../p.txt", "needs p.txt"),
+            say("done after all"),
+        ],
+    );
+    let tui = open(&env, "pending");
+    prompt_ready(&tui);
+    tui.submit("go", &["Yes, proceed"]);
+    // Only now lev attaches: resuming the thread, it is sent the approval
+    // the UI is waiting on.
+    let attach = attach(&env);
+    let said = || attach.stderr_now();
+    wait_until("lev asked", || said().contains("waits for a person"), said);
+    let asked = env.pending();
+    assert_eq!(asked.request.reason.as_deref(), Some("needs p.txt"));
+    match &asked.request.kind {
+        InteractionKind::ToolApproval {
+            tool_name,
+            args_json,
+            ..
+        } => {
+            assert_eq!(tool_name, "codex.exec");
+            assert!(
+                args_json.contains(r#""argv":["touch","../p.txt"]"#),
+                "{args_json}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let outside = env.ws().parent().unwrap().join("p.txt");
+    assert!(!outside.exists(), "ran before anyone approved");
+    env.respond(
+        &asked,
+        &InteractionResponse::approval(asked.id(), true, ApprovalScope::Once),
+    );
+    wait_until("p.txt written", || outside.exists(), said);
+    tui.wait_for(&["done after all"]);
+    attach.interrupt();
+    let run = attach.wait();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("following thread "), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("`touch ../p.txt`: approved by pat -> accept"),
+        "{}",
+        run.stderr
+    );
+    drop(tui);
+}
+
+#[test]
+fn codex_attach_records_a_refusal_in_the_terminal_ui() {
+    let env = ui_world(
+        "attach-refuse",
+        vec![
+            escalated("call_tr", "touch ../r.txt", "needs r.txt"),
+            say("unreachable: the refusal ends the turn"),
+        ],
+    );
+    let tui = open(&env, "refuse");
+    let attach = attach(&env);
+    let said = || attach.stderr_now();
+    prompt_ready(&tui);
+    tui.submit("go", &["Yes, proceed"]);
+    wait_until("lev asked", || said().contains("waits for a person"), said);
+    let asked = env.pending();
+    // Codex 0.171's UI offers one refusal here, "No, and tell Codex what to
+    // do differently (esc)": it declines the call and interrupts the turn.
+    tui.keys(&["Escape"]);
+    tui.wait_for(&["You canceled the request to run touch ../r.txt"]);
+    env.served.wait_status(
+        &asked.request.session_id,
+        asked.id(),
+        InteractionStatus::Answered,
+    );
+    let view = block_on(env.served.approver.get_interaction(asked.id())).unwrap();
+    let response = view.response.expect("recorded");
+    assert_eq!(response.approved, Some(false));
+    assert_eq!(
+        response.reason.as_deref(),
+        Some("decided in Codex: declined, the call did not run")
+    );
+    assert!(!env.ws().parent().unwrap().join("r.txt").exists());
+    assert_eq!(env.model.requests().len(), 1, "the turn went on");
+    attach.interrupt();
+    let run = attach.wait();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("`touch ../r.txt`: answered in Codex first"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("declined, the call did not run; lev's question"),
+        "{}",
+        run.stderr
+    );
     drop(tui);
 }

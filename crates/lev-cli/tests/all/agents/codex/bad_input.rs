@@ -63,6 +63,39 @@ fn codex_run_without_codex_says_so() {
 }
 
 #[test]
+fn codex_run_without_codex_on_path_says_how_to_get_it() {
+    // A PATH with no `codex` on it (nor anything else).
+    let empty = Scratch::new("codex-no-path");
+    let path = empty.path("bin");
+    std::fs::create_dir_all(&path).unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_lev"));
+    command
+        .args([
+            "codex",
+            "run",
+            "--key",
+            "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
+            "--url",
+            "http://127.0.0.1:9",
+            "--token",
+            "lev_x",
+            "do it",
+        ])
+        .env("PATH", &path);
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot start Codex: no `codex` on PATH"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("install it (npm install -g @openai/codex) or give its path with --codex"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn codex_run_of_something_that_is_not_codex_names_what_it_found() {
     let dir = Scratch::new("codex-notcodex");
     let fake = script(

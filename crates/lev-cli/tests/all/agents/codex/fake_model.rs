@@ -3,7 +3,8 @@
 //! calls `POST /v1/responses`, streamed as server-sent events. Each request
 //! takes the next scripted turn; every request body is kept, so a test can
 //! assert what the model was told (a command's output, a denial, lev's
-//! steered feedback).
+//! steered feedback). Anything else asked of it is kept as a stray, which
+//! fails the test ([`super::harness::CodexEnv`]).
 
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -32,6 +33,8 @@ pub enum Turn {
     },
     /// Say `text` (ends the turn).
     Text(String),
+    /// Fail: the stream ends with `response.failed` carrying `message`.
+    Fail(String),
 }
 
 /// `exec_command` running `cmd`.
@@ -64,6 +67,11 @@ pub fn say(text: &str) -> Turn {
     Turn::Text(text.to_owned())
 }
 
+/// A response that fails with `message`.
+pub fn fail(message: &str) -> Turn {
+    Turn::Fail(message.to_owned())
+}
+
 impl Turn {
     fn items(&self) -> Vec<Value> {
         match self {
@@ -82,6 +90,7 @@ impl Turn {
                 "type": "message", "role": "assistant", "id": format!("msg_{}", text.len()),
                 "content": [{"type": "output_text", "text": text, "annotations": []}],
             })],
+            Self::Fail(_) => Vec::new(),
         }
     }
 }
@@ -90,6 +99,8 @@ impl Turn {
 struct State {
     script: VecDeque<Turn>,
     requests: Vec<Value>,
+    /// Every request that was not `POST .../responses`, by its request line.
+    strays: Vec<String>,
 }
 
 /// The fake, serving until dropped (its threads are detached and idle).
@@ -106,7 +117,7 @@ impl FakeModel {
         let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State {
             script: script.into(),
-            requests: Vec::new(),
+            ..State::default()
         }));
         let shared = state.clone();
         std::thread::spawn(move || {
@@ -128,6 +139,17 @@ impl FakeModel {
     /// Every request body the model got, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// Every request that was not `POST .../responses` (answered 404), by
+    /// its request line: Codex asked the model's server for something else.
+    pub fn strays(&self) -> Vec<String> {
+        self.state.lock().unwrap().strays.clone()
+    }
+
+    /// The strays so far, forgotten (a test that made them on purpose).
+    pub fn take_strays(&self) -> Vec<String> {
+        std::mem::take(&mut self.state.lock().unwrap().strays)
     }
 
     /// The `input` items of request `n` (from 0): the whole history Codex
@@ -209,7 +231,14 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         reader.read_exact(&mut body)?;
     }
     let mut stream = stream;
-    if !request_line.starts_with("POST ") || !request_line.contains("/responses") {
+    let path = request_line.split_whitespace().nth(1).unwrap_or_default();
+    let path = path.split('?').next().unwrap_or_default();
+    if !request_line.starts_with("POST ") || !path.ends_with("/responses") {
+        state
+            .lock()
+            .unwrap()
+            .strays
+            .push(request_line.trim_end().to_owned());
         stream.write_all(
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         )?;
@@ -245,11 +274,19 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             json!({"type": "response.output_item.done", "output_index": index, "item": item}),
         );
     }
-    events.push(json!({"type": "response.completed", "response": {
+    if let Turn::Fail(message) = &turn {
+        // A request the API refuses: not one Codex retries.
+        events.push(json!({"type": "response.failed", "response": {
+            "id": id, "object": "response", "status": "failed",
+            "error": {"code": "invalid_prompt", "message": message},
+        }}));
+    } else {
+        events.push(json!({"type": "response.completed", "response": {
         "id": id, "object": "response", "status": "completed",
         "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
                   "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15},
-    }}));
+        }}));
+    }
     for event in events {
         let kind = event["type"].as_str().unwrap_or_default().to_owned();
         write!(stream, "event: {kind}\ndata: {event}\n\n")?;

@@ -3,6 +3,12 @@
 //! network feature off), a HOME of its own (so nothing of the user's, not
 //! even a login shell's profile, leaks in), a workspace, and `lev` runs
 //! pointed at a real `lev serve`.
+//!
+//! Offline is checked, not assumed: every process a test starts through
+//! [`CodexEnv::command`] has its proxy variables on a [`Tripwire`], and when
+//! the test's world is dropped it fails if anything connected to the
+//! tripwire (somewhere beyond loopback) or asked the fake model for anything
+//! but `POST .../responses`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,6 +20,7 @@ use lev_protocol::{Interaction, InteractionResponse};
 
 use super::super::served::{Served, block_on};
 use super::fake_model::FakeModel;
+use super::offline::{NO_PROXY, Tripwire};
 use crate::support::{Run, Scratch};
 
 /// The pinned Codex CLI's native binary: `LEV_TEST_CODEX`, which
@@ -137,7 +144,11 @@ impl Outside {
 pub struct CodexEnv {
     pub served: Served,
     pub model: FakeModel,
+    /// Where every request beyond loopback lands (the proxy variables).
+    pub tripwire: Tripwire,
     pub scratch: Outside,
+    /// Connections to the tripwire the test expects (by their first line).
+    allowed: std::cell::RefCell<Vec<String>>,
     _slot: Slot,
 }
 
@@ -159,9 +170,41 @@ impl CodexEnv {
         Self {
             served,
             model,
+            tripwire: Tripwire::start(),
             scratch,
+            allowed: std::cell::RefCell::default(),
             _slot: slot,
         }
+    }
+
+    /// A connection to the tripwire that this test expects, by its first
+    /// line (`CONNECT host:443 HTTP/1.1`): stopped there, never a failure.
+    pub fn allow_at_tripwire(&self, line: &str) {
+        self.allowed.borrow_mut().push(line.to_owned());
+    }
+
+    /// Fail when anything reached for the network (a connection to the
+    /// tripwire the test did not expect) or asked the fake model for
+    /// anything but a response. Run when the world is dropped.
+    pub fn assert_offline(&self) {
+        let allowed = self.allowed.borrow();
+        let mut seen = self.tripwire.seen();
+        // A connection just made may not have said its first line yet.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while seen.iter().any(|s| s == Tripwire::UNREAD) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            seen = self.tripwire.seen();
+        }
+        let unexpected: Vec<&String> = seen.iter().filter(|s| !allowed.contains(s)).collect();
+        assert!(
+            unexpected.is_empty(),
+            "something reached for the network (stopped by the proxy variables' tripwire): {unexpected:?}"
+        );
+        let strays = self.model.strays();
+        assert!(
+            strays.is_empty(),
+            "the fake model was asked for something other than POST .../responses: {strays:?}"
+        );
     }
 
     /// The workspace (the thread's cwd), canonical as Codex reports it.
@@ -174,7 +217,8 @@ impl CodexEnv {
     }
 
     /// A command with the environment every Codex test gives: its own HOME
-    /// and CODEX_HOME, the fake's key, nothing of lev's or OpenAI's.
+    /// and CODEX_HOME, the fake's key, the proxy variables on the tripwire,
+    /// nothing of lev's or OpenAI's.
     pub fn command(&self, program: &Path) -> Command {
         let mut command = Command::new(program);
         command
@@ -185,6 +229,7 @@ impl CodexEnv {
             .env_remove("XDG_DATA_HOME")
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("NO_COLOR");
+        self.tripwire.arm(&mut command, NO_PROXY);
         for var in [
             "LEV_URL",
             "LEV_TOKEN",
@@ -235,6 +280,16 @@ impl CodexEnv {
 
     pub fn respond(&self, interaction: &Interaction, response: &InteractionResponse) {
         self.served.respond(interaction, response);
+    }
+}
+
+impl Drop for CodexEnv {
+    fn drop(&mut self) {
+        // A test that failed already says why; this is the check of one that
+        // passed.
+        if !std::thread::panicking() {
+            self.assert_offline();
+        }
     }
 }
 

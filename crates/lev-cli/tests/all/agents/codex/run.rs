@@ -9,7 +9,7 @@ use lev_protocol::{
 };
 use serde_json::{Value, json};
 
-use super::fake_model::{escalated, exec, patch, said, say};
+use super::fake_model::{escalated, exec, fail, patch, said, say};
 use super::harness::CodexEnv;
 use crate::agents::served::block_on;
 
@@ -56,6 +56,16 @@ fn codex_run_an_approved_command_runs_and_the_model_reads_its_output() {
         asked.request.conversation_id.as_deref(),
         Some(asked.request.session_id.as_str())
     );
+    assert_eq!(
+        asked
+            .request
+            .vote_binding
+            .as_ref()
+            .map(|b| b.request_id.as_str()),
+        Some("call_a1"),
+        "the gate's request id: {:?}",
+        asked.request.vote_binding
+    );
     assert!(
         !env.ws().join("made.txt").exists(),
         "ran before anyone approved"
@@ -75,11 +85,96 @@ fn codex_run_an_approved_command_runs_and_the_model_reads_its_output() {
         "{}",
         run.stderr
     );
+    // The agent's progress around lev's decision: the command (the inner
+    // one, not the shell wrapper) when Codex starts the item, which it does
+    // before asking, and how it ended.
+    let lines: Vec<&str> = run.stderr.lines().skip(1).collect();
+    assert_eq!(
+        lines.first(),
+        Some(&"codex: $ touch made.txt"),
+        "{}",
+        run.stderr
+    );
+    assert!(lines[1].contains("waits for a person"), "{}", run.stderr);
+    assert!(
+        lines[2].ends_with("approved by pat -> accept"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(lines[3], "codex:   (completed, exit 0)", "{}", run.stderr);
     let second = said(&env.model.input_of(1));
     assert!(second.contains("Process exited with code 0"), "{second}");
-    // The decision on record is signed.
+    // The decision on record is signed, bound to the gate's request id: the
+    // Codex item id, which is the model's call id.
     let view = block_on(env.served.approver.get_interaction(asked.id())).unwrap();
-    assert!(view.approval.is_some(), "no signed approval: {view:?}");
+    let envelope = view.approval.expect("a signed approval");
+    let payload: Value =
+        serde_json::from_slice(&lev_approval::decode_base64(&envelope.payload).unwrap()).unwrap();
+    assert_eq!(payload["request_id"], "call_a1", "{payload}");
+    // ...and the audit log has the gate call under that id.
+    let admin = Client::new(&env.served.url, Some(env.served.admin.clone())).unwrap();
+    let audit = block_on(admin.audit_all()).unwrap().page.items;
+    let gated: Vec<&Value> = audit
+        .iter()
+        .filter(|e| e.action == "gate.asked")
+        .map(|e| &e.data)
+        .collect();
+    assert_eq!(gated.len(), 1, "{audit:?}");
+    assert_eq!(gated[0]["request_id"], "call_a1", "{}", gated[0]);
+    assert_eq!(gated[0]["session_id"], json!(asked.request.session_id));
+}
+
+#[test]
+fn codex_run_an_approval_with_injected_context_runs_and_the_model_reads_the_context() {
+    let env = CodexEnv::start(
+        "inject",
+        None,
+        vec![exec("call_j1", "touch made.txt"), say("Noted.")],
+    );
+    let run = env.spawn_run("make a file", &[]);
+    let asked = env.pending();
+    env.respond(
+        &asked,
+        &InteractionResponse {
+            injected_context: Some("the release is frozen until Monday".into()),
+            ..approve(&asked, ApprovalScope::Once)
+        },
+    );
+    let run = run.wait();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(env.ws().join("made.txt").exists(), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("approved by pat -> accept"),
+        "{}",
+        run.stderr
+    );
+    // One turn: the model's next request has the command's output and the
+    // approver's context, marked as lev's internal context.
+    assert_eq!(env.model.requests().len(), 2);
+    let second = said(&env.model.input_of(1));
+    assert!(second.contains("Process exited with code 0"), "{second}");
+    assert!(
+        second.contains("the release is frozen until Monday"),
+        "{second}"
+    );
+    assert!(
+        second.contains(lev_client::render::INTERNAL_OPEN),
+        "marked as internal context: {second}"
+    );
+}
+
+#[test]
+fn codex_run_a_failed_turn_exits_1_with_the_models_error() {
+    let env = CodexEnv::start("failed", None, vec![fail("fake: this request was refused")]);
+    let run = env.spawn_run("make a file", &[]).wait();
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("lev: the turn failed: fake: this request was refused"),
+        "{}",
+        run.stderr
+    );
+    assert!(env.interactions().is_empty());
 }
 
 #[test]
@@ -155,6 +250,11 @@ fn codex_run_a_denial_does_not_run_and_the_model_reads_the_feedback_in_the_same_
     assert!(
         run.stderr
             .contains("denied with feedback: use the staging database -> decline"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("\ncodex:   (declined)\n"),
         "{}",
         run.stderr
     );
