@@ -69,10 +69,13 @@ fi
 for target in "${targets[@]}"; do
   seed "$target"
   echo "==> fuzz $target for $minutes min"
-  jobs="${LEV_FUZZ_JOBS:-1}"
+  parallel=()
+  if [ "${LEV_FUZZ_JOBS:-1}" -gt 1 ]; then
+    parallel=(-jobs="$LEV_FUZZ_JOBS" -workers="$LEV_FUZZ_JOBS")
+  fi
   (cd fuzz && cargo fuzz run -s none "$target" "corpus/$target" -- \
     -max_total_time=$((minutes * 60)) -max_len=8192 -print_final_stats=1 \
-    -jobs="$jobs" -workers="$jobs")
+    "${parallel[@]}")
   (cd fuzz && cargo fuzz cmin -s none "$target" "corpus/$target" -- -max_len=8192 >/dev/null 2>&1)
   echo "==> $target: $(ls "fuzz/corpus/$target" | wc -l) inputs in the corpus after cmin"
 done
