@@ -1,12 +1,16 @@
 //! The lifecycle against a model: generated sequences of creates, answers,
 //! cancels, expiry passes, nonce spends, tool approvals that make session or
-//! always grants, grant revocations, restarts and races (an answer and a
-//! cancel at once, from two handles where the backend allows) are run on the
-//! store and on a plain model of the states (pending, answered, cancelled:
-//! a free-text question that times out is cancelled), of spent nonces and of
-//! the grants in force (one per key, renewed by a later approval); every
-//! outcome and the final state must agree. Sequences come from fixed seeds, so a failure names the seed and
-//! the step that reproduce it; `LEV_TRACE_MODEL=1` prints every step.
+//! always grants, grant revocations, restarts and races, from two handles
+//! where the backend allows (an answer against a cancel, an answer against
+//! an expiry pass, a nonce spent twice at once, one tool approval approved
+//! twice at once), are run on the store and on a plain model of the states
+//! (pending, answered, expired, cancelled: a question that times out is
+//! cancelled, or expired when its `on_timeout` is `deny`), of spent nonces
+//! and of the grants in force (one per key, renewed by a later approval);
+//! every outcome and the final state must agree. Sequences come from fixed
+//! seeds, so a failure names the seed and the step that reproduce it;
+//! `LEV_TRACE_MODEL=1` prints every step, and `LEV_MODEL_SEEDS=N` runs N
+//! more seeds (the long run by hand).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -30,6 +34,7 @@ type GrantKey = (&'static str, Option<String>);
 enum State {
     Pending,
     Answered(String),
+    Expired,
     Cancelled,
 }
 
@@ -67,8 +72,45 @@ impl Model {
             None => Did::NotFound,
             Some(State::Pending) => Did::Done,
             Some(State::Answered(_)) => Did::AlreadyAnswered,
-            Some(State::Cancelled) => Did::Gone,
+            Some(State::Expired | State::Cancelled) => Did::Gone,
         }
+    }
+
+    /// An expiry pass: the questions that time out (see [`create`]) and are
+    /// pending move; their ids.
+    fn expire(&mut self) -> BTreeSet<String> {
+        let mut moved = BTreeSet::new();
+        for (k, state) in &mut self.interactions {
+            // A seed's keys are its base (a multiple of 100) plus the index.
+            if *k % 100 < TOOL && *state == State::Pending {
+                match timeout_of(*k) {
+                    Timeout::Never => continue,
+                    Timeout::Cancel => *state = State::Cancelled,
+                    Timeout::Deny => *state = State::Expired,
+                }
+                moved.insert(id(*k));
+            }
+        }
+        moved
+    }
+}
+
+/// What a question does when it times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timeout {
+    /// It has no timeout.
+    Never,
+    /// The free-text default: cancelled.
+    Cancel,
+    /// `on_timeout: deny`: expired.
+    Deny,
+}
+
+fn timeout_of(key: usize) -> Timeout {
+    match key % 3 {
+        0 => Timeout::Cancel,
+        1 => Timeout::Deny,
+        _ => Timeout::Never,
     }
 }
 
@@ -131,18 +173,54 @@ async fn grants_of(store: &Arc<dyn Store>, base: usize) -> BTreeMap<GrantKey, Gr
         .collect()
 }
 
-/// Interactions with an even index expire at the next expiry pass.
+/// A question that times out (at the next expiry pass) as
+/// [`timeout_of`] says.
 fn create(i: usize) -> NewInteraction {
     let mut new = free_text(&id(i));
-    if i.is_multiple_of(2) {
+    let timeout = timeout_of(i);
+    if timeout != Timeout::Never {
         new.interaction.expires_at = Some(OffsetDateTime::UNIX_EPOCH + time::Duration::days(1));
+    }
+    if timeout == Timeout::Deny {
+        new.interaction.request.on_timeout = Some(lev_protocol::OnTimeout::Deny);
     }
     new
 }
 
+/// The ids of this seed's questions among `views`.
+fn ours(views: Vec<crate::InteractionView>, base: usize) -> BTreeSet<String> {
+    let this_seed: BTreeSet<String> = (base..base + IDS).map(id).collect();
+    views
+        .into_iter()
+        .map(|v| v.request.id().to_owned())
+        .filter(|e| this_seed.contains(e))
+        .collect()
+}
+
 pub async fn the_lifecycle_follows_the_model(b: &dyn Backend) {
-    for seed in [1_u64, 7, 42, 1_000_003, 0x5eed] {
+    let more: u64 = std::env::var("LEV_MODEL_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    for seed in [1_u64, 7, 42, 1_000_003, 0x5eed]
+        .into_iter()
+        .chain((1..=more).map(|n| n * 7919 + 13))
+    {
         run_one(b, seed).await;
+    }
+}
+
+/// Two handles for a race: different ones where there are two, in either
+/// order.
+fn two(stores: &[Arc<dyn Store>], rng: &mut Rng) -> (Arc<dyn Store>, Arc<dyn Store>) {
+    let (first, last) = (
+        Arc::clone(&stores[0]),
+        Arc::clone(&stores[stores.len() - 1]),
+    );
+    if rng.below(2) == 0 {
+        (first, last)
+    } else {
+        (last, first)
     }
 }
 
@@ -161,7 +239,7 @@ async fn run_one(b: &dyn Backend, seed: u64) {
         let store = Arc::clone(&stores[rng.below(stores.len())]);
         let i = rng.below(IDS);
         let key = base + i;
-        let op = rng.below(13);
+        let op = rng.below(16);
         if std::env::var_os("LEV_TRACE_MODEL").is_some() {
             eprintln!(
                 "  op {op} on {} (model {:?})",
@@ -205,29 +283,67 @@ async fn run_one(b: &dyn Backend, seed: u64) {
                 }
             }
             5 => {
-                let expired: BTreeSet<String> = store
-                    .expire_due(OffsetDateTime::now_utc())
-                    .await
-                    .unwrap()
-                    .into_iter()
-                    .map(|v| v.request.id().to_owned())
-                    .collect();
-                let this_seed: BTreeSet<String> = (base..base + IDS).map(id).collect();
-                let ours: BTreeSet<String> = expired
-                    .into_iter()
-                    .filter(|e| this_seed.contains(e))
-                    .collect();
-                let mut expected = BTreeSet::new();
-                for (k, state) in &mut model.interactions {
-                    if k.is_multiple_of(2) && *state == State::Pending {
-                        // A free-text question without `on_timeout` is
-                        // cancelled when it times out (a tool approval
-                        // would expire, denied).
-                        *state = State::Cancelled;
-                        expected.insert(id(*k));
+                let expired = store.expire_due(OffsetDateTime::now_utc()).await.unwrap();
+                let expected = model.expire();
+                assert_eq!(ours(expired, base), expected, "{at}: expiry");
+            }
+            13 => {
+                // An answer against an expiry pass, from two handles: the
+                // question moves once, by whichever came first.
+                let (a, e) = two(&stores, &mut rng);
+                let value = format!("late{step}");
+                let (answered, expired) = tokio::join!(
+                    tokio::spawn({
+                        let (key, value) = (id(key), value.clone());
+                        async move { a.answer_interaction(answer(&key, &value, "bob")).await }
+                    }),
+                    tokio::spawn(async move { e.expire_due(OffsetDateTime::now_utc()).await }),
+                );
+                let answered = did(&answered.unwrap().unwrap());
+                let expired = ours(expired.unwrap().unwrap(), base);
+                let before = model.transition(key);
+                let expiring = timeout_of(key) != Timeout::Never;
+                let mut expected = model.expire();
+                if before == Did::Done && expiring {
+                    // It was pending and times out: one of the two won.
+                    if answered == Did::Done {
+                        model.interactions.insert(key, State::Answered(value));
+                        expected.remove(&id(key));
+                    } else {
+                        assert_eq!(answered, Did::Gone, "{at}: answer lost to expiry");
+                    }
+                } else {
+                    assert_eq!(answered, before, "{at}: answer beside expiry");
+                    if before == Did::Done {
+                        model.interactions.insert(key, State::Answered(value));
                     }
                 }
-                assert_eq!(ours, expected, "{at}: expiry");
+                assert_eq!(expired, expected, "{at}: expiry beside an answer");
+            }
+            14 => {
+                // One nonce spent twice at once, from two handles: exactly
+                // one spend takes it.
+                let (x, y) = two(&stores, &mut rng);
+                let nonce = base + rng.below(4);
+                let name = format!("nonce-m{nonce}");
+                let (first, second) = tokio::join!(
+                    tokio::spawn({
+                        let name = name.clone();
+                        async move { x.consume_nonce(&name, "w").await }
+                    }),
+                    tokio::spawn(async move { y.consume_nonce(&name, "w").await }),
+                );
+                let outcomes = [first.unwrap().unwrap(), second.unwrap().unwrap()];
+                let spent = outcomes
+                    .iter()
+                    .filter(|o| **o == NonceOutcome::Spent)
+                    .count();
+                let fresh = model.spent.insert(nonce);
+                assert_eq!(
+                    spent,
+                    usize::from(fresh),
+                    "{at}: nonce {nonce} at once: {outcomes:?}"
+                );
             }
             6 | 7 => {
                 let nonce = base + rng.below(4);
@@ -246,10 +362,7 @@ async fn run_one(b: &dyn Backend, seed: u64) {
             8 => {
                 // An answer and a cancel at once, from different handles
                 // where there are two: exactly one moves it, if any.
-                let (a, c) = (
-                    Arc::clone(&stores[0]),
-                    Arc::clone(&stores[stores.len() - 1]),
-                );
+                let (a, c) = two(&stores, &mut rng);
                 let value = format!("race{step}");
                 let (answered, cancelled) = tokio::join!(
                     tokio::spawn({
@@ -351,6 +464,57 @@ async fn run_one(b: &dyn Backend, seed: u64) {
                     model.grants.remove(&gkey);
                 }
             }
+            15 => {
+                // One tool approval approved twice at once, from two
+                // handles, each with its grant: one approval and one grant
+                // commit.
+                let tkey = base + TOOL + rng.below(TOOLS);
+                let tid = id(tkey);
+                let mut new = tool_approval(&tid, "s-m");
+                new.interaction.request.caller = Some(caller(base));
+                if let CreateOutcome::Created(_) = store.create_interaction(new).await.unwrap() {
+                    model.interactions.insert(tkey, State::Pending);
+                }
+                let gkey: GrantKey = ("session", Some(format!("conv-{}", 1 + rng.below(2))));
+                let (x, y) = two(&stores, &mut rng);
+                let approve = |s: Arc<dyn Store>, value: String| {
+                    let (tid, gkey) = (tid.clone(), gkey.clone());
+                    tokio::spawn(async move {
+                        answer_tool_approval(
+                            &*s,
+                            answer(&tid, &value, "bob"),
+                            Some(NewGrant {
+                                grant: grant_for(base, &tid, &gkey),
+                                actor: "bob".into(),
+                            }),
+                        )
+                        .await
+                    })
+                };
+                let (first, second) = tokio::join!(
+                    approve(x, format!("x{step}")),
+                    approve(y, format!("y{step}"))
+                );
+                let (first, second) = (first.unwrap(), second.unwrap());
+                let expected = model.transition(tkey);
+                if expected == Did::Done {
+                    let winner = match (did(&first), did(&second)) {
+                        (Did::Done, Did::AlreadyAnswered) => format!("x{step}"),
+                        (Did::AlreadyAnswered, Did::Done) => format!("y{step}"),
+                        other => panic!("{at}: two approvals of {tid}: {other:?}"),
+                    };
+                    model.interactions.insert(tkey, State::Answered(winner));
+                    model.grants.insert(gkey, tid.clone());
+                } else {
+                    assert_eq!((did(&first), did(&second)), (expected, expected), "{at}");
+                }
+                let in_force: BTreeMap<GrantKey, String> = grants_of(&store, base)
+                    .await
+                    .into_iter()
+                    .map(|(k, g)| (k, g.interaction_id.unwrap_or_default()))
+                    .collect();
+                assert_eq!(in_force, model.grants, "{at}: grants after two approvals");
+            }
             _ => {
                 // A restart: every handle dropped, the database opened anew.
                 drop(store);
@@ -381,6 +545,7 @@ async fn run_one(b: &dyn Backend, seed: u64) {
                 let (status, value) = match state {
                     State::Pending => (InteractionStatus::Pending, None),
                     State::Answered(v) => (InteractionStatus::Answered, Some(v.as_str())),
+                    State::Expired => (InteractionStatus::Expired, None),
                     State::Cancelled => (InteractionStatus::Cancelled, None),
                 };
                 assert_eq!(view.request.status, status, "seed {seed}: {}", id(k));
