@@ -12,9 +12,15 @@
 //! verifies. Any response other than the expected ones (a 5xx, a
 //! refusal of a valid request) fails the run at once.
 //!
-//! With `--database postgres://... --replicas N`, N replicas share the
-//! database; each kill takes a random replica while the others keep serving,
-//! and the checks go through another replica.
+//! The load goes on while a server is down and while it restarts, so the
+//! others (and the restarted one) serve under it. With `--database
+//! postgres://... --replicas N`, N replicas share the database; each kill
+//! takes a random replica while the others keep serving, and the checks go
+//! through another replica. With `--postgres-crash CMD` as well, every
+//! fourth round crashes PostgreSQL itself under the load instead (CMD, run
+//! by `sh -c`, stops it as a crash would and starts it again, e.g.
+//! `pg_ctlcluster 15 main restart -m immediate`); the replicas reconnect by
+//! themselves.
 
 use std::collections::{HashMap, HashSet};
 
@@ -54,6 +60,11 @@ pub struct ChaosArgs {
     /// from a tenth of it up to it).
     #[arg(long, default_value_t = 2000, value_name = "MS")]
     max_run_ms: u64,
+    /// With --database: a command (run by `sh -c`) that crashes PostgreSQL
+    /// and starts it again; every fourth round runs it under the load
+    /// instead of killing a replica.
+    #[arg(long, value_name = "CMD")]
+    postgres_crash: Option<String>,
 }
 
 /// What the server acknowledged, kept outside it.
@@ -346,13 +357,17 @@ async fn check(
         }
     }
     let grants = admin.grants().await?;
-    let sessions: HashSet<&str> = grants
-        .iter()
-        .filter_map(|g| g.conversation_id.as_deref())
-        .collect();
+    let mut sessions: HashMap<&str, usize> = HashMap::new();
+    for grant in grants.iter().filter(|g| g.tool_name == "deploy") {
+        if let Some(conversation) = grant.conversation_id.as_deref() {
+            *sessions.entry(conversation).or_default() += 1;
+        }
+    }
     for session in &ledger.granted[granted_from..] {
-        if !sessions.contains(session.as_str()) {
-            bail!("the acknowledged session grant of {session} is lost");
+        match sessions.get(session.as_str()) {
+            Some(1) => {}
+            None => bail!("the acknowledged session grant of {session} is lost"),
+            Some(n) => bail!("the session {session} holds {n} grants for one key"),
         }
     }
     // Every acknowledged result is the task's, and every acknowledged spawn
@@ -400,6 +415,38 @@ async fn check(
             bail!("{id} was answered twice (audit entry {})", entry.seq);
         }
     }
+    // Each acknowledged create and gate decision is in the log exactly once.
+    let mut created: HashMap<&str, usize> = HashMap::new();
+    let mut decided: HashMap<&str, usize> = HashMap::new();
+    for entry in &audit.page.items {
+        let field = |name: &str| entry.data.get(name).and_then(|v| v.as_str());
+        match entry.action.as_str() {
+            "interaction.created" => {
+                *created.entry(field("id").unwrap_or_default()).or_default() += 1
+            }
+            "gate.allowed" => {
+                *decided
+                    .entry(field("nonce").unwrap_or_default())
+                    .or_default() += 1
+            }
+            _ => {}
+        }
+    }
+    for id in &ledger.created[created_from..] {
+        let times = created.get(id.as_str()).copied().unwrap_or(0);
+        if times != 1 {
+            bail!("acknowledged create {id} is in the audit log {times} times");
+        }
+    }
+    for (call, nonce) in &ledger.gated[gated_from..] {
+        let times = decided.get(nonce.as_str()).copied().unwrap_or(0);
+        if times != 1 {
+            bail!(
+                "the acknowledged decision of gate {} (nonce {nonce}) is in the audit log {times} times",
+                call.request_id
+            );
+        }
+    }
     let mut resulted = HashSet::new();
     for entry in audit
         .page
@@ -439,6 +486,39 @@ async fn check(
         ledger.results.len(),
         ledger.spawned.len(),
     ])
+}
+
+/// Run `command` (by `sh -c`), which crashes PostgreSQL and starts it again.
+async fn crash_postgres(command: &str) -> anyhow::Result<()> {
+    let out = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .output()
+        .await
+        .context("running --postgres-crash")?;
+    if !out.status.success() {
+        bail!(
+            "--postgres-crash `{command}` failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Wait (up to a minute) until `admin`'s server reads its store again.
+async fn ready(admin: &Client) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match admin.grants().await {
+            Ok(_) => return Ok(()),
+            Err(e) if unacknowledged(&e) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => bail!("the server does not read its store again: {e}"),
+        }
+    }
 }
 
 /// The `value` of the result a task's sub-agent posted.
@@ -493,6 +573,9 @@ pub async fn chaos(
     replicas: usize,
     kek: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
+    if args.postgres_crash.is_some() && database.is_none() {
+        bail!("--postgres-crash: expected --database postgres://... (it crashes that database)");
+    }
     let data = tempfile::Builder::new()
         .prefix("lev-chaos-")
         .tempdir()
@@ -608,6 +691,7 @@ pub async fn chaos(
         seed ^= seed << 17;
         seed
     };
+    let mut crashes = 0;
     for kill in 0..args.kills {
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = tokio::task::JoinSet::new();
@@ -625,21 +709,38 @@ pub async fn chaos(
             ));
         }
         // A random instant, from a tenth of --max-run-ms up to it; a random
-        // replica.
+        // replica, down for a random time up to half as long, under the load.
         let max = args.max_run_ms.max(10);
         let run = max / 10 + next() % (max - max / 10 + 1);
+        let down = next() % (run / 2 + 1);
         let victim = usize::try_from(next() % replicas as u64).unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(run)).await;
-        fleet.running[victim].kill();
+        let crash = match &args.postgres_crash {
+            Some(command) if database.is_some() && kill % 4 == 3 => Some(command.clone()),
+            _ => None,
+        };
+        let what = if let Some(command) = crash {
+            crash_postgres(&command)
+                .await
+                .with_context(|| format!("crashing PostgreSQL at round {}", kill + 1))?;
+            crashes += 1;
+            "PostgreSQL".to_owned()
+        } else {
+            fleet.running[victim].kill();
+            tokio::time::sleep(Duration::from_millis(down)).await;
+            fleet.running[victim] = fleet
+                .start_one(victim)
+                .with_context(|| format!("restarting replica {victim} after kill {}", kill + 1))?;
+            format!("replica {victim}")
+        };
         stop.store(true, Ordering::Relaxed);
         while let Some(joined) = tasks.join_next().await {
             joined.context("a worker task")??;
         }
-        fleet.running[victim] = fleet
-            .start_one(victim)
-            .with_context(|| format!("restarting replica {victim} after kill {}", kill + 1))?;
-        // Checked through another replica than the one that died, if any.
+        // Checked through another replica than the one that died, if any,
+        // once it reaches the store again.
         let through = (victim + 1) % replicas;
+        ready(&on(&admin, through)?).await?;
         let mut book = std::mem::take(&mut *ledger(&shared));
         let checked = check(
             &on(&admin, through)?,
@@ -653,7 +754,7 @@ pub async fn chaos(
         from = checked.with_context(|| format!("after kill {}", kill + 1))?;
         let l = ledger(&shared);
         eprintln!(
-            "lev bench chaos: kill {} (replica {victim}) after {run} ms: {} created, {} answered, {} gated, {} nonces spent, {} grants, {} task results, {} spawns acknowledged so far; all there",
+            "lev bench chaos: kill {} ({what}) after {run} ms: {} created, {} answered, {} gated, {} nonces spent, {} grants, {} task results, {} spawns acknowledged so far; all there",
             kill + 1,
             l.created.len(),
             l.answered.len(),
@@ -674,9 +775,16 @@ pub async fn chaos(
         (None, _) => "SQLite".to_owned(),
         (Some(_), n) => format!("PostgreSQL, {n} replicas"),
     };
+    let kills = if crashes == 0 {
+        format!("{} SIGKILLs", args.kills)
+    } else {
+        format!(
+            "{} SIGKILLs and {crashes} PostgreSQL crashes",
+            args.kills - crashes
+        )
+    };
     println!(
-        "chaos: {} SIGKILLs in {:.0} s ({on_what}), {} workers: {} creates, {} answers, {} gate decisions, {} nonces spent, {} session grants, {} task results, {} spawns acknowledged; {} checks after restarts; nothing acknowledged lost or doubled, the audit chain verifies",
-        args.kills,
+        "chaos: {kills} in {:.0} s ({on_what}), {} workers: {} creates, {} answers, {} gate decisions, {} nonces spent, {} session grants, {} task results, {} spawns acknowledged; {} checks after restarts; nothing acknowledged lost or doubled, the audit chain verifies",
         t0.elapsed().as_secs_f64(),
         args.workers,
         book.created.len(),

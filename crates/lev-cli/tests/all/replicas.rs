@@ -774,6 +774,29 @@ impl PrivatePostgres {
     fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
+
+    /// A shell command that crashes this server and starts it again (as
+    /// `lev bench chaos --postgres-crash` runs it).
+    fn crash_command(&self) -> String {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| o.stdout == b"0\n")
+            .unwrap_or(false);
+        let as_postgres = if root { "runuser -u postgres -- " } else { "" };
+        let pg_ctl = self.bin.join("pg_ctl").display().to_string();
+        let opts = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=60",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("log").display().to_string();
+        let data = self.data();
+        format!(
+            "{as_postgres}{pg_ctl} -D '{data}' -m immediate -w stop && \
+             {as_postgres}{pg_ctl} -D '{data}' -o '{opts}' -l '{log}' -w start"
+        )
+    }
 }
 
 impl Drop for PrivatePostgres {
@@ -907,15 +930,18 @@ async fn replicas_started_together_on_an_empty_database_make_one_admin_token() {
     }
 }
 
+/// Chaos on two replicas of a private PostgreSQL: three replicas killed
+/// under load, then PostgreSQL itself crashed under load.
 #[test]
 fn chaos_on_two_replicas_finds_everything_acknowledged() {
-    let db = Database::new("chaos");
+    let pg = PrivatePostgres::new();
+    let crash = pg.crash_command();
     let out = Command::new(env!("CARGO_BIN_EXE_lev"))
         .args([
             "bench",
             "chaos",
             "--kills",
-            "3",
+            "4",
             "--workers",
             "4",
             "--max-run-ms",
@@ -923,7 +949,9 @@ fn chaos_on_two_replicas_finds_everything_acknowledged() {
             "--replicas",
             "2",
             "--database",
-            db.url.as_str(),
+            pg.url().as_str(),
+            "--postgres-crash",
+            crash.as_str(),
         ])
         .output()
         .unwrap();
@@ -933,10 +961,12 @@ fn chaos_on_two_replicas_finds_everything_acknowledged() {
     );
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
-        stdout.starts_with("chaos: 3 SIGKILLs") && stdout.contains("(PostgreSQL, 2 replicas)"),
+        stdout.starts_with("chaos: 3 SIGKILLs and 1 PostgreSQL crashes")
+            && stdout.contains("(PostgreSQL, 2 replicas)"),
         "{stdout}"
     );
-    assert_eq!(stderr.matches("all there").count(), 3, "{stderr}");
+    assert_eq!(stderr.matches("all there").count(), 4, "{stderr}");
+    assert_eq!(stderr.matches("kill 4 (PostgreSQL)").count(), 1, "{stderr}");
     assert!(
         super::bench::acknowledged(&stdout, "task results") > 0,
         "{stdout}"
