@@ -187,9 +187,13 @@ pub async fn soak(server: &Servers, admin: &Client, args: &SoakArgs) -> anyhow::
         ))
         .join("  ")
     );
+    let mut failed = [0u64; 4];
     for i in 1..=samples {
         tokio::time::sleep(Duration::from_secs(args.sample)).await;
         let w = std::mem::take(&mut *window.lock().await);
+        for (total, errors) in failed.iter_mut().zip(w.errors) {
+            *total += errors;
+        }
         let rss = server.rss_kib().unwrap_or_default();
         let files = server.open_files();
         rows.push((rss, files));
@@ -224,9 +228,10 @@ pub async fn soak(server: &Servers, admin: &Client, args: &SoakArgs) -> anyhow::
         i64::try_from(b).unwrap_or(0) - i64::try_from(a).unwrap_or(0)
     };
     let last = rows.len().saturating_sub(1);
+    let errors: u64 = failed.iter().sum();
     println!(
         "soak{}: RSS {} MiB -> {} MiB (first third {:+} MiB, last third {:+} MiB); open files \
-         first third {:+}, last third {:+}",
+         first third {:+}, last third {:+}; {errors} errors",
         server.describe(),
         rows.first().map_or(0, |r| r.0 / 1024),
         rows.last().map_or(0, |r| r.0 / 1024),
@@ -235,6 +240,16 @@ pub async fn soak(server: &Servers, admin: &Client, args: &SoakArgs) -> anyhow::
         growth(|r| r.1, 0, third),
         growth(|r| r.1, last.saturating_sub(third), last),
     );
+    if errors > 0 {
+        anyhow::bail!(
+            "soak: {errors} requests failed ({})",
+            OPS.iter()
+                .zip(failed)
+                .map(|(op, n)| format!("{op} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok(())
 }
 

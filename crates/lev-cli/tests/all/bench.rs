@@ -100,3 +100,40 @@ fn bench_refuses_replicas_without_a_database() {
         run.stderr
     );
 }
+
+/// The soak, for one minute in samples of ten seconds: mixed load (cycles,
+/// gate calls, operator asks, event streams that connect and drop), a line a
+/// sample with RSS and open files, the growth summary, and no request
+/// failed (the 30-minute run is by hand: README, Proof under faults).
+#[test]
+fn a_short_soak_samples_and_reports_no_errors() {
+    let run = lev_env(
+        &[
+            "bench",
+            "soak",
+            "--minutes",
+            "1",
+            "--sample",
+            "10",
+            "--workers",
+            "2",
+        ],
+        &[],
+        b"",
+    );
+    assert_code(&run, 0);
+    let samples = run
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains(" MiB "))
+        .count();
+    assert_eq!(samples, 6, "{}", run.stdout);
+    let summary = run.stdout.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with("soak")
+            && summary.contains("open files")
+            && summary.ends_with("; 0 errors"),
+        "{}",
+        run.stdout
+    );
+}
