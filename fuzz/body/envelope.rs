@@ -7,7 +7,8 @@
 //! that the signature check passes, the strict payload parse and time checks
 //! behind it; and people's signed votes (SPEC section 13): a vote envelope
 //! (`verify_vote`, a passkey's assertion included) against fixed people's
-//! keys, a people key set (`PeopleKeys::parse`), the bytes signed as a
+//! keys, a people key set (`PeopleKeys::parse`), a passkey's public key as
+//! the dashboard registers it (`votes::passkey_jwk`), the bytes signed as a
 //! person's vote payload, and the votes a verified decision carries. The bytes also pick an `issued_at`, an `expires_at` and a
 //! verifier's clock anywhere in the representable range (extreme years and
 //! offsets included), for a signed grant and for the envelopes above. None
@@ -104,6 +105,20 @@ pub fn run(data: &[u8]) -> Reached {
     }
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = PeopleKeys::parse(text);
+    }
+    // The bytes as a passkey's public key (SPKI DER) the dashboard
+    // registers: a key that parses is one a people key set takes.
+    for alg in [-7, -8] {
+        if let Ok(mut jwk) = lev_approval::votes::passkey_jwk(data, alg) {
+            jwk.kid = "person:ann:1".into();
+            jwk.rp_id = Some("lev.example.com".into());
+            jwk.credential_id = Some("Y3JlZA".into());
+            let set = serde_json::json!({"keys": [jwk]}).to_string();
+            assert!(
+                PeopleKeys::parse(&set).is_ok(),
+                "a registered passkey no set takes: {set}"
+            );
+        }
     }
     let vote = sign_envelope(VOTE_PAYLOAD_TYPE, data, &person_key());
     let mut vote = vote;
