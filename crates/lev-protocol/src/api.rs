@@ -685,6 +685,32 @@ pub const EVENT_KINDS: &[&str] = &[
     "operator.disconnected",
 ];
 
+/// Check an event filter: known kinds ([`EVENT_KINDS`]), each once; `*`
+/// (all) gives the empty filter. The server and `lev webhook add` both use it.
+///
+/// # Errors
+/// A message naming the unknown kind.
+pub fn check_event_kinds(events: &[String]) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in events {
+        let e = e.trim();
+        if e == "*" {
+            return Ok(Vec::new());
+        }
+        if !EVENT_KINDS.contains(&e) {
+            return Err(format!(
+                "events: unknown event {:?}; expected some of {}",
+                e.chars().take(80).collect::<String>(),
+                EVENT_KINDS.join(", ")
+            ));
+        }
+        if !out.iter().any(|o| o == e) {
+            out.push(e.to_owned());
+        }
+    }
+    Ok(out)
+}
+
 /// `POST /v1/webhooks` (admin).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -3,6 +3,7 @@
 //! transaction that stages its events and audit entries unsequenced.
 
 use deadpool_postgres::GenericClient;
+pub(crate) use lev_store::codec::{corrupt, millis, parse_time, rfc3339};
 use lev_store::{AuditRecord, Result, StoreError};
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -94,30 +95,9 @@ pub(crate) fn pool(e: deadpool_postgres::PoolError) -> StoreError {
     }
 }
 
-pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        what: what.to_owned(),
-        message: e.to_string(),
-    }
-}
-
 /// Column `i` of `row`, or a [`StoreError::Corrupt`] (never a panic).
 pub(crate) fn col<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
     row.try_get(i).map_err(|e| corrupt("row", chain(&e)))
-}
-
-pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
-
-pub(crate) fn parse_time(what: &str, s: &str) -> Result<OffsetDateTime> {
-    OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| corrupt(what, e))
-}
-
-pub(crate) fn millis(t: OffsetDateTime) -> i64 {
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
 /// Free text that may hold any character (a NUL, which PostgreSQL's `text`

@@ -16,6 +16,7 @@ use tokio_postgres::Row;
 
 use crate::sql::{Tx, col, corrupt, millis, parse_time, rfc3339};
 use crate::{PostgresStore, sql};
+use lev_store::codec::from_millis;
 
 const ENDPOINT_COLUMNS: &str =
     "id, kind, url, events, secret, created_by, created_at, disabled_at, disabled_reason";
@@ -36,11 +37,6 @@ fn endpoint_from_row(row: &Row) -> Result<Endpoint> {
         disabled_reason: col(row, 8)?,
         id,
     })
-}
-
-fn from_millis(what: &str, ms: i64) -> Result<OffsetDateTime> {
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .map_err(|e| corrupt(what, e))
 }
 
 #[async_trait]

@@ -37,7 +37,8 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio::sync::broadcast;
 
-use crate::writer::{Tx, Writer, rfc3339};
+use crate::writer::{Tx, Writer};
+pub(crate) use lev_store::codec::{corrupt, millis, parse_time, rfc3339};
 use lev_store::{
     AuditRecord, CreateOutcome, ListFilter, ListPage, NewAnswer, NewInteraction, Result, Store,
     StoreError, StoredEvent, TokenCreateOutcome, TokenRecord, TransitionOutcome,
@@ -208,18 +209,6 @@ fn query_one<T>(
 
 const VIEW_COLUMNS: &str = "seq, id, request_json, status, created_at, expires_at, answered_at, answered_by, response_json, approval_json, votes_json";
 
-pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        what: what.to_owned(),
-        message: e.to_string(),
-    }
-}
-
-pub(crate) fn parse_time(what: &str, s: &str) -> Result<OffsetDateTime> {
-    OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| corrupt(what, e))
-}
-
 /// A row of [`VIEW_COLUMNS`], decoded.
 fn view_from_row(row: &Row<'_>) -> Result<(i64, InteractionView)> {
     let seq: i64 = row.get(0)?;
@@ -379,10 +368,6 @@ pub(crate) fn precheck(
             }
         },
     }
-}
-
-pub(crate) fn millis(t: OffsetDateTime) -> i64 {
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
 /// The columns [`token_from_row`] reads.

@@ -16,6 +16,7 @@ use time::OffsetDateTime;
 
 use crate::writer::rfc3339;
 use crate::{SqliteStore, corrupt, millis, parse_time};
+use lev_store::codec::from_millis;
 
 const ENDPOINT_COLUMNS: &str =
     "id, kind, url, events, secret, created_by, created_at, disabled_at, disabled_reason";
@@ -36,11 +37,6 @@ fn endpoint_from_row(row: &Row<'_>) -> Result<Endpoint> {
         disabled_reason: row.get(8)?,
         id,
     })
-}
-
-fn from_millis(what: &str, ms: i64) -> Result<OffsetDateTime> {
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .map_err(|e| corrupt(what, e))
 }
 
 #[async_trait]

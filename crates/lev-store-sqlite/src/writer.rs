@@ -11,6 +11,7 @@ use rusqlite::{Connection, params};
 use time::OffsetDateTime;
 use tokio::sync::{broadcast, oneshot};
 
+pub(crate) use lev_store::codec::rfc3339;
 use lev_store::{AuditRecord, Result, StoreError, StoredEvent};
 
 /// Most jobs in one transaction.
@@ -63,11 +64,6 @@ impl ChainState {
             endpoints,
         })
     }
-}
-
-pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }
 
 impl Tx<'_> {

@@ -63,6 +63,7 @@ use lev_protocol::{Envelope, Interaction, InteractionStatus, StoredResponse};
 use serde_json::Value;
 use time::OffsetDateTime;
 
+pub mod codec;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod gate;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use lev_protocol::api::{EVENT_KINDS, WebhookCreate};
+use lev_protocol::api::WebhookCreate;
 
 use crate::connect::{ClientArgs, runtime};
 use crate::term::{self, Style};
@@ -95,16 +95,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             client,
         } => {
             // Checked here too, so a typo is named before anything is sent.
-            for e in &events {
-                let e = e.trim();
-                if e != "*" && !EVENT_KINDS.contains(&e) {
-                    anyhow::bail!(
-                        "--events: unknown event {:?}; expected some of {}",
-                        term::one_line(e),
-                        EVENT_KINDS.join(", ")
-                    );
-                }
-            }
+            lev_protocol::api::check_event_kinds(&events)
+                .map_err(|e| anyhow::anyhow!("--{}", term::one_line(&e)))?;
             let secret = match secret_file {
                 Some(path) => {
                     let text = std::fs::read_to_string(&path)

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lev_approval::{decode_base64, encode_base64};
-use lev_protocol::api::{EVENT_KINDS, Webhook, WebhookAttempt, WebhookCreate, WebhookDelivery};
+use lev_protocol::api::{Webhook, WebhookAttempt, WebhookCreate, WebhookDelivery};
 use lev_store::{DeliveryRecord, Endpoint, EndpointKind};
 use time::OffsetDateTime;
 
@@ -321,31 +321,6 @@ fn split_host_port(authority: &str, default_port: u16) -> Option<(&str, u16)> {
     }
 }
 
-/// Check an event filter: known kinds, each once.
-///
-/// # Errors
-/// A message naming the unknown kind.
-pub fn check_events(events: &[String]) -> Result<Vec<String>, String> {
-    let mut out: Vec<String> = Vec::new();
-    for e in events {
-        let e = e.trim();
-        if e == "*" {
-            return Ok(Vec::new());
-        }
-        if !EVENT_KINDS.contains(&e) {
-            return Err(format!(
-                "events: unknown event {:?}; expected some of {}",
-                e.chars().take(80).collect::<String>(),
-                EVENT_KINDS.join(", ")
-            ));
-        }
-        if !out.iter().any(|o| o == e) {
-            out.push(e.to_owned());
-        }
-    }
-    Ok(out)
-}
-
 /// The wire form of a stored endpoint.
 #[must_use]
 pub fn view(e: &Endpoint) -> Webhook {
@@ -391,7 +366,7 @@ pub fn delivery_view(d: DeliveryRecord) -> WebhookDelivery {
 /// endpoints.
 pub async fn add(state: &AppState, req: WebhookCreate, actor: &str) -> Result<Webhook, ApiError> {
     check_url(&req.url, state.settings().webhooks.own_addr).map_err(ApiError::Invalid)?;
-    let events = check_events(&req.events).map_err(ApiError::Invalid)?;
+    let events = lev_protocol::api::check_event_kinds(&req.events).map_err(ApiError::Invalid)?;
     let secret = match req.secret {
         Some(s) => {
             let s = s.trim().to_owned();
