@@ -507,6 +507,34 @@ async fn crash_postgres(command: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Run `lev audit --verify` against `url` with `admin`'s token: with the
+/// head saved last time (`--head`) when there is one, saving the new one.
+async fn audit_verify(
+    exe: &std::path::Path,
+    url: &str,
+    admin: &Client,
+    head: &std::path::Path,
+) -> anyhow::Result<()> {
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(["audit", "--verify", "--url", url])
+        .env("LEV_TOKEN", admin.token().unwrap_or_default())
+        .arg("--save-head")
+        .arg(head);
+    if head.exists() {
+        cmd.arg("--head").arg(head);
+    }
+    let out = cmd.output().await.context("running lev audit --verify")?;
+    if !out.status.success() {
+        bail!(
+            "exit {}: {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
 /// Wait (up to a minute) until `admin`'s server reads its store again.
 async fn ready(admin: &Client) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -692,6 +720,7 @@ pub async fn chaos(
         seed
     };
     let mut crashes = 0;
+    let head = data.path().join("audit-head.json");
     for kill in 0..args.kills {
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = tokio::task::JoinSet::new();
@@ -752,6 +781,11 @@ pub async fn chaos(
         .await;
         *ledger(&shared) = book;
         from = checked.with_context(|| format!("after kill {}", kill + 1))?;
+        // And as a person would: `lev audit --verify`, holding the head it
+        // saw last time, so a chain cut short and re-signed would show.
+        audit_verify(&fleet.exe, &urls[through], &admin, &head)
+            .await
+            .with_context(|| format!("lev audit --verify after kill {}", kill + 1))?;
         let l = ledger(&shared);
         eprintln!(
             "lev bench chaos: kill {} ({what}) after {run} ms: {} created, {} answered, {} gated, {} nonces spent, {} grants, {} task results, {} spawns acknowledged so far; all there",
