@@ -30,6 +30,19 @@ require_signed_votes = true
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_passkey_registered_in_the_dashboard_signs_a_vote_that_verifies_offline() {
+    passkey_vote(None).await;
+}
+
+/// The same with an EdDSA (Ed25519) passkey: the page offers ES256 first, so
+/// the test has the page ask the authenticator for EdDSA alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eddsa_passkey_signs_a_vote_that_verifies_offline() {
+    passkey_vote(Some(("EdDSA", -8))).await;
+}
+
+/// Register a passkey (of `only`'s algorithm when given: `(name, COSE id)`)
+/// and vote with it.
+async fn passkey_vote(only: Option<(&str, i64)>) {
     let s = TestServer::start_with(Settings {
         policy: Arc::new(Policy::parse(POLICY).unwrap()),
         policy_source: "passkeys.toml".into(),
@@ -58,6 +71,16 @@ async fn a_passkey_registered_in_the_dashboard_signs_a_vote_that_verifies_offlin
     b.goto(&format!("{base}/#token={bob}")).await;
     b.wait_text("#me-name", "bob").await;
     b.wait_text("#passkey-btn", "Add a passkey").await;
+    if let Some((_, alg)) = only {
+        b.js(&format!(
+            "const create = navigator.credentials.create.bind(navigator.credentials);
+             navigator.credentials.create = (options) => {{
+                 options.publicKey.pubKeyCredParams = [{{type: 'public-key', alg: {alg}}}];
+                 return create(options);
+             }};"
+        ))
+        .await;
+    }
 
     // Register: the button makes a passkey and the server keeps its public key.
     b.click("#passkey-btn").await;
@@ -72,10 +95,13 @@ async fn a_passkey_registered_in_the_dashboard_signs_a_vote_that_verifies_offlin
         .unwrap_or_else(|| panic!("bob's passkey in {jwks}"))
         .clone();
     assert_eq!(key["rp_id"], "localhost", "{key}");
-    assert!(
-        matches!(key["alg"].as_str(), Some("ES256" | "EdDSA")),
-        "{key}"
-    );
+    match only {
+        Some((name, _)) => assert_eq!(key["alg"], name, "{key}"),
+        None => assert!(
+            matches!(key["alg"].as_str(), Some("ES256" | "EdDSA")),
+            "{key}"
+        ),
+    }
     assert!(key["credential_id"].is_string());
 
     // ann votes with her CLI key over the API; bob with his passkey.
