@@ -463,3 +463,152 @@ async fn cookie_requests_and_upgrades_from_another_origin_are_refused() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
 }
+
+/// A passkey registration is checked before anything is kept: a bearer
+/// token (not the dashboard) is 403 `dashboard_only`; client data of
+/// another type, challenge or origin, an algorithm other than ES256 or
+/// EdDSA, a key that is not one, an empty credential id: each a 4xx that
+/// names the problem, and the person holds no key afterwards. The same
+/// registration done right is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passkey_registrations_that_do_not_fit_are_refused_and_keep_nothing() {
+    use lev_approval::{decode_base64, encode_base64, encode_base64url};
+
+    let s = TestServer::start().await;
+    let bob = s.token("bob", "approver", None).await;
+    let l = login(&s, &bob).await;
+    let port = s.url.rsplit(':').next().unwrap().to_owned();
+    let host = format!("localhost:{port}");
+    let origin = format!("http://{host}");
+    // The dashboard's own requests: on a domain name, from its origin.
+    let dashboard = |method: Method, path: &str, body: Option<&Value>| {
+        let mut rb = s
+            .http
+            .request(method, s.path(path))
+            .header("host", &host)
+            .header("origin", &origin)
+            .header(COOKIE, format!("lev_session={}", l.cookie))
+            .header("x-csrf-token", &l.csrf);
+        if let Some(b) = body {
+            rb = rb.json(b);
+        }
+        async move {
+            let resp = rb.send().await.unwrap();
+            let status = resp.status();
+            (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (status, options) = dashboard(Method::GET, "/v1/people/passkeys/options", None).await;
+    assert_eq!(status, StatusCode::OK, "{options}");
+    assert_eq!(options["rp_id"], "localhost");
+    let challenge = options["challenge"].as_str().unwrap().to_owned();
+    // An Ed25519 public key as SubjectPublicKeyInfo DER.
+    let mut spki = decode_base64("MCowBQYDK2VwAyEA").unwrap();
+    let key = lev_approval::SigningKeyPair::from_seed(&[0x42; 32]);
+    spki.extend(decode_base64(&key.public_base64url()).unwrap());
+    let client_data = |kind: &str, challenge: &str, origin: &str| {
+        encode_base64(
+            json!({"type": kind, "challenge": challenge, "origin": origin})
+                .to_string()
+                .as_bytes(),
+        )
+    };
+    let good = json!({
+        "credential_id": encode_base64url(b"credential-1"),
+        "public_key": encode_base64(&spki),
+        "alg": -8,
+        "client_data_json": client_data("webauthn.create", &challenge, &origin),
+    });
+    let with = |key: &str, value: Value| {
+        let mut body = good.clone();
+        body[key] = value;
+        body
+    };
+    let other_challenge = encode_base64url(&[9u8; 32]);
+    let cases = [
+        (
+            with(
+                "client_data_json",
+                json!(client_data("webauthn.get", &challenge, &origin)),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "webauthn.create",
+        ),
+        (
+            with(
+                "client_data_json",
+                json!(client_data("webauthn.create", &other_challenge, &origin)),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "challenge",
+        ),
+        (
+            with(
+                "client_data_json",
+                json!(client_data(
+                    "webauthn.create",
+                    &challenge,
+                    "http://evil.example"
+                )),
+            ),
+            StatusCode::FORBIDDEN,
+            "",
+        ),
+        (
+            with(
+                "client_data_json",
+                json!(encode_base64(br#"{"type":"webauthn.create","type":"x"}"#)),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "client_data_json",
+        ),
+        (
+            with("alg", json!(-257)),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "alg",
+        ),
+        (
+            with("public_key", json!(encode_base64(b"not a key"))),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "public_key",
+        ),
+        (
+            with("alg", json!(-7)),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "P-256",
+        ),
+        (
+            with("credential_id", json!("")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "credential_id",
+        ),
+    ];
+    for (body, status, says) in cases {
+        let (got, v) = dashboard(Method::POST, "/v1/people/passkeys", Some(&body)).await;
+        assert_eq!(got, status, "{body}: {v}");
+        assert!(v["error"]["code"].is_string(), "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(says),
+            "{body}: {v}"
+        );
+        let (_, keys) = s.get("/v1/people/keys", "").await;
+        assert_eq!(
+            keys["keys"],
+            json!([]),
+            "a refused registration kept a key: {keys}"
+        );
+    }
+    // A bearer token is not the dashboard.
+    let (status, v) = s.post("/v1/people/passkeys", &bob, &good).await;
+    assert_eq!(
+        (status, code(&v)),
+        (StatusCode::FORBIDDEN, "dashboard_only"),
+        "{v}"
+    );
+    // Done right, it is taken.
+    let (status, v) = dashboard(Method::POST, "/v1/people/passkeys", Some(&good)).await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let (_, keys) = s.get("/v1/people/keys", "").await;
+    assert_eq!(keys["keys"][0]["kid"], "person:bob:1", "{keys}");
+    assert_eq!(keys["keys"][0]["alg"], "EdDSA", "{keys}");
+}
