@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lev_approval::policy::QuorumRule;
 use lev_approval::{ArgsMatcher, PayloadVote};
 use lev_protocol::api::{Grant, InteractionView};
 use lev_protocol::validate::check_args_json;
@@ -109,6 +110,18 @@ pub fn check_vote(
                 rule.line, settings.policy_source, rule.reason
             )));
         }
+        // An edit may not slip under a lighter quorum: the edited call must
+        // need no more than the call that was asked about.
+        if let Some(edited_quorum) = policy.quorum_for(call.tool_name, &edited)
+            && let Some(why) = stricter(edited_quorum, &view.request.request)
+        {
+            return Err(ApiError::Invalid(format!(
+                "modified_args_json: the edited call needs {why} (rule at line {} of {}), more \
+                 than this call was asked under; deny it with feedback, and let the agent ask \
+                 for the edited call itself",
+                edited_quorum.line, settings.policy_source
+            )));
+        }
     }
     if approved
         && response.scope.unwrap_or_default().is_grant_scope()
@@ -118,6 +131,43 @@ pub fn check_vote(
             .map_err(|e| ApiError::Invalid(format!("grant_args: {e}")))?;
     }
     Ok(())
+}
+
+/// What the quorum `edited` (of an edited call) asks beyond the quorum the
+/// interaction `asked` was opened under, if anything: more approvals,
+/// signed votes, or fewer people allowed to vote.
+fn stricter(edited: &QuorumRule, asked: &lev_protocol::InteractionRequest) -> Option<String> {
+    let approvals = asked.approvals_needed.unwrap_or(1);
+    if edited.approvals > approvals {
+        return Some(format!("{} approvals, not {approvals}", edited.approvals));
+    }
+    let quorum = asked.quorum.as_ref();
+    if edited.require_signed_votes && !quorum.is_some_and(|q| q.require_signed_votes) {
+        return Some("votes signed with the voters' own keys".to_owned());
+    }
+    // Who may vote: everyone the asked quorum lets vote must be allowed by
+    // the edited one (empty: any approver).
+    let asked_voters: Vec<&String> = quorum.map_or_else(Vec::new, |q| {
+        if q.approvers.is_empty() {
+            Vec::new()
+        } else {
+            q.approvers.iter().chain(&q.escalate_to).collect()
+        }
+    });
+    if !edited.approvers.is_empty() {
+        let mut edited_voters = edited.approvers.clone();
+        edited_voters.extend(edited.escalate_to.iter().cloned());
+        if asked_voters.is_empty() {
+            return Some(format!("votes from {} only", edited.approvers.join(", ")));
+        }
+        if let Some(outsider) = asked_voters.iter().find(|v| !edited_voters.contains(v)) {
+            return Some(format!(
+                "votes from {} only (not {outsider})",
+                edited.approvers.join(", ")
+            ));
+        }
+    }
+    None
 }
 
 /// Sign the decision `response` that `approver`'s vote makes on the tool

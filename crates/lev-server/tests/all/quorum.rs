@@ -936,3 +936,64 @@ async fn bad_vote_envelopes_are_refused_and_change_nothing() {
     assert!(status.is_client_error(), "{status}: {e}");
     assert_eq!(state_of(&view(&s, &id).await), decided);
 }
+
+/// An edit may not slip a call under a lighter quorum: a staging deploy one
+/// person may approve, edited by that person into a production deploy that
+/// needs two signed votes, is refused (422 naming the rule) and changes
+/// nothing; the same person's edit into another staging deploy decides.
+#[tokio::test]
+async fn an_edit_that_needs_a_stronger_quorum_is_refused() {
+    const EDIT_POLICY: &str = r#"
+default = "ask"
+
+[[rule]]
+tool = "ship"
+args = { "/env" = "^prod$" }
+decision = "ask"
+approvals = 2
+require_signed_votes = true
+
+[[rule]]
+tool = "ship"
+decision = "ask"
+"#;
+    let s = TestServer::start_with(Settings {
+        policy: Arc::new(Policy::parse(EDIT_POLICY).unwrap()),
+        policy_source: "edits.toml".into(),
+        ..Settings::default()
+    })
+    .await;
+    let p = people(&s).await;
+    let id = ask(
+        &s,
+        &p,
+        &call("ship", "ship-1", r#"{"env":"staging"}"#, "erin"),
+    )
+    .await;
+    assert_eq!(view(&s, &id).await["request"]["approvals_needed"], 1);
+    let before = state_of(&view(&s, &id).await);
+    let to_prod = json!({"request_id": id, "approved": true, "scope": "once",
+                         "modified_args_json": r#"{"env":"prod"}"#});
+    let (status, v) = vote(&s, &p.ann, &id, &to_prod).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let says = message(&v);
+    assert!(
+        says.contains("modified_args_json")
+            && says.contains("2 approvals")
+            && says.contains("line 4"),
+        "{v}"
+    );
+    assert_eq!(
+        state_of(&view(&s, &id).await),
+        before,
+        "a refused edit changed the call"
+    );
+    // An edit that stays under the same rule decides.
+    let to_qa = json!({"request_id": id, "approved": true, "scope": "once",
+                       "modified_args_json": r#"{"env":"qa"}"#});
+    let (status, v) = vote(&s, &p.ann, &id, &to_qa).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let decision = verified(&s, &v["approval"]).await;
+    assert!(decision.authorizes_call("ship-1", "ship", r#"{"env":"staging"}"#));
+    assert_eq!(decision.resolve_approved_call(), r#"{"env":"qa"}"#);
+}
