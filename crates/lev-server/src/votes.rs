@@ -274,10 +274,14 @@ async fn check_signed(
     Ok(())
 }
 
-/// What approvals agree on: the args to run and the grant's patterns.
+/// What approvals agree on: the args to run, the grant's patterns, and the
+/// context injected into the agent's conversation with the decision (so no
+/// voter's text reaches the model under a decision others made without
+/// seeing it).
 fn agrees(a: &StoredResponse, b: &StoredResponse) -> bool {
     crate::gate::answer::edit_of(a) == crate::gate::answer::edit_of(b)
         && a.grant_args == b.grant_args
+        && a.injected_context == b.injected_context
 }
 
 fn scope_rank(s: ApprovalScope) -> u8 {
