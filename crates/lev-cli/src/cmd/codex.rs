@@ -493,9 +493,10 @@ async fn session(
         peer.clone(),
         client,
         keys,
-        args.decide.settings(true, sandbox),
+        args.decide
+            .settings(true, &crate::codex::bridge::gated_sandbox(sandbox, policy)),
     );
-    bridge.add_thread(&thread, sandbox);
+    bridge.add_thread(&thread, sandbox, policy);
     let turn = peer
         .request(
             "turn/start",
@@ -700,9 +701,11 @@ async fn resume(peer: &Peer, bridge: &Bridge, thread: &str) {
         .get("approvalPolicy")
         .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_owned))
         .unwrap_or_default();
-    bridge.add_thread(thread, &sandbox);
+    bridge.add_thread(thread, &sandbox, &policy);
     let note = if policy == "never" || (policy == "on-request" && sandbox == "danger-full-access") {
         " - Codex asks for nothing under these, so lev sees none of its calls"
+    } else if crate::codex::bridge::gated_sandbox(&sandbox, &policy) != sandbox {
+        " - what it asks about runs outside the sandbox, so lev's policy judges it as danger-full-access"
     } else {
         ""
     };

@@ -59,10 +59,13 @@ See docs/agents/claude-code.md."
     /// reason; PermissionRequest allows (without updatedInput) or denies.
     /// When lev cannot be reached both block (Codex would run a call whose
     /// hook said nothing), unless --fail-open. An event it cannot read exits
-    /// 2 with the reason on stderr (Codex blocks the call).
+    /// 2 with the reason on stderr (Codex blocks the call). Codex runs a
+    /// call whose hook it had to kill, so the hook has one deadline from its
+    /// start, --timeout plus a tenth of it (1 to 15 s): when it passes
+    /// undecided, it blocks (with --fail-open, says nothing) and exits.
     ///
-    /// `lev codex install-hooks` registers it, trusted; set Codex's hook
-    /// `timeout` above --timeout.
+    /// `lev codex install-hooks` registers it, trusted, with Codex's hook
+    /// `timeout` 30 s above --timeout.
     #[command(after_help = "See docs/agents/codex.md.")]
     Codex(CodexHookArgs),
 }
@@ -212,8 +215,94 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Codex's hook answer, written once: by the hook when it has decided, or
+/// by its deadline ([`codex_deadline`]) when it has not.
+mod codex_answer {
+    use std::io::Write as _;
+    use std::sync::{Mutex, OnceLock, PoisonError};
+
+    use crate::codex::hooks::EventName;
+
+    /// Whether the answer is out.
+    static ANSWERED: Mutex<bool> = Mutex::new(false);
+    /// The event's name once it is read (the deadline's deny is spelled by it).
+    pub static EVENT: OnceLock<EventName> = OnceLock::new();
+
+    /// Write `output` (nothing for "no decision") unless the answer is
+    /// already out; afterwards nothing more is written.
+    pub fn give(output: Option<&serde_json::Value>) -> std::io::Result<()> {
+        let mut answered = ANSWERED.lock().unwrap_or_else(PoisonError::into_inner);
+        if *answered {
+            return Ok(());
+        }
+        *answered = true;
+        if let Some(output) = output {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer(&mut stdout, output)?;
+            writeln!(stdout)?;
+            stdout.flush()?;
+        }
+        Ok(())
+    }
+
+    /// At the deadline: a deny (or, with `fail_open`, nothing) unless the
+    /// answer is out, then the process ends, holding the answer so that
+    /// nothing else is written.
+    pub fn at_deadline(message: &str, fail_open: bool) -> ! {
+        let mut answered = ANSWERED.lock().unwrap_or_else(PoisonError::into_inner);
+        if *answered {
+            drop(answered);
+            // The hook is writing or has written its answer: it ends itself.
+            loop {
+                std::thread::park();
+            }
+        }
+        *answered = true;
+        crate::report::message(message);
+        let code = match (EVENT.get(), fail_open) {
+            (_, true) => 0,
+            (Some(event), false) => {
+                let deny = crate::codex::hooks::deny_output(*event, message);
+                let mut stdout = std::io::stdout().lock();
+                let _ = serde_json::to_writer(&mut stdout, &deny);
+                let _ = writeln!(stdout);
+                let _ = stdout.flush();
+                0
+            }
+            // Not even the event was read: a blocking error.
+            (None, false) => super::BLOCKING_ERROR.into(),
+        };
+        std::process::exit(code)
+    }
+}
+
+/// How long `lev hook codex` may take in all, from its start: --timeout for
+/// a person, and a margin for everything else, well under the timeout
+/// `lev codex install-hooks` gives Codex (--timeout + 30 s). Codex ignores a
+/// hook it has to kill, and runs the call.
+fn codex_deadline(timeout: u64) -> Duration {
+    Duration::from_secs(timeout + (timeout / 10).clamp(1, 15))
+}
+
 fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
     use crate::codex::hooks;
+    let deadline = codex_deadline(args.timeout);
+    let fail_open = args.fail_open;
+    std::thread::spawn(move || {
+        std::thread::sleep(deadline);
+        codex_answer::at_deadline(
+            &format!(
+                "lev did not decide within {} s (the hook's deadline, under Codex's hook timeout){}",
+                deadline.as_secs(),
+                if fail_open {
+                    "; with --fail-open the hook says nothing and Codex goes on"
+                } else {
+                    ", so the call was not run"
+                }
+            ),
+            fail_open,
+        )
+    });
     let bytes = match read_event() {
         Ok(bytes) => bytes,
         Err(code) => return Ok(code),
@@ -229,6 +318,7 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(BLOCKING_ERROR));
         }
     };
+    let _ = codex_answer::EVENT.set(event.name);
     let gate_call = GateCall {
         session: event.session_id.clone(),
         conversation: event.session_id.clone(),
@@ -308,11 +398,6 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
             })
         }
     };
-    if let Some(output) = output {
-        let mut stdout = std::io::stdout().lock();
-        serde_json::to_writer(&mut stdout, &output)?;
-        writeln!(stdout)?;
-        stdout.flush()?;
-    }
+    codex_answer::give(output.as_ref())?;
     Ok(ExitCode::SUCCESS)
 }

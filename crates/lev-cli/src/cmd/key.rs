@@ -162,6 +162,47 @@ pub fn registered<'a>(people: &'a PeopleJwks, key: &SigningKeyPair) -> Option<(&
         })
 }
 
+/// Where the server's `vote_binding` of `view` differs from the call the
+/// view shows (the tool, the exact args, the conversation, the caller, the
+/// sandbox mode): a server that binds the vote to another call than the one
+/// the person reads gets no signature.
+pub fn binding_mismatch(view: &lev_protocol::api::InteractionView) -> Option<String> {
+    let request = &view.request.request;
+    let binding = request.vote_binding.as_ref()?;
+    let lev_protocol::InteractionKind::ToolApproval {
+        tool_name,
+        args_json,
+        sandbox_mode,
+        ..
+    } = &request.kind
+    else {
+        return Some("it is not a tool approval".to_owned());
+    };
+    let shown = [
+        ("tool", tool_name.as_str(), binding.tool_name.as_str()),
+        (
+            "conversation",
+            request.conversation_id.as_deref().unwrap_or_default(),
+            binding.conversation_id.as_str(),
+        ),
+        (
+            "caller",
+            request.caller.as_deref().unwrap_or_default(),
+            binding.caller.as_str(),
+        ),
+        (
+            "sandbox mode",
+            sandbox_mode.as_str(),
+            binding.sandbox_mode.as_str(),
+        ),
+    ];
+    if let Some((what, ..)) = shown.iter().find(|(_, a, b)| a != b) {
+        return Some(format!("another {what}"));
+    }
+    (lev_approval::sha256_hex(args_json.as_bytes()) != binding.args_sha256)
+        .then(|| "other args".to_owned())
+}
+
 /// Sign `response`, a decision on the tool approval `view`, as the vote of
 /// the person `key` is registered to on this server (its `vote_binding`,
 /// the decision, the scope and the args to run): the kid it was signed with.
@@ -182,6 +223,11 @@ pub async fn sign_vote(
             "{id}: this interaction was stored before votes could be signed{HINT}vote without your key (lev respond --unsigned)"
         );
     };
+    if let Some(mismatch) = binding_mismatch(view) {
+        bail!(
+            "{id}: the server's vote binding is not the call it shows ({mismatch}); lev will not sign a vote for a call you were not shown"
+        );
+    }
     let people = client
         .people_keys()
         .await
@@ -283,6 +329,63 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 term::one_line(&kid)
             );
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::binding_mismatch;
+
+    /// A tool approval as `GET /v1/interactions/{id}` shows it, with the
+    /// server's binding.
+    fn view(binding: Value) -> lev_protocol::api::InteractionView {
+        let args = r#"{"env":"staging"}"#;
+        serde_json::from_value(json!({
+            "request": {
+                "id": "i1", "session_id": "s", "conversation_id": "c", "caller": "alice",
+                "kind": {"type": "tool_approval", "tool_name": "deploy", "args_json": args,
+                         "sandbox_mode": "workspace-write"},
+                "vote_binding": binding,
+                "status": "pending", "created_at": "2026-12-02T00:00:00Z"
+            }
+        }))
+        .unwrap()
+    }
+
+    fn binding() -> Value {
+        json!({
+            "request_id": "call_1", "tool_name": "deploy",
+            "args_sha256": lev_approval::sha256_hex(br#"{"env":"staging"}"#),
+            "conversation_id": "c", "caller": "alice", "sandbox_mode": "workspace-write"
+        })
+    }
+
+    /// A server that shows one call and binds the vote to another gets no
+    /// signature from `lev respond` or `lev watch`.
+    #[test]
+    fn a_vote_is_signed_only_for_the_call_shown() {
+        assert_eq!(binding_mismatch(&view(binding())), None);
+        for (field, value, says) in [
+            ("tool_name", json!("deploy_prod"), "another tool"),
+            (
+                "args_sha256",
+                json!(lev_approval::sha256_hex(br#"{"env":"production"}"#)),
+                "other args",
+            ),
+            ("conversation_id", json!("other"), "another conversation"),
+            ("caller", json!("mallory"), "another caller"),
+            (
+                "sandbox_mode",
+                json!("danger-full-access"),
+                "another sandbox mode",
+            ),
+        ] {
+            let mut b = binding();
+            b[field] = value;
+            assert_eq!(binding_mismatch(&view(b)).as_deref(), Some(says), "{field}");
         }
     }
 }

@@ -203,12 +203,15 @@ pub fn map_request(
                     decline,
                 );
             };
-            let files: Vec<String> = changes
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c.get("path").and_then(Value::as_str).map(str::to_owned))
-                .collect();
+            let files = match changed_files(&changes) {
+                Ok(files) => files,
+                Err(why) => {
+                    return unmappable(
+                        format!("lev cannot read the changes of file change {item}: {why}"),
+                        decline,
+                    );
+                }
+            };
             let mut args = Map::new();
             args.insert("files".into(), json!(files));
             args.insert("changes".into(), changes);
@@ -245,13 +248,25 @@ pub fn map_request(
                     decline,
                 );
             };
+            // Codex leaves `tool_params` out only for a call without
+            // arguments. MCP arguments are an object: anything else is not
+            // a call lev can show as made, so it is declined.
             let args = match meta.get("tool_params") {
                 Some(Value::Object(args)) => args.clone(),
                 None | Some(Value::Null) => Map::new(),
                 Some(other) => {
-                    let mut wrapped = Map::new();
-                    wrapped.insert("params".into(), other.clone());
-                    wrapped
+                    return unmappable(
+                        format!(
+                            "the arguments of {server}'s tool {tool} are not a JSON object but {}",
+                            match other {
+                                Value::Array(_) => "an array",
+                                Value::String(_) => "a string",
+                                Value::Number(_) => "a number",
+                                _ => "a boolean",
+                            }
+                        ),
+                        decline,
+                    );
                 }
             };
             let name = format!("mcp__{server}__{tool}");
@@ -284,6 +299,42 @@ pub fn map_request(
         ),
         other => unmappable(format!("lev does not answer Codex's {other} requests"), None),
     }
+}
+
+/// Every path a file change writes: each change's `path`, and the
+/// `move_path` an update moves the file to. A change lev cannot read (no
+/// path, an unknown kind, a move without a path) fails the whole list: a
+/// policy rule on `/files` must see every file, or the call is not gated.
+fn changed_files(changes: &Value) -> Result<Vec<String>, String> {
+    let mut files = Vec::new();
+    for change in changes.as_array().into_iter().flatten() {
+        let Some(path) = change
+            .get("path")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+        else {
+            return Err(format!("a change names no path: {change}"));
+        };
+        files.push(path.to_owned());
+        let kind = change.get("kind").unwrap_or(&Value::Null);
+        match kind.get("type").and_then(Value::as_str) {
+            Some("add" | "delete") => {}
+            // Codex's versions spell the move `move_path` or `movePath`.
+            Some("update") => {
+                for key in ["move_path", "movePath"] {
+                    match kind.get(key) {
+                        None | Some(Value::Null) => {}
+                        Some(Value::String(to)) if !to.is_empty() => files.push(to.clone()),
+                        Some(other) => {
+                            return Err(format!("the move of {path} names no path but {other}"));
+                        }
+                    }
+                }
+            }
+            _ => return Err(format!("the change of {path} is of an unknown kind {kind}")),
+        }
+    }
+    Ok(files)
 }
 
 /// The tool named in an MCP approval's message (`... run tool "NAME"?`).
@@ -584,6 +635,42 @@ mod tests {
             json!({"decision": "accept"})
         );
 
+        // A move writes the file it moves to: both are gated.
+        let moved = json!([{"path": "/ws/a.txt", "kind": {"type": "update", "move_path": "/ws/.codex/config.toml"}, "diff": "x"}]);
+        let a = ask(map_request(
+            "item/fileChange/requestApproval",
+            &params,
+            |_| Some(moved.clone()),
+        ));
+        assert_eq!(
+            a.args["files"],
+            json!(["/ws/a.txt", "/ws/.codex/config.toml"])
+        );
+        let camel = json!([{"path": "/ws/a.txt", "kind": {"type": "update", "movePath": "/ws/b.txt"}, "diff": "x"}]);
+        let a = ask(map_request(
+            "item/fileChange/requestApproval",
+            &params,
+            |_| Some(camel.clone()),
+        ));
+        assert_eq!(a.args["files"], json!(["/ws/a.txt", "/ws/b.txt"]));
+        // A change lev cannot read is not left out of the files: the whole
+        // request is declined.
+        for unreadable in [
+            json!([{"path": "/ws/a.txt", "kind": {"type": "add"}, "diff": ""}, {"kind": {"type": "add"}, "diff": "x"}]),
+            json!([{"path": "/ws/a.txt", "kind": {"type": "rename"}, "diff": ""}]),
+            json!([{"path": "/ws/a.txt", "kind": {"type": "update", "move_path": 7}, "diff": ""}]),
+            json!([{"path": "", "kind": {"type": "add"}, "diff": ""}]),
+        ] {
+            let Mapping::Unmappable(u) =
+                map_request("item/fileChange/requestApproval", &params, |_| {
+                    Some(unreadable.clone())
+                })
+            else {
+                panic!("mapped changes lev cannot read: {unreadable}");
+            };
+            assert_eq!(u.reply, Some(json!({"decision": "decline"})));
+        }
+
         // Without the diff it is declined, never accepted.
         let Mapping::Unmappable(u) =
             map_request("item/fileChange/requestApproval", &params, |_| None)
@@ -615,6 +702,15 @@ mod tests {
             json!({"action": "accept", "content": {}})
         );
         assert_eq!(Reply::Cancel.to_json(&a.kind), json!({"action": "cancel"}));
+
+        // Arguments that are not an object are not an MCP call lev can show.
+        let mut odd = params.clone();
+        odd["_meta"]["tool_params"] = json!(["x"]);
+        let Mapping::Unmappable(u) = map_request("mcpServer/elicitation/request", &odd, |_| None)
+        else {
+            panic!("mapped arguments that are not an object");
+        };
+        assert_eq!(u.reply, Some(json!({"action": "decline"})));
 
         let mut plain = params.clone();
         plain["_meta"] = json!(null);

@@ -167,11 +167,12 @@ impl Bridge {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Follow thread `id`, whose calls run under `sandbox`.
-    pub fn add_thread(&self, id: &str, sandbox: &str) {
+    /// Follow thread `id`, whose calls run under `sandbox` with Codex's
+    /// approval `policy` (lev judges them as [`gated_sandbox`] says).
+    pub fn add_thread(&self, id: &str, sandbox: &str, policy: &str) {
         self.state()
             .threads
-            .insert(id.to_owned(), sandbox.to_owned());
+            .insert(id.to_owned(), gated_sandbox(sandbox, policy));
     }
 
     /// Whether thread `id` is followed.
@@ -472,19 +473,7 @@ impl Bridge {
         let response = approved.answer().and_then(|a| a.response());
         let scope = response.and_then(|r| r.scope);
         let narrowed = response.is_some_and(|r| r.grant_args.is_some());
-        let reply = match (scope, &ask.kind) {
-            (
-                Some(ApprovalScope::Always),
-                Kind::Command {
-                    amendment: Some(rule),
-                    ..
-                },
-            ) if self.inner.settings.codex_rules && !narrowed => {
-                Reply::AcceptWithAmendment(rule.clone())
-            }
-            (Some(ApprovalScope::Session | ApprovalScope::Always), _) => Reply::AcceptForSession,
-            _ => Reply::Accept,
-        };
+        let reply = reply_for_scope(scope, narrowed, ask, self.inner.settings.codex_rules);
         let line = match scope {
             Some(s) if s.is_grant_scope() => format!("{by} ({} grant)", s.as_str()),
             _ => by,
@@ -813,6 +802,51 @@ pub fn gate_request_id(item: &str) -> String {
     }
 }
 
+/// What an approval of `ask` with `scope` is as Codex's answer. Codex's
+/// own "for the session" is only as wide as lev's grant for a plain command
+/// (Codex then stops asking about that exact command, which lev's grant
+/// covers too). For anything else it would reach further than what lev
+/// granted: a file change's session approval covers later patches to the
+/// same files, a network approval the host for every command, and a grant
+/// narrowed to some args only part of what Codex would stop asking about.
+/// Those are accepted once, and lev's grant answers the next request.
+/// `codex_rules`: whether an "always" may become Codex's permanent rule.
+fn reply_for_scope(
+    scope: Option<ApprovalScope>,
+    narrowed: bool,
+    ask: &Ask,
+    codex_rules: bool,
+) -> Reply {
+    let whole_command = ask.tool == approval::EXEC && !narrowed;
+    match (scope, &ask.kind) {
+        (
+            Some(ApprovalScope::Always),
+            Kind::Command {
+                amendment: Some(rule),
+                ..
+            },
+        ) if codex_rules && whole_command => Reply::AcceptWithAmendment(rule.clone()),
+        (Some(ApprovalScope::Session | ApprovalScope::Always), Kind::Command { .. })
+            if whole_command =>
+        {
+            Reply::AcceptForSession
+        }
+        _ => Reply::Accept,
+    }
+}
+
+/// The sandbox mode lev's policy judges a Codex call under. A call Codex
+/// asks about under `on-request` (or `on-failure`) is one the model asked to
+/// run outside the sandbox, so it is judged as running with full access,
+/// whatever the thread's sandbox.
+pub fn gated_sandbox(sandbox: &str, policy: &str) -> String {
+    if matches!(policy, "on-request" | "on-failure") {
+        "danger-full-access".to_owned()
+    } else {
+        sandbox.to_owned()
+    }
+}
+
 /// A line of lev's on stderr.
 pub fn say(text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "lev: {text}");
@@ -883,5 +917,75 @@ mod tests {
         );
         assert_eq!(hashed, gate_request_id("call with spaces/and slashes"));
         assert!(gate_request_id(&"x".repeat(200)).starts_with("codex-"));
+    }
+
+    fn asked(method: &str, params: &Value, changes: Option<Value>) -> Ask {
+        match approval::map_request(method, params, |_| changes.clone()) {
+            Mapping::Ask(ask) => *ask,
+            Mapping::Unmappable(u) => panic!("{}", u.why),
+        }
+    }
+
+    #[test]
+    fn codex_stops_asking_for_the_session_only_where_lev_grant_is_as_wide() {
+        let command = json!({
+            "threadId": "th", "turnId": "tu", "itemId": "i", "command": "/bin/bash -lc 'cargo test'",
+            "cwd": "/ws",
+            "availableDecisions": ["accept", {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["cargo", "test"]}}]
+        });
+        let exec = asked("item/commandExecution/requestApproval", &command, None);
+        let mut network = command.clone();
+        network["networkApprovalContext"] = json!({"host": "example.com", "protocol": "https"});
+        let network = asked("item/commandExecution/requestApproval", &network, None);
+        let patch = asked(
+            "item/fileChange/requestApproval",
+            &json!({"threadId": "th", "turnId": "tu", "itemId": "p"}),
+            Some(json!([{"path": "/ws/a", "kind": {"type": "add"}, "diff": "x"}])),
+        );
+        let session = Some(ApprovalScope::Session);
+        let always = Some(ApprovalScope::Always);
+        assert_eq!(
+            reply_for_scope(session, false, &exec, false),
+            Reply::AcceptForSession
+        );
+        assert_eq!(
+            reply_for_scope(always, false, &exec, true),
+            Reply::AcceptWithAmendment(vec!["cargo".into(), "test".into()])
+        );
+        assert_eq!(
+            reply_for_scope(always, false, &exec, false),
+            Reply::AcceptForSession
+        );
+        // A grant narrowed to some args: once.
+        assert_eq!(reply_for_scope(session, true, &exec, false), Reply::Accept);
+        assert_eq!(reply_for_scope(always, true, &exec, true), Reply::Accept);
+        // A file change or network access: once, whatever lev granted.
+        for other in [&network, &patch] {
+            for scope in [session, always] {
+                assert_eq!(
+                    reply_for_scope(scope, false, other, true),
+                    Reply::Accept,
+                    "{}",
+                    other.tool
+                );
+            }
+        }
+        assert_eq!(reply_for_scope(None, false, &exec, true), Reply::Accept);
+    }
+
+    #[test]
+    fn what_codex_asks_under_on_request_is_judged_as_running_unsandboxed() {
+        assert_eq!(
+            gated_sandbox("workspace-write", "untrusted"),
+            "workspace-write"
+        );
+        assert_eq!(
+            gated_sandbox("read-only", "on-request"),
+            "danger-full-access"
+        );
+        assert_eq!(
+            gated_sandbox("workspace-write", "on-failure"),
+            "danger-full-access"
+        );
     }
 }

@@ -159,7 +159,9 @@ pub fn patch_files(patch: &str, cwd: &str) -> Vec<String> {
     ];
     patch
         .lines()
-        .filter_map(|line| HEADERS.iter().find_map(|h| line.strip_prefix(h)))
+        // Codex reads a header with padding around it (it trims the line),
+        // so lev does too: a padded header's file is not left out.
+        .filter_map(|line| HEADERS.iter().find_map(|h| line.trim().strip_prefix(h)))
         .map(|path| {
             let path = path.trim();
             if path.starts_with('/') || cwd.is_empty() {
@@ -526,6 +528,12 @@ mod tests {
         let call = call_of(&event, "sh").unwrap();
         assert_eq!(call.tool, APPLY_PATCH);
         assert_eq!(call.args["files"], json!(["/ws/a/b.txt", "/abs/c"]));
+        // Padded headers are headers to Codex, and so to lev.
+        let padded = "*** Begin Patch\n  *** Add File: .codex/config.toml\n+x\n\t*** Update File: a\n *** Move to: /abs/b \n@@\n-x\n+y\n*** End Patch\n";
+        assert_eq!(
+            patch_files(padded, "/ws"),
+            ["/ws/.codex/config.toml", "/ws/a", "/abs/b"]
+        );
 
         for (bad, says) in [
             (&b"nope"[..], "expected one JSON object"),

@@ -67,13 +67,34 @@ fn shell_name(shell: &str) -> &str {
 /// Shells whose `-c` lev unwraps.
 const SHELLS: [&str; 5] = ["bash", "sh", "zsh", "dash", "ksh"];
 
+/// Where a shell lev unwraps may live: a bare name (found on `PATH`) or one
+/// of the system's own directories. The model may name the shell Codex runs
+/// its command with; a `./bash` it wrote itself is a program like any other,
+/// and stays the command's first word.
+const SHELL_DIRS: [&str; 7] = [
+    "/bin",
+    "/usr/bin",
+    "/usr/local/bin",
+    "/opt/homebrew/bin",
+    "/opt/local/bin",
+    "/run/current-system/sw/bin",
+    "/usr/pkg/bin",
+];
+
+/// Whether `shell` names a shell lev unwraps: a known shell, by its bare
+/// name or in a system directory.
+fn is_system_shell(shell: &str) -> bool {
+    let (dir, name) = shell.rsplit_once('/').unwrap_or(("", shell));
+    SHELLS.contains(&name) && (!shell.contains('/') || SHELL_DIRS.contains(&dir))
+}
+
 /// `(shell, inner command)` of `<shell> [-l] -c '<cmd>'` (flags such as
 /// `-lc`, `-c`, `-l -c`), or `None` when `wrapped` is not such a wrapper.
 pub fn unwrap_shell(wrapped: &str) -> Option<(String, String)> {
     let words = simple_words(wrapped)?;
     let (shell, rest) = words.split_first()?;
     let (script, flags) = rest.split_last()?;
-    if flags.is_empty() || !SHELLS.contains(&shell_name(shell)) {
+    if flags.is_empty() || !is_system_shell(shell) {
         return None;
     }
     let flag_ok = |f: &String| {
@@ -171,6 +192,8 @@ pub fn simple_words(text: &str) -> Option<Vec<String>> {
             }
             // Globs: the shell replaces the word with the names it matches.
             '*' | '?' => return None,
+            // zsh's `=cmd` is the path of `cmd`.
+            '=' if !open => return None,
             // A tilde at the start of a word, or after an unquoted `=` or
             // `:` (bash expands `prefix=~/x` even as an argument).
             '~' if !open || matches!(raw.chars().rev().nth(1), Some('=' | ':')) => return None,
@@ -200,17 +223,13 @@ pub fn simple_words(text: &str) -> Option<Vec<String>> {
     Some(words)
 }
 
-/// Whether a word written as `raw` is a variable assignment (`NAME=...`,
-/// unquoted), which a shell runs before the command rather than as it.
+/// Whether a first word written as `raw` may be a variable assignment,
+/// which a shell runs before the command rather than as it: an unquoted `=`
+/// (`NAME=...`, bash's `NAME+=...` and `a[1]=...`, and anything else of the
+/// kind: a command whose first word holds an unquoted `=` is compound).
 fn is_assignment(raw: &str) -> bool {
-    let Some((name, _)) = raw.split_once('=') else {
-        return false;
-    };
-    let mut name_chars = name.chars();
-    name_chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name_chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    raw.split_once('=')
+        .is_some_and(|(before, _)| !before.contains(['\'', '"', '\\']))
 }
 
 /// Tracks an unquoted `{ ... , ... }` or `{ .. }` within one word.
@@ -249,7 +268,10 @@ impl BraceScan {
 /// `word` quoted for a POSIX shell: as is when it holds only characters no
 /// shell treats specially, else in single quotes.
 pub fn quote(word: &str) -> String {
+    // A word starting with `=` is zsh's path lookup, and compound to
+    // `simple_words`: quoted.
     let plain = !word.is_empty()
+        && !word.starts_with('=')
         && word
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c));
@@ -319,6 +341,8 @@ mod tests {
         );
         assert_eq!(words("echo a#b"), v(&["echo", "a#b"]));
         assert_eq!(words("'A=1' rm x"), v(&["A=1", "rm", "x"]));
+        assert_eq!(words("\"A+=1\" rm x"), v(&["A+=1", "rm", "x"]));
+        assert_eq!(words("git config a.b=c"), v(&["git", "config", "a.b=c"]));
     }
 
     #[test]
@@ -354,6 +378,11 @@ mod tests {
             "ls ~",
             "make prefix=~/x",
             "cp a b:~/c",
+            "A+=x rm -rf /work",
+            "a[1]=x rm x",
+            "-x=1 rm x",
+            "=rm -rf x",
+            "ls =rm",
             "echo 'unterminated",
             "echo \"unterminated",
             "echo trailing\\",
@@ -406,6 +435,24 @@ mod tests {
         ] {
             assert_eq!(unwrap_shell(not_wrapped), None, "{not_wrapped}");
         }
+        // A shell the model wrote itself is the command's first word.
+        for own in [
+            "./bash -lc 'cargo test'",
+            "/ws/bin/bash -lc 'cargo test'",
+            "bin/zsh -c ls",
+        ] {
+            assert_eq!(unwrap_shell(own), None, "{own}");
+            let c = ShellCommand::from_codex(own);
+            assert_ne!(c.argv[0], "cargo", "{own}");
+            assert!(c.argv[0].contains('/'), "{own}: {:?}", c.argv);
+        }
+        for system in [
+            "/usr/bin/bash -lc ls",
+            "/opt/homebrew/bin/zsh -lc ls",
+            "bash -lc ls",
+        ] {
+            assert_eq!(ShellCommand::from_codex(system).argv, ["ls"], "{system}");
+        }
         let c = ShellCommand::from_codex("python3 -c 'print(1)'");
         assert_eq!(c.argv, ["python3", "-c", "print(1)"]);
         let c = ShellCommand::from_codex("ls | rm");
@@ -437,6 +484,7 @@ mod tests {
             vec!["if", "x"],
             vec!["A=1", "b"],
             vec!["rm", "-rf", "build/tmp"],
+            vec!["ls", "=rm", "a=b"],
         ] {
             let argv: Vec<String> = argv.into_iter().map(str::to_owned).collect();
             let line = join(&argv);
@@ -478,7 +526,7 @@ mod tests {
         }
         const ALPHABET: &[char] = &[
             'a', 'b', '*', '?', '[', ']', '~', '{', '}', ',', '.', '\'', '"', '\\', ' ', '=', ':',
-            '-', '/', '!', '#', '%', '^',
+            '-', '/', '!', '#', '%', '^', '+',
         ];
         let commands = proptest::collection::vec(proptest::sample::select(ALPHABET), 1..14)
             .prop_map(|chars| chars.into_iter().collect::<String>());

@@ -270,7 +270,10 @@ fn codex_attach_answers_the_terminal_uis_approvals_and_records_the_uis_own() {
                 args_json.contains(r#""argv":["touch","../a.txt"]"#),
                 "{args_json}"
             );
-            assert_eq!(sandbox_mode, "workspace-write");
+            // Under on-request what Codex asks about is what the model
+            // asked to run outside the sandbox (here: writing beside the
+            // workspace), so lev's policy judges it with full access.
+            assert_eq!(sandbox_mode, "danger-full-access");
         }
         other => panic!("{other:?}"),
     }

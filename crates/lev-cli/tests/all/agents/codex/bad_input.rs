@@ -287,3 +287,109 @@ fn codex_run_refuses_a_thread_whose_approvals_it_would_not_see() {
         );
     }
 }
+
+/// A lev that takes connections and never answers.
+fn silent_server() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    (listener, url)
+}
+
+/// Codex ignores a hook it has to kill for its timeout, and runs the call:
+/// `lev hook codex` answers before that, whatever stalls it. Against a lev
+/// that never answers, --timeout 1 gives a deny after 2 s (1 s and the
+/// margin), well under the 31 s Codex would wait.
+#[test]
+fn codex_hook_blocks_at_its_deadline_when_lev_never_answers() {
+    let (listener, url) = silent_server();
+    let event = json!({
+        "session_id": "s-deadline", "cwd": "/ws", "hook_event_name": "PreToolUse",
+        "tool_name": "Bash", "tool_use_id": "call_d1", "tool_input": {"command": "rm -rf build"}
+    });
+    let started = std::time::Instant::now();
+    let run = crate::support::lev_with_stdin(
+        [
+            "hook",
+            "codex",
+            "--timeout",
+            "1",
+            "--url",
+            &url,
+            "--token",
+            "lev_x",
+        ],
+        event.to_string().as_bytes(),
+    );
+    let took = started.elapsed();
+    drop(listener);
+    assert_eq!(run.code, 0, "{run:?}");
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        out["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{out}"
+    );
+    let reason = out["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.contains("lev did not decide within 2 s") && reason.contains("was not run"),
+        "{reason}"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "answered after {took:?}"
+    );
+    // With --fail-open it says nothing at the deadline (Codex goes on).
+    let (listener, url) = silent_server();
+    let run = crate::support::lev_with_stdin(
+        [
+            "hook",
+            "codex",
+            "--timeout",
+            "1",
+            "--fail-open",
+            "--url",
+            &url,
+            "--token",
+            "lev_x",
+        ],
+        event.to_string().as_bytes(),
+    );
+    drop(listener);
+    assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{run:?}");
+    assert!(run.stderr.contains("--fail-open"), "{}", run.stderr);
+}
+
+/// An event that never finishes arriving is a blocking error at the deadline.
+#[test]
+fn codex_hook_with_an_event_that_never_ends_exits_2_at_its_deadline() {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lev"))
+        .args([
+            "hook",
+            "codex",
+            "--timeout",
+            "1",
+            "--url",
+            "http://127.0.0.1:9",
+            "--token",
+            "lev_x",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(br#"{"session_id": "s", "hook_event_name": "PreToolUse""#)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("lev did not decide within 2 s"), "{stderr}");
+}
