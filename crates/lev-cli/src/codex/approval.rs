@@ -60,6 +60,11 @@ pub struct Ask {
     pub kind: Kind,
     /// One line for the terminal.
     pub shown: String,
+    /// Whether, once accepted, it runs outside the thread's sandbox: a
+    /// command the model asked to escalate (Codex then carries the model's
+    /// justification as `reason`), or a file change asking for more write
+    /// access (`reason`, `grantRoot`).
+    pub outside_sandbox: bool,
 }
 
 /// A request lev cannot map: declined with `reply`, the model told why.
@@ -178,6 +183,9 @@ pub fn map_request(
                     command.command.clone(),
                 ),
             };
+            // A network request runs the command in the sandbox, with the
+            // host let through.
+            let outside_sandbox = tool == EXEC && text(params, "reason").is_some();
             Mapping::Ask(Box::new(Ask {
                 thread: thread_id,
                 turn,
@@ -188,6 +196,7 @@ pub fn map_request(
                 capabilities,
                 kind: Kind::Command { shell, amendment },
                 shown,
+                outside_sandbox,
             }))
         }
         "item/fileChange/requestApproval" => {
@@ -228,6 +237,8 @@ pub fn map_request(
                 capabilities: vec!["fs-write".to_owned()],
                 kind: Kind::FileChange,
                 shown: format!("edit {}", files.join(", ")),
+                outside_sandbox: text(params, "reason").is_some()
+                    || text(params, "grantRoot").is_some(),
             }))
         }
         "mcpServer/elicitation/request" => {
@@ -291,6 +302,7 @@ pub fn map_request(
                 capabilities: Vec::new(),
                 kind: Kind::McpTool,
                 shown: name,
+                outside_sandbox: false,
             }))
         }
         "item/permissions/requestApproval" => unmappable(
@@ -568,6 +580,16 @@ mod tests {
         );
         assert_eq!(a.reason.as_deref(), Some("Need to write outside"));
         assert_eq!(a.capabilities, ["proc-exec"]);
+        // The model's justification: it asked to run outside the sandbox.
+        assert!(a.outside_sandbox);
+        let mut plain = command_approval("/bin/bash -lc 'cargo test'");
+        plain["reason"] = Value::Null;
+        let plain = ask(map_request(
+            "item/commandExecution/requestApproval",
+            &plain,
+            |_| None,
+        ));
+        assert!(!plain.outside_sandbox);
         assert_eq!(
             a.kind,
             Kind::Command {
@@ -630,6 +652,15 @@ mod tests {
             json!({"files": ["/ws/a.txt"], "changes": changes})
         );
         assert_eq!(a.shown, "edit /ws/a.txt");
+        assert!(!a.outside_sandbox);
+        let mut wider = params.clone();
+        wider["grantRoot"] = json!("/");
+        let a = ask(map_request(
+            "item/fileChange/requestApproval",
+            &wider,
+            |_| Some(changes.clone()),
+        ));
+        assert!(a.outside_sandbox);
         assert_eq!(
             Reply::Accept.to_json(&a.kind),
             json!({"decision": "accept"})

@@ -287,12 +287,15 @@ impl Bridge {
             self.inner.peer.reply(id, Reply::Accept.to_json(&ask.kind));
             return;
         }
-        let sandbox = self
-            .state()
-            .threads
-            .get(&ask.thread)
-            .cloned()
-            .unwrap_or_else(|| self.inner.settings.default_sandbox.clone());
+        let sandbox = if ask.outside_sandbox {
+            UNSANDBOXED.to_owned()
+        } else {
+            self.state()
+                .threads
+                .get(&ask.thread)
+                .cloned()
+                .unwrap_or_else(|| self.inner.settings.default_sandbox.clone())
+        };
         let call = GateCall {
             session: ask.thread.clone(),
             conversation: ask.thread.clone(),
@@ -835,13 +838,17 @@ fn reply_for_scope(
     }
 }
 
-/// The sandbox mode lev's policy judges a Codex call under. A call Codex
+/// The sandbox mode of a call that runs outside Codex's sandbox.
+const UNSANDBOXED: &str = "danger-full-access";
+
+/// The sandbox mode lev's policy judges a Codex call under (besides a
+/// call that asks to run outside it, [`Ask::outside_sandbox`]). A call Codex
 /// asks about under `on-request` (or `on-failure`) is one the model asked to
 /// run outside the sandbox, so it is judged as running with full access,
 /// whatever the thread's sandbox.
 pub fn gated_sandbox(sandbox: &str, policy: &str) -> String {
     if matches!(policy, "on-request" | "on-failure") {
-        "danger-full-access".to_owned()
+        UNSANDBOXED.to_owned()
     } else {
         sandbox.to_owned()
     }

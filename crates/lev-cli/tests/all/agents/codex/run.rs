@@ -25,6 +25,14 @@ fn call(interaction: &Interaction) -> (String, Value) {
     }
 }
 
+/// The sandbox mode lev's policy judged a tool approval under.
+fn sandbox_of(interaction: &Interaction) -> &str {
+    match &interaction.request.kind {
+        InteractionKind::ToolApproval { sandbox_mode, .. } => sandbox_mode,
+        other => panic!("not a tool approval: {other:?}"),
+    }
+}
+
 fn approve(i: &Interaction, scope: ApprovalScope) -> InteractionResponse {
     InteractionResponse::approval(i.id(), true, scope)
 }
@@ -38,6 +46,8 @@ fn codex_run_an_approved_command_runs_and_the_model_reads_its_output() {
     );
     let run = env.spawn_run("make a file", &[]);
     let asked = env.pending();
+    // A command that runs in the thread's sandbox is judged under it.
+    assert_eq!(sandbox_of(&asked), "workspace-write");
     let (tool, args) = call(&asked);
     assert_eq!(tool, "codex.exec");
     let ws = env.ws().to_str().unwrap().to_owned();
@@ -557,6 +567,9 @@ fn codex_run_an_always_approval_gives_codex_its_prefix_rule_only_with_codex_rule
         let flags: &[&str] = if with_rules { &["--codex-rules"] } else { &[] };
         let run = env.spawn_run("make a file", flags);
         let asked = env.pending();
+        // The model asked to run it outside the sandbox: lev's policy
+        // judges it with full access.
+        assert_eq!(sandbox_of(&asked), "danger-full-access");
         env.respond(&asked, &approve(&asked, ApprovalScope::Always));
         let run = run.wait();
         assert_eq!(run.code, 0, "{}", run.stderr);
