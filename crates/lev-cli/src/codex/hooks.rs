@@ -271,6 +271,16 @@ pub fn rewrite(call: &HookCall, edited: &Value, shell: &str) -> Result<Value, St
                         .to_owned(),
                 );
             }
+            // Codex gets the patch alone: an edit with more in it is not
+            // the call Codex would run.
+            if let Some(extra) = edited
+                .keys()
+                .find(|k| !matches!(k.as_str(), "files" | "patch"))
+            {
+                return Err(format!(
+                    "it adds {extra:?}, which Codex's apply_patch does not take (lev's policy judged it)"
+                ));
+            }
             Ok(json!({"command": patch}))
         }
         _ => Ok(Value::Object(edited.clone())),
@@ -585,6 +595,16 @@ mod tests {
             rewrite(
                 &patch_call,
                 &json!({"files": ["/ws/a.txt"], "patch": edited_patch}),
+                "sh"
+            )
+            .is_err()
+        );
+        // More than Codex takes (found by the codex fuzz target): the policy
+        // judged keys Codex never sees.
+        assert!(
+            rewrite(
+                &patch_call,
+                &json!({"files": ["/ws/b.txt"], "patch": edited_patch, "mode": "form"}),
                 "sh"
             )
             .is_err()
