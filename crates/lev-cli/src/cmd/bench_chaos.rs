@@ -496,9 +496,14 @@ async fn crash_postgres(command: &str) -> anyhow::Result<()> {
         .output()
         .await
         .context("running --postgres-crash")?;
+    succeeded(&out).with_context(|| format!("--postgres-crash `{command}` failed"))
+}
+
+/// Whether a command that ran succeeded: else its exit status and output.
+fn succeeded(out: &std::process::Output) -> anyhow::Result<()> {
     if !out.status.success() {
         bail!(
-            "--postgres-crash `{command}` failed ({}): {}{}",
+            "exit {}: {}{}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
@@ -524,15 +529,7 @@ async fn audit_verify(
         cmd.arg("--head").arg(head);
     }
     let out = cmd.output().await.context("running lev audit --verify")?;
-    if !out.status.success() {
-        bail!(
-            "exit {}: {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
+    succeeded(&out)
 }
 
 /// Wait (up to a minute) until `admin`'s server reads its store again.

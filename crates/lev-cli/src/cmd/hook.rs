@@ -207,18 +207,22 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(output) = hook_output(event.hook_event_name, &verdict) {
-        let mut stdout = std::io::stdout().lock();
-        serde_json::to_writer(&mut stdout, &output)?;
-        writeln!(stdout)?;
-        stdout.flush()?;
+        print_json(&output)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A hook's output: `output` as one line on stdout.
+fn print_json(output: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, output)?;
+    writeln!(stdout)?;
+    stdout.flush()
 }
 
 /// Codex's hook answer, written once: by the hook when it has decided, or
 /// by its deadline ([`codex_deadline`]) when it has not.
 mod codex_answer {
-    use std::io::Write as _;
     use std::sync::{Mutex, OnceLock, PoisonError};
 
     use crate::codex::hooks::EventName;
@@ -236,13 +240,7 @@ mod codex_answer {
             return Ok(());
         }
         *answered = true;
-        if let Some(output) = output {
-            let mut stdout = std::io::stdout().lock();
-            serde_json::to_writer(&mut stdout, output)?;
-            writeln!(stdout)?;
-            stdout.flush()?;
-        }
-        Ok(())
+        output.map_or(Ok(()), super::print_json)
     }
 
     /// At the deadline: a deny (or, with `fail_open`, nothing) unless the
@@ -262,11 +260,7 @@ mod codex_answer {
         let code = match (EVENT.get(), fail_open) {
             (_, true) => 0,
             (Some(event), false) => {
-                let deny = crate::codex::hooks::deny_output(*event, message);
-                let mut stdout = std::io::stdout().lock();
-                let _ = serde_json::to_writer(&mut stdout, &deny);
-                let _ = writeln!(stdout);
-                let _ = stdout.flush();
+                let _ = super::print_json(&crate::codex::hooks::deny_output(*event, message));
                 0
             }
             // Not even the event was read: a blocking error.
