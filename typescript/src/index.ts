@@ -8,8 +8,53 @@
 
 export { decodeBase64, encodeBase64, encodeBase64url } from "./bytes.js";
 export { type VerifyOptions, verify } from "./check.js";
+export {
+  type AskOptions,
+  answerOf,
+  Client,
+  type ClientOptions,
+  DEFAULT_URL,
+  type ListOptions,
+  MAX_WAIT_S,
+  question,
+  type TaskListOptions,
+} from "./client.js";
 export * from "./errors.js";
+export { Event, EventStream, type EventsOptions } from "./events.js";
+export {
+  ApprovedCall,
+  type GateCall,
+  Gatekeeper,
+  type GatekeeperOptions,
+  glob,
+  INTERNAL_CLOSE,
+  INTERNAL_OPEN,
+  refusal,
+} from "./gate.js";
 export { JsonError, strictParse } from "./json.js";
+export {
+  type Ask,
+  type AskHandler,
+  type ConnectHandler,
+  Defer,
+  type ErrorHandler,
+  type Hello,
+  type Hook,
+  type HookHandler,
+  Operator,
+  type OperatorOptions,
+  REPLACED_CLOSE_CODE,
+  Reject,
+  type SpawnHandler,
+  SpawnOrder,
+  SpawnOutcome,
+  type Stopped,
+  type Triage,
+  type TriageHandler,
+  type WebSocketFactory,
+  type WebSocketLike,
+} from "./operator.js";
+export { type Attachment, mediaType } from "./parts.js";
 export type * from "./types.js";
 export {
   APPROVAL_PAYLOAD_TYPE,
