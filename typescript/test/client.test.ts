@@ -215,7 +215,8 @@ describe("events", () => {
         for await (const ev of stream) {
           seen.push(ev.seq);
           if (ev.type === "interaction.created" && ev.sessionId === sid) {
-            prompts.push(String((ev.interaction?.request.kind as { prompt: string }).prompt));
+            const kind = ev.interaction?.request.kind;
+            prompts.push(kind?.type === "free_text" ? kind.prompt : "");
             if (prompts.length === 6) break;
           }
         }
