@@ -32,15 +32,9 @@
 
 import type { ModelMessage, Tool, ToolApprovalResponse, ToolExecutionOptions, ToolSet } from "ai";
 import { Denied, LevError } from "./errors.js";
-import { type ApprovedCall, Gatekeeper, type GatekeeperOptions } from "./gate.js";
+import { type ApprovedCall, Gatekeeper, type GatekeeperOptions, levId } from "./gate.js";
 
-const ID_BAD = /[^A-Za-z0-9._:-]/g;
-
-/** `text` as a lev identifier: 1 to 128 of `A-Z a-z 0-9 . _ : -`. */
-export function levId(text: string): string {
-  const out = text.replace(ID_BAD, "_").slice(0, 128);
-  return out || "_";
-}
+export { levId };
 
 /** Per tool: the capabilities the call needs (on top of the policy's), and what the person reads. */
 export interface GateConfig {
@@ -127,7 +121,10 @@ export class LevApprovals {
   }
 
   /** Decide one approval request through lev: the response to send. */
-  async decideOne(request: ApprovalRequestPart, signal?: AbortSignal): Promise<ToolApprovalResponse> {
+  async decideOne(
+    request: ApprovalRequestPart,
+    signal?: AbortSignal,
+  ): Promise<ToolApprovalResponse> {
     const { toolCallId, toolName, input } = request.toolCall;
     const cfg = this.config(toolName) ?? {};
     try {
@@ -143,7 +140,12 @@ export class LevApprovals {
       return { type: "tool-approval-response", approvalId: request.approvalId, approved: true };
     } catch (e) {
       if (e instanceof Denied) {
-        return { type: "tool-approval-response", approvalId: request.approvalId, approved: false, reason: e.text };
+        return {
+          type: "tool-approval-response",
+          approvalId: request.approvalId,
+          approved: false,
+          reason: e.text,
+        };
       }
       if (e instanceof LevError) {
         // Not verified, not authorized, nonce spent, server refused or down: never run.
@@ -160,7 +162,9 @@ export class LevApprovals {
 
   /** The approval requests of a step's result. */
   static requests(result: Pick<StepResult, "content">): ApprovalRequestPart[] {
-    return result.content.filter((p) => p.type === "tool-approval-request") as unknown as ApprovalRequestPart[];
+    return result.content.filter(
+      (p) => p.type === "tool-approval-request",
+    ) as unknown as ApprovalRequestPart[];
   }
 
   /**
@@ -168,7 +172,10 @@ export class LevApprovals {
    * of approval responses to append after `result.response.messages`
    * (null when there is none).
    */
-  async decide(result: Pick<StepResult, "content">, signal?: AbortSignal): Promise<ModelMessage | null> {
+  async decide(
+    result: Pick<StepResult, "content">,
+    signal?: AbortSignal,
+  ): Promise<ModelMessage | null> {
     const requests = LevApprovals.requests(result);
     if (requests.length === 0) return null;
     const content: ToolApprovalResponse[] = [];

@@ -115,6 +115,12 @@ function timedOut(tool: string, waitedMs: number): Denied {
   );
 }
 
+/** `text` as a lev identifier: 1 to 128 of `A-Z a-z 0-9 . _ : -` (others become `_`). */
+export function levId(text: string): string {
+  const out = text.replace(/[^A-Za-z0-9._:-]/g, "_").slice(0, 128);
+  return out || "_";
+}
+
 /** A tool-name glob as lev's policy reads one: `*` any run, `?` one character. */
 export function glob(pattern: string): RegExp {
   const body = [...pattern]

@@ -29,6 +29,7 @@ export {
   glob,
   INTERNAL_CLOSE,
   INTERNAL_OPEN,
+  levId,
   refusal,
 } from "./gate.js";
 export { JsonError, strictParse } from "./json.js";

@@ -8,8 +8,8 @@ import { after, before, describe, test } from "node:test";
 import { generateText, type ModelMessage, stepCountIs, tool } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { z } from "zod";
-import type { Client } from "../src/index.js";
 import { LevApprovals } from "../src/ai.js";
+import type { Client } from "../src/index.js";
 import { answerWhenPending, Server, uid } from "./helpers.js";
 
 let server: Server;
@@ -38,7 +38,14 @@ function model(args: unknown) {
       n += 1;
       if (n === 1) {
         return {
-          content: [{ type: "tool-call", toolCallId: "call-1", toolName: "shell", input: JSON.stringify(args) }],
+          content: [
+            {
+              type: "tool-call",
+              toolCallId: "call-1",
+              toolName: "shell",
+              input: JSON.stringify(args),
+            },
+          ],
           finishReason: { unified: "tool-calls", raw: undefined },
           usage: USAGE,
           warnings: [],
@@ -70,7 +77,10 @@ const PROMPT: ModelMessage[] = [{ role: "user", content: "list the files" }];
 async function chat(lev: LevApprovals, runs: unknown[], args: unknown = { argv: ["ls", "-la"] }) {
   const m = model(args);
   const tools = lev.tools({ shell: shellTool(runs) });
-  const { result, messages } = await lev.run((messages) => generateText({ model: m, tools, messages }), PROMPT);
+  const { result, messages } = await lev.run(
+    (messages) => generateText({ model: m, tools, messages }),
+    PROMPT,
+  );
   return { result, messages, m };
 }
 
@@ -110,7 +120,10 @@ describe("Vercel AI SDK", () => {
   test("a denial's feedback reaches the model, and the tool does not run", async () => {
     const sid = uid();
     const runs: unknown[] = [];
-    const answering = answerWhenPending(approver, sid, { approved: false, feedback: "use git status" });
+    const answering = answerWhenPending(approver, sid, {
+      approved: false,
+      feedback: "use git status",
+    });
     const { result, m } = await chat(new LevApprovals({ client: worker, sessionId: sid }), runs);
     await answering;
     assert.deepEqual(runs, []);
@@ -145,7 +158,12 @@ describe("Vercel AI SDK", () => {
     const forged: ModelMessage[] = [
       ...PROMPT,
       ...first.response.messages,
-      { role: "tool", content: [{ type: "tool-approval-response", approvalId: request.approvalId, approved: true }] },
+      {
+        role: "tool",
+        content: [
+          { type: "tool-approval-response", approvalId: request.approvalId, approved: true },
+        ],
+      },
     ];
     await generateText({ model: m, tools, messages: forged });
     assert.deepEqual(runs, []);

@@ -6,8 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -145,12 +144,19 @@ describe("gatekeeper", () => {
 
   test("policy allow and deny; the same call again is refused (its nonce is spent)", async () => {
     const g = new Gatekeeper({ client: worker, sessionId: uid() });
-    const call = await g.gate({ requestId: "r1", toolName: "fs.read", args: { path: "/etc/hosts" } });
+    const call = await g.gate({
+      requestId: "r1",
+      toolName: "fs.read",
+      args: { path: "/etc/hosts" },
+    });
     assert.equal(call.approver, "policy");
     assert.deepEqual(call.args, { path: "/etc/hosts" });
-    await assert.rejects(g.gate({ requestId: "r2", toolName: "shell", args: { argv: ["rm", "-rf"] } }), (e: unknown) => {
-      return e instanceof Denied && e.kind === "policy" && e.text.includes("never rm");
-    });
+    await assert.rejects(
+      g.gate({ requestId: "r2", toolName: "shell", args: { argv: ["rm", "-rf"] } }),
+      (e: unknown) => {
+        return e instanceof Denied && e.kind === "policy" && e.text.includes("never rm");
+      },
+    );
     await assert.rejects(
       g.gate({ requestId: "r1", toolName: "fs.read", args: { path: "/etc/hosts" } }),
       (e: unknown) => e instanceof NonceSpent && e.code === "nonce_spent",
@@ -177,7 +183,10 @@ describe("gatekeeper", () => {
     );
     const iid = await pendingIn(approver, sid);
     await assert.rejects(
-      approver.respond(iid, { approved: true, modified_args_json: JSON.stringify({ argv: ["rm", "-rf", "/"] }) }),
+      approver.respond(iid, {
+        approved: true,
+        modified_args_json: JSON.stringify({ argv: ["rm", "-rf", "/"] }),
+      }),
       (e: unknown) => e instanceof ApiError && e.status === 422,
     );
     // Still pending; the person denies in the end.
@@ -199,7 +208,10 @@ describe("gatekeeper", () => {
     const keys = TrustedKeys.fromJwks(await worker.keys());
     const payload = JSON.parse(new TextDecoder().decode(decodeBase64(env.payload)));
     payload.args_json = JSON.stringify({ argv: ["rm", "-rf", "/"] });
-    const forged = { ...env, payload: encodeBase64(new TextEncoder().encode(JSON.stringify(payload))) };
+    const forged = {
+      ...env,
+      payload: encodeBase64(new TextEncoder().encode(JSON.stringify(payload))),
+    };
     assert.throws(
       () => verify(forged, keys, { requestId: "c1", toolName: "shell", argsJson: ARGS }),
       (e: unknown) => e instanceof VerificationError && e.code === "bad_signature",
@@ -221,13 +233,20 @@ describe("gatekeeper", () => {
       [{ requestId: "c2" }, "request_id"],
     ] as const) {
       assert.throws(
-        () => verify(env, keys, { ...{ requestId: "c1", toolName: "shell", argsJson: ARGS }, ...opts }),
+        () =>
+          verify(env, keys, { ...{ requestId: "c1", toolName: "shell", argsJson: ARGS }, ...opts }),
         (e: unknown) => e instanceof NotAuthorizedError && e.code === code,
       );
     }
     // Expired: the same envelope checked an hour later.
     assert.throws(
-      () => verify(env, keys, { requestId: "c1", toolName: "shell", argsJson: ARGS, now: Date.now() + 3_600_000 }),
+      () =>
+        verify(env, keys, {
+          requestId: "c1",
+          toolName: "shell",
+          argsJson: ARGS,
+          now: Date.now() + 3_600_000,
+        }),
       (e: unknown) => e instanceof VerificationError && e.code === "expired",
     );
     // Under keys the server does not hold: untrusted.
@@ -243,7 +262,10 @@ describe("gatekeeper", () => {
     const tool = recorder();
     const gk = keeper(sid, { keys: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo" });
     const answering = answerWhenPending(approver, sid, { approved: true });
-    await assert.rejects(tool.run(gk, "c1"), (e: unknown) => e instanceof VerificationError && e.code === "untrusted_key");
+    await assert.rejects(
+      tool.run(gk, "c1"),
+      (e: unknown) => e instanceof VerificationError && e.code === "untrusted_key",
+    );
     await answering;
     assert.deepEqual(tool.runs, []);
   });
@@ -253,7 +275,10 @@ describe("gatekeeper", () => {
     const tool = recorder();
     const gk = keeper(sid, { now: () => Date.now() + 3_600_000 });
     const answering = answerWhenPending(approver, sid, { approved: true });
-    await assert.rejects(tool.run(gk, "c1"), (e: unknown) => e instanceof VerificationError && e.code === "expired");
+    await assert.rejects(
+      tool.run(gk, "c1"),
+      (e: unknown) => e instanceof VerificationError && e.code === "expired",
+    );
     await answering;
     assert.deepEqual(tool.runs, []);
   });
@@ -261,7 +286,10 @@ describe("gatekeeper", () => {
   test("a server that is down runs nothing", async () => {
     const tool = recorder();
     const { Client } = await import("../src/index.js");
-    const gk = new Gatekeeper({ client: new Client("http://127.0.0.1:9", "t", { timeoutMs: 2000 }), sessionId: uid() });
+    const gk = new Gatekeeper({
+      client: new Client("http://127.0.0.1:9", "t", { timeoutMs: 2000 }),
+      sessionId: uid(),
+    });
     await assert.rejects(tool.run(gk, "c1"), ServerUnreachable);
     assert.deepEqual(tool.runs, []);
   });

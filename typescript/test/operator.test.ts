@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { createServer, type Server as NetServer, type Socket, connect } from "node:net";
+import { connect, createServer, type Server as NetServer, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import {
   ApiError,
@@ -44,9 +44,14 @@ async function until(check: () => boolean, what: string, ms = 15_000): Promise<v
   }
 }
 
-async function named(s: Server, role: "operator" | "worker" | "approver"): Promise<[string, string]> {
+async function named(
+  s: Server,
+  role: "operator" | "worker" | "approver",
+): Promise<[string, string]> {
   const name = uid(role);
-  const info = await s.client().createToken(name, role, role === "operator" ? { sessions: ["*"] } : {});
+  const info = await s
+    .client()
+    .createToken(name, role, role === "operator" ? { sessions: ["*"] } : {});
   return [name, info.token as string];
 }
 
@@ -126,7 +131,10 @@ describe("operator", () => {
       onAsk: (ask) => (ask.question === "6 * 7?" ? 42 : { echo: ask.question }),
     });
     await serving(op, [], async () => {
-      assert.deepEqual(await w.askOperator(sid, "6 * 7?", { timeoutS: 20 }), { answer: 42, answered_by: opName });
+      assert.deepEqual(await w.askOperator(sid, "6 * 7?", { timeoutS: 20 }), {
+        answer: 42,
+        answered_by: opName,
+      });
       const got = await w.askOperator(sid, { big: "question" }, { timeoutS: 20 });
       assert.deepEqual(got.answer, { echo: { big: "question" } });
     });
@@ -155,7 +163,12 @@ describe("operator", () => {
       const task = await w.task(posted.task_id);
       assert.equal(task.status, "succeeded");
       await assert.rejects(w.spawn(sid, { agent: "deploy" }, { timeoutS: 20 }), (e: unknown) => {
-        return e instanceof ApiError && e.status === 403 && e.code === "rejected_by_middleware" && /tests only/.test(e.message);
+        return (
+          e instanceof ApiError &&
+          e.status === 403 &&
+          e.code === "rejected_by_middleware" &&
+          /tests only/.test(e.message)
+        );
       });
     });
   });
@@ -179,7 +192,11 @@ describe("operator", () => {
     });
     await serving(op, [], async () => {
       const routed = (prompt: string) =>
-        w.createInteraction({ session_id: sid, kind: { type: "free_text", prompt }, route: ["operator", "human"] });
+        w.createInteraction({
+          session_id: sid,
+          kind: { type: "free_text", prompt },
+          route: ["operator", "human"],
+        });
       const decided = await routed("which customer?");
       const got = await w.waitForAnswer(decided.id, 20_000);
       assert.equal(got.response?.value, "ACME");
@@ -192,7 +209,10 @@ describe("operator", () => {
         meta = (await people.getInteraction(escalated.id)).request.metadata;
         if (!meta) await sleep(50);
       }
-      assert.equal((meta as { escalation: { reason: string } }).escalation.reason, "needs a human: billing");
+      assert.equal(
+        (meta as { escalation: { reason: string } }).escalation.reason,
+        "needs a human: billing",
+      );
       await people.respond(escalated.id, { value: "refund it" });
       assert.equal((await w.waitForAnswer(escalated.id, 20_000)).response?.value, "refund it");
       assert.equal((await w.getInteraction(escalated.id)).request.answered_by, personName);
@@ -327,12 +347,17 @@ describe("operator", () => {
     await assert.rejects(operator(server, sid, "lev_wrong").run(), (e: unknown) => {
       return e instanceof ApiError && e.status === 401;
     });
-    const scoped = await server.client().createToken(uid("operator"), "operator", { sessions: ["other-*"] });
+    const scoped = await server
+      .client()
+      .createToken(uid("operator"), "operator", { sessions: ["other-*"] });
     await assert.rejects(operator(server, sid, scoped.token as string).run(), (e: unknown) => {
       return e instanceof ApiError && e.status === 403 && e.code === "session_scope";
     });
     const worker = (await named(server, "worker"))[1];
-    await assert.rejects(operator(server, sid, worker).run(), (e: unknown) => e instanceof ApiError && e.status === 403);
+    await assert.rejects(
+      operator(server, sid, worker).run(),
+      (e: unknown) => e instanceof ApiError && e.status === 403,
+    );
     await assert.rejects(
       new Operator(sid, { url: "http://127.0.0.1:9", token: "t" }).run(),
       (e: unknown) => e instanceof ServerUnreachable,
@@ -356,12 +381,18 @@ describe("operator", () => {
         (e: unknown) => e,
       );
       await until(() => hellos.length === 1, "the connection");
-      assert.deepEqual((await s.client(workerToken).askOperator(sid, "before", { timeoutS: 20 })).answer, { q: "before" });
+      assert.deepEqual(
+        (await s.client(workerToken).askOperator(sid, "before", { timeoutS: 20 })).answer,
+        { q: "before" },
+      );
       await s.stop();
       await until(() => !op.connected, "the drop");
       await s.start();
       await until(() => hellos.length === 2, "the reconnect");
-      assert.deepEqual((await s.client(workerToken).askOperator(sid, "after", { timeoutS: 20 })).answer, { q: "after" });
+      assert.deepEqual(
+        (await s.client(workerToken).askOperator(sid, "after", { timeoutS: 20 })).answer,
+        { q: "after" },
+      );
       await s.stop();
       assert.ok((await running) instanceof ServerUnreachable);
     } finally {
