@@ -99,7 +99,7 @@ export class LevApprovals {
         ...(execute === undefined
           ? {}
           : {
-              execute: async (input: unknown, options: ToolExecutionOptions) => {
+              execute: async (_input: unknown, options: ToolExecutionOptions) => {
                 const call = this.approved.get(options.toolCallId);
                 if (call === undefined || call.verified.toolName !== name) {
                   throw new LevError(

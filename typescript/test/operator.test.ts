@@ -79,7 +79,7 @@ async function serving<T>(op: Operator, hellos: Hello[], body: () => Promise<T>)
 }
 
 /** A TCP relay the test can cut (as a network does), and refuse new connections through. */
-class Proxy {
+class Relay {
   down = false;
   private readonly links = new Set<Socket>();
   private srv: NetServer | null = null;
@@ -272,7 +272,7 @@ describe("operator", () => {
     const sid = uid();
     const [opName, opToken] = await named(server, "operator");
     const w = server.client((await named(server, "worker"))[1]);
-    const proxy = new Proxy(server.listen);
+    const proxy = new Relay(server.listen);
     const calls: string[] = [];
     let release: () => void = () => {};
     let released = new Promise<void>((r) => {
