@@ -458,59 +458,63 @@ export class Operator {
       if (e instanceof LevError) throw e;
       throw new Dropped(e instanceof Error ? e.message : String(e));
     }
-    const opened = await new Promise<"open" | "stopped" | string>((resolve) => {
+    // Every listener is attached now, before the upgrade completes: a frame
+    // that arrives with the upgrade's response is delivered in the same tick
+    // as `open`, and must find its listener.
+    let opened = false;
+    const outcome = await new Promise<Stopped | null | { failed: string }>((resolve) => {
+      let done = false;
       const timer = setTimeout(
-        () => resolve(`no upgrade within ${this.openTimeoutMs} ms`),
+        () => finish({ failed: `no upgrade within ${this.openTimeoutMs} ms` }),
         this.openTimeoutMs,
       );
-      const finish = (v: string) => {
+      const finish = (how: Stopped | null | { failed: string }) => {
+        if (done) return;
+        done = true;
         clearTimeout(timer);
-        resolve(v);
+        stop.removeEventListener("abort", onStop);
+        if (this.ws === ws) this.ws = null;
+        resolve(how);
       };
-      ws.addEventListener("open", () => finish("open"));
-      ws.addEventListener("error", (ev: { message?: string; error?: unknown }) =>
-        finish(`the WebSocket failed${ev?.message ? `: ${ev.message}` : ""}`),
-      );
-      ws.addEventListener("close", (ev: { code?: number }) =>
-        finish(`closed before it opened (${ev?.code})`),
-      );
-      stop.addEventListener("abort", () => finish("stopped"), { once: true });
-    });
-    if (opened !== "open") {
-      try {
-        ws.close();
-      } catch {
-        // not open
-      }
-      if (opened === "stopped") return "stopped";
-      throw await this.refusal(opened);
-    }
-    this.connectedOnce = true;
-    this.ws = ws;
-    this.resent.clear();
-    return new Promise<Stopped | null>((resolve) => {
       const onStop = () => {
         try {
           ws.close(1000, "the operator stopped");
         } catch {
           // closing already
         }
-        end("stopped");
+        finish("stopped");
       };
-      const end = (how: Stopped | null) => {
-        stop.removeEventListener("abort", onStop);
-        if (this.ws === ws) this.ws = null;
-        resolve(how);
-      };
+      ws.addEventListener("open", () => {
+        if (done) return;
+        opened = true;
+        clearTimeout(timer);
+        this.connectedOnce = true;
+        this.ws = ws;
+        this.resent.clear();
+      });
       ws.addEventListener("message", (ev: { data: unknown }) => {
-        if (typeof ev.data === "string") this.received(ev.data);
+        if (!done && typeof ev.data === "string") this.received(ev.data);
+      });
+      ws.addEventListener("error", (ev: { message?: string }) => {
+        if (!opened)
+          finish({ failed: `the WebSocket failed${ev?.message ? `: ${ev.message}` : ""}` });
       });
       ws.addEventListener("close", (ev: { code?: number }) => {
-        end(ev?.code === REPLACED_CLOSE_CODE ? "replaced" : null);
+        if (!opened) finish({ failed: `closed before it opened (${ev?.code})` });
+        else finish(ev?.code === REPLACED_CLOSE_CODE ? "replaced" : null);
       });
       if (stop.aborted) onStop();
       else stop.addEventListener("abort", onStop, { once: true });
     });
+    if (outcome !== null && typeof outcome === "object") {
+      try {
+        ws.close();
+      } catch {
+        // not open
+      }
+      throw await this.refusal(outcome.failed);
+    }
+    return outcome;
   }
 
   // ---- messages ----
