@@ -86,3 +86,11 @@ export {
   type VotePayload,
   verifyVote,
 } from "./votes.js";
+export {
+  type HeadersLike,
+  SECRET_PREFIX,
+  secretKey,
+  signWebhook,
+  verifyWebhook,
+  WebhookError,
+} from "./webhooks.js";
