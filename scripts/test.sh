@@ -50,7 +50,7 @@ bash scripts/typescript-env.sh
   cd typescript
   rm -rf dist
   ./node_modules/.bin/tsc -p tsconfig.json
-  ./node_modules/.bin/biome lint .
+  ./node_modules/.bin/biome lint --error-on-warnings .
   ./node_modules/.bin/biome format .
   LEV_BIN="${LEV_BIN:-$PWD/../target/debug/lev}" node --test --test-concurrency=3 dist/test/*.test.js
 )

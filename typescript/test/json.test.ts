@@ -47,6 +47,6 @@ describe("strict JSON", () => {
 
   test("nesting past serde_json's limit is refused", () => {
     assert.throws(() => strictParse(`${"[".repeat(200)}${"]".repeat(200)}`), JsonError);
-    assert.deepEqual(strictParse(`${"[".repeat(100)}${"]".repeat(100)}`) instanceof Array, true);
+    assert.deepEqual(Array.isArray(strictParse(`${"[".repeat(100)}${"]".repeat(100)}`)), true);
   });
 });
