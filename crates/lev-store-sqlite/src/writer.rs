@@ -9,7 +9,8 @@ use lev_approval::audit::{GENESIS_HASH, entry_hash};
 use lev_protocol::api::AuditEntry;
 use rusqlite::{Connection, params};
 use time::OffsetDateTime;
-use tokio::sync::{broadcast, oneshot};
+use lev_store::EventFeed;
+use tokio::sync::oneshot;
 
 pub(crate) use lev_store::codec::rfc3339;
 use lev_store::{AuditRecord, Result, StoreError, StoredEvent};
@@ -160,7 +161,7 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     /// Start the writer thread on `conn`.
-    pub(crate) fn start(conn: Connection, events: broadcast::Sender<StoredEvent>) -> Result<Self> {
+    pub(crate) fn start(conn: Connection, events: EventFeed) -> Result<Self> {
         let state = ChainState::load(&conn)?;
         let (jobs, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
@@ -197,7 +198,7 @@ fn run(
     conn: Connection,
     mut state: ChainState,
     rx: mpsc::Receiver<Job>,
-    events: broadcast::Sender<StoredEvent>,
+    events: EventFeed,
 ) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
     while let Ok(first) = rx.recv() {
@@ -213,7 +214,7 @@ fn run(
         match &outcome {
             Ok(()) => {
                 for event in state.staged.drain(..) {
-                    let _ = events.send(event);
+                    events.send(event);
                 }
             }
             Err(_) => {

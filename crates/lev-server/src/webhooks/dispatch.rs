@@ -190,7 +190,7 @@ pub async fn run(state: AppState) {
                 }
                 // Gather what commits meanwhile: one claim serves them all.
                 tokio::time::sleep(DEBOUNCE).await;
-                while events.try_recv().is_ok() {}
+                events.skip_to_end();
             }
             () = tokio::time::sleep(wait) => {}
             () = changed.notified() => any = None,
