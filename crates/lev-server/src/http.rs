@@ -571,7 +571,11 @@ struct Guarded {
 impl Guarded {
     /// Note a write's outcome: a write that waits starts (or goes on
     /// with) the stall timer; past it, the write fails.
-    fn track<T>(&mut self, cx: &mut Context<'_>, polled: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+    fn track<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
         if polled.is_ready() {
             self.stall = None;
             return polled;

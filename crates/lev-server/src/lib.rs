@@ -56,9 +56,9 @@ use tokio::net::TcpListener;
 
 pub use auth::{ADMIN_TOKEN_FILE, Principal};
 pub use error::ApiError;
+pub use http::ConnectionSettings;
 pub use kek::Kek;
 pub use keys::KeyRing;
-pub use http::ConnectionSettings;
 pub use operators::OperatorSettings;
 pub use state::{AppState, Settings};
 pub use store::migrate as migrate_database;

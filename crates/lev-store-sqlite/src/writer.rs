@@ -7,9 +7,9 @@ use std::sync::mpsc;
 
 use lev_approval::audit::{GENESIS_HASH, entry_hash};
 use lev_protocol::api::AuditEntry;
+use lev_store::EventFeed;
 use rusqlite::{Connection, params};
 use time::OffsetDateTime;
-use lev_store::EventFeed;
 use tokio::sync::oneshot;
 
 pub(crate) use lev_store::codec::rfc3339;
@@ -194,12 +194,7 @@ impl Writer {
     }
 }
 
-fn run(
-    conn: Connection,
-    mut state: ChainState,
-    rx: mpsc::Receiver<Job>,
-    events: EventFeed,
-) {
+fn run(conn: Connection, mut state: ChainState, rx: mpsc::Receiver<Job>, events: EventFeed) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
     while let Ok(first) = rx.recv() {
         batch.push(first);

@@ -531,7 +531,10 @@ mod tests {
     #[tokio::test]
     async fn presence_of_departed_operators_is_bounded() {
         let relay = InProcessOperators::default();
-        relay.connect_operator("kept", "c-kept", "op").await.unwrap();
+        relay
+            .connect_operator("kept", "c-kept", "op")
+            .await
+            .unwrap();
         for n in 0..PRESENCE_MEMORY + 10 {
             let session = format!("s-{n}");
             relay.connect_operator(&session, "c", "op").await.unwrap();

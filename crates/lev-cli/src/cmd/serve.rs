@@ -165,7 +165,10 @@ const RESERVED_FILES: u64 = 256;
 fn connection_settings(args: &Args) -> anyhow::Result<lev_server::ConnectionSettings> {
     for (flag, n) in [
         ("--max-connections", args.max_connections),
-        ("--max-connections-per-address", args.max_connections_per_address),
+        (
+            "--max-connections-per-address",
+            args.max_connections_per_address,
+        ),
     ] {
         if n == 0 {
             anyhow::bail!("{flag}: expected at least 1, found 0");

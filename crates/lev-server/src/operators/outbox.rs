@@ -109,7 +109,10 @@ pub struct Outbox {
 impl std::fmt::Debug for Outbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Outbox")
-            .field("message_bytes", &self.messages.bytes.load(Ordering::Relaxed))
+            .field(
+                "message_bytes",
+                &self.messages.bytes.load(Ordering::Relaxed),
+            )
             .field("error_bytes", &self.errors.bytes.load(Ordering::Relaxed))
             .field("closing", &*self.closing.borrow())
             .finish_non_exhaustive()
@@ -234,8 +237,8 @@ impl Outbox {
     pub fn queued(&self) -> (usize, usize) {
         let frames = (self.messages.tx.max_capacity() - self.messages.tx.capacity())
             + (self.errors.tx.max_capacity() - self.errors.tx.capacity());
-        let bytes = self.messages.bytes.load(Ordering::Acquire)
-            + self.errors.bytes.load(Ordering::Acquire);
+        let bytes =
+            self.messages.bytes.load(Ordering::Acquire) + self.errors.bytes.load(Ordering::Acquire);
         (frames, bytes)
     }
 }

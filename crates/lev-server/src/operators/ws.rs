@@ -23,7 +23,7 @@ use lev_protocol::api::Role;
 use lev_protocol::{ClientMsg, ServerMsg};
 use serde_json::{Value, json};
 
-use super::outbox::{Closing, NOT_READING, Next, OutboxReader};
+use super::outbox::{Closing, NOT_READING, Next, Outbox, OutboxReader};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::PathParam;
@@ -198,7 +198,13 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
     // How the writer ended, once it did (a finished JoinHandle must not be
     // polled again).
     let mut ended: Option<Option<Closing>> = None;
+    // The close for not reading is audited once, as soon as it is seen.
+    let mut audited = false;
     loop {
+        if !audited && outbox.closing() == Some(NOT_READING) {
+            audited = true;
+            audit_dropped(&state, &session_id, &name, &outbox).await;
+        }
         let frame = tokio::select! {
             done = &mut writer => {
                 ended = Some(done.unwrap_or(None));
@@ -282,26 +288,8 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
             }
         }
     };
-    if closing == Some(NOT_READING) {
-        let (frames, bytes) = outbox.queued();
-        crate::log::info(&format!(
-            "operator {name} of {session_id}: closed (1008), it did not read what was sent"
-        ));
-        let _ = state
-            .store()
-            .append_audit(lev_store::AuditRecord {
-                action: "operator.dropped".into(),
-                actor: "system".into(),
-                data: json!({
-                    "session_id": session_id,
-                    "operator": name,
-                    "code": NOT_READING.code,
-                    "reason": NOT_READING.reason,
-                    "queued_frames": frames,
-                    "queued_bytes": bytes,
-                }),
-            })
-            .await;
+    if closing == Some(NOT_READING) && !audited {
+        audit_dropped(&state, &session_id, &name, &outbox).await;
     }
     if hub.disconnect(&session_id, &conn_id).await.unwrap_or(false) {
         let _ = state
@@ -315,8 +303,33 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
     }
 }
 
+/// Audit (and log) that `name`'s connection to `session_id` is closed
+/// because it did not read, with what was queued for it then.
+async fn audit_dropped(state: &AppState, session_id: &str, name: &str, outbox: &Outbox) {
+    let (frames, bytes) = outbox.queued();
+    crate::log::info(&format!(
+        "operator {name} of {session_id}: closed ({}), it did not read what was sent",
+        NOT_READING.code
+    ));
+    let _ = state
+        .store()
+        .append_audit(lev_store::AuditRecord {
+            action: "operator.dropped".into(),
+            actor: "system".into(),
+            data: json!({
+                "session_id": session_id,
+                "operator": name,
+                "code": NOT_READING.code,
+                "reason": NOT_READING.reason,
+                "queued_frames": frames,
+                "queued_bytes": bytes,
+            }),
+        })
+        .await;
+}
+
 /// How long a close frame may take to go out.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
 /// Most frames written with one flush.
 const BATCH: usize = 64;
 
