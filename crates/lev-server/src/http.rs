@@ -25,13 +25,13 @@
 //! - **Caps.** At most `max_connections` at once, and at most
 //!   `max_per_address` from one address (an IPv6 address counts by its
 //!   /64, where one host has its many addresses), counted from the accept,
-//!   TLS handshake and WebSockets included. Past the per-address cap a new
-//!   connection is answered 503 and closed at once. At the global cap it
-//!   replaces the connection that has waited longest without a request in
-//!   flight (a half-sent head, an idle keep-alive); only when every
-//!   connection is serving a request is it refused. A health check, which
-//!   sends its request at once, so gets in under a flood of unfinished
-//!   requests.
+//!   TLS handshake and WebSockets included. At a cap a new connection
+//!   replaces the one that has waited longest without a request in flight
+//!   (a half-sent head, an idle keep-alive), of its own address at the
+//!   per-address cap; only when every one is serving a request is it
+//!   answered 503 and closed at once. A health check, which sends its
+//!   request at once, so gets in under a flood of unfinished requests, from
+//!   any address.
 //! - **Timeouts.** A request's head (and the TLS handshake before the first
 //!   one) must arrive within `header_timeout`, counted from its first byte
 //!   (from the accept for the first request); a kept-alive connection may
@@ -105,6 +105,11 @@ impl Default for ConnectionSettings {
 /// arrived.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyDeadline(pub Instant);
+
+/// How much longer than the write timeout a WebSocket's socket waits on a
+/// write before it fails: its writer closes a peer that does not read
+/// itself first (with a close frame, which takes a few seconds' chance).
+const UPGRADED_WRITE_EXTRA: Duration = Duration::from_secs(10);
 
 /// Connections replaced at the global cap may still be closing: at most
 /// this many over the cap.
@@ -279,9 +284,35 @@ struct Registry {
 struct Conns {
     next_id: u64,
     live: HashMap<u64, Arc<Conn>>,
-    per_address: HashMap<IpAddr, usize>,
+    /// Live connections by address, and how many of those are closing to
+    /// make room.
+    per_address: HashMap<IpAddr, (usize, usize)>,
     /// Live connections told to close to make room.
     evicting: usize,
+}
+
+impl Conns {
+    /// Tell the connection that has waited longest without a request in
+    /// flight, among those `which` picks, to close (a linear scan, only at
+    /// a cap). False when every one is serving a request.
+    fn evict(&mut self, which: impl Fn(&Conn) -> bool) -> bool {
+        let victim = self
+            .live
+            .values()
+            .filter(|c| which(c) && c.evictable())
+            .min_by_key(|c| c.idle_since.load(Ordering::Acquire))
+            .cloned();
+        let Some(victim) = victim else {
+            return false;
+        };
+        victim.evicted.store(true, Ordering::Release);
+        victim.wake.notify_one();
+        self.evicting += 1;
+        if let Some((_, evicting)) = self.per_address.get_mut(&victim.address) {
+            *evicting += 1;
+        }
+        true
+    }
 }
 
 /// One connection's state, shared by its IO, its requests and its watchdog.
@@ -325,12 +356,16 @@ impl Drop for Slot {
     fn drop(&mut self) {
         let mut conns = self.registry.lock();
         conns.live.remove(&self.conn.id);
-        if self.conn.evicted.load(Ordering::Acquire) {
+        let evicted = self.conn.evicted.load(Ordering::Acquire);
+        if evicted {
             conns.evicting = conns.evicting.saturating_sub(1);
         }
-        if let Some(n) = conns.per_address.get_mut(&self.conn.address) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some((live, evicting)) = conns.per_address.get_mut(&self.conn.address) {
+            *live = live.saturating_sub(1);
+            if evicted {
+                *evicting = evicting.saturating_sub(1);
+            }
+            if *live == 0 {
                 conns.per_address.remove(&self.conn.address);
             }
         }
@@ -375,28 +410,25 @@ impl Registry {
     fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, &'static str> {
         let address = address_key(ip);
         let mut conns = self.lock();
-        let here = conns.per_address.get(&address).copied().unwrap_or(0);
-        if here >= self.limits.max_per_address {
+        let (here, here_evicting) = conns.per_address.get(&address).copied().unwrap_or((0, 0));
+        // Those closing to make room are gone in moments; until then at
+        // most a few more than the caps are open.
+        if here >= self.limits.max_per_address + EVICTION_SLACK {
             return Err("too many connections from this address");
         }
         if conns.live.len() >= self.limits.max_connections + EVICTION_SLACK {
             return Err("the server is at its connection limit");
         }
-        if conns.live.len() - conns.evicting >= self.limits.max_connections {
-            // Make room: the connection that has waited longest without a
-            // request in flight goes (linear, and only at the cap).
-            let victim = conns
-                .live
-                .values()
-                .filter(|c| c.evictable())
-                .min_by_key(|c| c.idle_since.load(Ordering::Acquire))
-                .cloned();
-            let Some(victim) = victim else {
-                return Err("the server is at its connection limit");
-            };
-            victim.evicted.store(true, Ordering::Release);
-            victim.wake.notify_one();
-            conns.evicting += 1;
+        // At a cap, the connection waiting longest without a request in
+        // flight (of this address, at its cap) makes room.
+        if here - here_evicting >= self.limits.max_per_address {
+            if !conns.evict(|c| c.address == address) {
+                return Err("too many connections from this address");
+            }
+        } else if conns.live.len() - conns.evicting >= self.limits.max_connections
+            && !conns.evict(|_| true)
+        {
+            return Err("the server is at its connection limit");
         }
         conns.next_id += 1;
         let conn = Arc::new(Conn {
@@ -411,7 +443,7 @@ impl Registry {
             wake: Notify::new(),
         });
         conns.live.insert(conn.id, Arc::clone(&conn));
-        *conns.per_address.entry(address).or_default() += 1;
+        conns.per_address.entry(address).or_default().0 += 1;
         Ok(Slot {
             registry: Arc::clone(self),
             conn,
@@ -583,7 +615,7 @@ impl Guarded {
         // A WebSocket's writer closes a peer that does not read itself (with
         // a close frame and an audit entry); this is the backstop.
         let limit = if self.conn.upgraded.load(Ordering::Acquire) {
-            self.write_timeout * 2
+            self.write_timeout + UPGRADED_WRITE_EXTRA
         } else {
             self.write_timeout
         };

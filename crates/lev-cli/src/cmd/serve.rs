@@ -95,8 +95,9 @@ pub struct Args {
     )]
     pub max_connections: usize,
     /// Most connections from one address (an IPv6 address counts by its
-    /// /64); more are refused with 503. Behind a proxy every client has the
-    /// proxy's address: raise it there.
+    /// /64); past it a new one replaces that address's connection idle
+    /// longest, or gets 503 when all are serving requests. Behind a proxy
+    /// every client has the proxy's address: raise it there.
     #[arg(
         long,
         env = "LEV_MAX_CONNECTIONS_PER_ADDRESS",
@@ -211,11 +212,13 @@ fn connection_settings(args: &Args) -> anyhow::Result<lev_server::ConnectionSett
 /// # Errors
 /// A bad flag, an unusable data dir, a socket that cannot be bound.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let connections = connection_settings(&args)?;
     let data_dir = match args.data_dir {
         Some(dir) => dir,
         None => default_data_dir()?,
     };
     let mut config = lev_server::Config::new(data_dir);
+    config.settings.connections = connections;
     config.listen = args.listen;
     config.database = args.database.filter(|d| !d.is_empty());
     config.key_encryption_key = args.key_encryption_key_file;
@@ -241,7 +244,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     config.settings.webhooks.retry = lev_server::webhooks::RetryPolicy::parse(&args.webhook_retry)
         .map_err(anyhow::Error::msg)?;
-    config.settings.connections = connection_settings(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

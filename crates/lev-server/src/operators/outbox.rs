@@ -7,10 +7,13 @@
 //!   more as it drains ([`Outbox::offer`], [`OutboxReader::wants_more`]), so
 //!   a session with thousands of pending messages is sent them as fast as
 //!   its operator reads, never all at once;
-//! - **errors** for frames the peer sent: a peer that keeps sending what
-//!   gets an error while never reading fills this lane, and is closed
-//!   ([`NOT_READING`]) instead of growing the server (the unbounded queue
-//!   it replaced grew 392 to 771 MB in 12 s).
+//! - **errors** for frames the peer sent: when this lane is full the
+//!   connection's reader waits for room before it reads the peer's next
+//!   frame, so a peer that sends what gets an error faster than it reads is
+//!   slowed to the pace it reads at, and one that does not read at all is
+//!   closed ([`NOT_READING`]) by the writer's write timeout, instead of
+//!   growing the server (the unbounded queue this replaced grew 392 to
+//!   771 MB in 12 s).
 //!
 //! A close ([`Outbox::close`]) overtakes whatever is queued; the first one
 //! given wins.
@@ -52,10 +55,11 @@ pub const MESSAGES: LaneLimits = LaneLimits {
     frames: 64,
     bytes: 4 * 1024 * 1024,
 };
-/// Error frames for what the peer sent.
+/// Error frames for what the peer sent: each is at most about 1.2 KiB
+/// (`ws.rs` caps what they quote), so 64 of them stay under 80 KiB.
 pub const ERRORS: LaneLimits = LaneLimits {
     frames: 64,
-    bytes: 256 * 1024,
+    bytes: 128 * 1024,
 };
 
 struct Lane {
@@ -184,22 +188,29 @@ impl Outbox {
         false
     }
 
-    /// Queue a frame that cannot wait for room (an error frame): when its
-    /// lane is full, the peer is not reading, and the connection is closed
-    /// with [`NOT_READING`]. False when it was not queued.
-    pub fn push_error(&self, text: Utf8Bytes) -> bool {
-        if self.is_closing() {
+    /// Queue an error frame, waiting for room (by frames: error frames are
+    /// small, so the frames bound the bytes). False when the connection is
+    /// closing or its writer is gone.
+    pub async fn push_error(&self, text: Utf8Bytes) -> bool {
+        let mut closing = self.closing.subscribe();
+        if closing.borrow_and_update().is_some() {
             return false;
         }
-        if self.errors.try_push(text) {
-            return true;
+        let len = text.len();
+        self.errors.bytes.fetch_add(len, Ordering::AcqRel);
+        let sent = tokio::select! {
+            sent = self.errors.tx.send(text) => sent.is_ok(),
+            _ = closing.changed() => false,
+        };
+        if !sent {
+            self.errors.bytes.fetch_sub(len, Ordering::AcqRel);
         }
-        self.close(NOT_READING);
-        false
+        sent
     }
 
-    /// Queue a message that cannot be sent again later (a notice): as
-    /// [`Outbox::push_error`], on the messages' lane.
+    /// Queue a message that cannot be sent again later (a notice): when the
+    /// messages' lane is full the peer is not keeping up, and the
+    /// connection is closed with [`NOT_READING`]. False when not queued.
     pub fn push_notice(&self, text: Utf8Bytes) -> bool {
         if self.is_closing() {
             return false;
@@ -300,6 +311,11 @@ impl OutboxReader {
         }
     }
 
+    /// Close with `closing` (the first close given wins).
+    pub fn close(&self, closing: Closing) {
+        self.outbox.close(closing);
+    }
+
     /// Whether the hub left messages out for lack of room (cleared).
     pub fn wants_more(&self) -> bool {
         self.outbox.wants_more.swap(false, Ordering::AcqRel)
@@ -336,12 +352,21 @@ mod tests {
         assert!(!reader.wants_more());
         assert_eq!(outbox.queued(), (4, 4));
         assert!(outbox.closing().is_none(), "a full message lane only waits");
-        // A full error lane closes, and the close overtakes what is queued.
+        // A full error lane makes the sender wait; a close frees it.
         for _ in 0..4 {
-            assert!(outbox.push_error(text(1)));
+            assert!(outbox.push_error(text(1)).await);
         }
-        assert!(!outbox.push_error(text(1)));
+        let waiting = {
+            let outbox = Arc::clone(&outbox);
+            tokio::spawn(async move { outbox.push_error(text(1)).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "a full error lane waits for room");
+        // A full message lane with a notice that cannot wait closes, and the
+        // close overtakes what is queued.
+        assert!(!outbox.push_notice(text(1)));
         assert_eq!(outbox.closing(), Some(NOT_READING));
+        assert!(!waiting.await.unwrap());
         assert!(matches!(reader.next().await, Next::Close(c) if c == NOT_READING));
         assert!(reader.try_next().is_none());
         // The first close wins.

@@ -5,11 +5,11 @@
 //! cannot use gets an `error` frame and the connection stays up. No frame
 //! from the peer (a pong included) for the dead-peer timeout ends it.
 //!
-//! Everything toward the peer is bounded ([`super::outbox`]): a peer that
-//! does not read (its error frames fill their lane, or a write waits past
-//! the server's write timeout) is closed with 1008 and a reason saying so,
-//! and the close is audited (`operator.dropped`, with the session, the
-//! operator and why).
+//! Everything toward the peer is bounded ([`super::outbox`]): while its
+//! error frames fill their lane the peer's next frame is not read, and a
+//! peer that does not read (a write waits past the server's write timeout)
+//! is closed with 1008 and a reason saying so, and the close is audited
+//! (`operator.dropped`, with the session, the operator and why).
 
 use std::time::Duration;
 
@@ -200,6 +200,8 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
     let mut ended: Option<Option<Closing>> = None;
     // The close for not reading is audited once, as soon as it is seen.
     let mut audited = false;
+    // The peer closed or its socket failed.
+    let mut peer_gone = false;
     loop {
         if !audited && outbox.closing() == Some(NOT_READING) {
             audited = true;
@@ -224,7 +226,10 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
                 });
                 break;
             }
-            Ok(None | Some(Err(_))) => break,
+            Ok(None | Some(Err(_))) => {
+                peer_gone = true;
+                break;
+            }
             Ok(Some(Ok(message))) => message,
         };
         // Once closing, what the peer still sends is not answered.
@@ -238,33 +243,41 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
                     match hub.resolve(&session_id, msg, &name).await {
                         Ok(Ok(())) => {}
                         Ok(Err(refusal)) => {
-                            outbox.push_error(error_frame(
-                                Some(req_id),
-                                refusal.code,
-                                refusal.message,
-                            ));
+                            answer(
+                                &outbox,
+                                error_frame(Some(req_id), refusal.code, refusal.message),
+                                &mut shutdown,
+                            )
+                            .await;
                         }
                         Err(e) => {
-                            outbox.push_error(error_frame(
-                                Some(req_id),
-                                "store_unavailable",
-                                format!("the reply was not recorded, send it again: {e}"),
-                            ));
+                            answer(
+                                &outbox,
+                                error_frame(
+                                    Some(req_id),
+                                    "store_unavailable",
+                                    format!("the reply was not recorded, send it again: {e}"),
+                                ),
+                                &mut shutdown,
+                            )
+                            .await;
                         }
                     }
                 }
-                Err(frame) => {
-                    outbox.push_error(frame);
-                }
+                Err(frame) => answer(&outbox, frame, &mut shutdown).await,
             },
             Message::Binary(_) => {
-                outbox.push_error(error_frame(
+                let frame = error_frame(
                     None,
                     "malformed",
                     "expected text frames, each one JSON message".into(),
-                ));
+                );
+                answer(&outbox, frame, &mut shutdown).await;
             }
-            Message::Close(_) => break,
+            Message::Close(_) => {
+                peer_gone = true;
+                break;
+            }
             Message::Ping(_) | Message::Pong(_) => {}
         }
     }
@@ -300,6 +313,37 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
                 Some(&name),
             )
             .await;
+    }
+    if !peer_gone {
+        // Closing a socket whose peer's bytes are still unread resets it,
+        // and the reset throws away what the peer had not read yet: the
+        // close frame too. So what the peer still sends is read and
+        // dropped, until its close, its end, or a few seconds.
+        let _ = tokio::time::timeout(CLOSE_GRACE, async {
+            while let Some(Ok(message)) = stream.next().await {
+                if matches!(message, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// Queue an error frame for the peer. Until it fits, the peer's next frame
+/// is not read: a peer that sends faster than it reads what comes back is
+/// slowed to its reading pace (and one that does not read is closed by the
+/// writer's write timeout). Shutdown does not wait for it.
+async fn answer(
+    outbox: &Outbox,
+    frame: Utf8Bytes,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::select! {
+        _ = outbox.push_error(frame) => {}
+        () = crate::shutdown::stopped(shutdown) => {
+            outbox.close(Closing { code: 1001, reason: "the server is shutting down" });
+        }
     }
 }
 
@@ -371,7 +415,12 @@ async fn write(
             done = tokio::time::timeout(write_timeout, written) => match done {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return None,
-                Err(_elapsed) => break NOT_READING,
+                Err(_elapsed) => {
+                    // Said at once, so the reader audits it while the close
+                    // frame still has its chance to go out.
+                    queue.close(NOT_READING);
+                    break NOT_READING;
+                }
             },
             closing = queue.closed() => break closing,
         }

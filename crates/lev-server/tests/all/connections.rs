@@ -66,10 +66,10 @@ async fn closed_within(stream: &mut TcpStream, within: Duration) -> (bool, Strin
     }
 }
 
-/// A few hundred half-sent requests from one address: past the
-/// per-address cap each is answered 503 and closed at once, the server
-/// keeps answering `/v1/health` from another address, and the half-sent
-/// ones are closed once the header timeout passes.
+/// A few hundred half-sent requests from one address: it never holds more
+/// than its cap (each new one replaces its oldest unfinished one), the
+/// server keeps answering `/v1/health` from that address and from another,
+/// and the half-sent ones left are closed once the header timeout passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_from_one_address_hits_its_cap_and_health_still_answers() {
     let s = TestServer::start_with(settings(ConnectionSettings {
@@ -83,29 +83,30 @@ async fn a_flood_from_one_address_hits_its_cap_and_health_still_answers() {
     let mut held = Vec::new();
     for _ in 0..300 {
         let mut stream = connect_from(server, 1).await.unwrap();
-        // A refused connection may already be closed: a failed write is fine.
+        // One closed to make room may already be gone: a failed write is fine.
         let _ = stream.write_all(HALF).await;
         held.push(stream);
     }
     let started = Instant::now();
     assert_eq!(health_from(server, 2).await, "HTTP/1.1 200 OK");
-    let (mut open, mut refused) = (0, 0);
+    assert_eq!(health_from(server, 1).await, "HTTP/1.1 200 OK");
+    let mut open = 0;
     for stream in &mut held {
         let (closed, said) = closed_within(stream, Duration::from_millis(20)).await;
-        if closed {
-            assert!(said.starts_with("HTTP/1.1 503"), "{said}");
-            assert!(said.contains("too_many_connections"), "{said}");
-            refused += 1;
-        } else {
+        assert!(said.is_empty(), "a half-sent request was answered: {said}");
+        if !closed {
             open += 1;
         }
     }
-    assert_eq!(open, 50, "the per-address cap holds ({refused} refused)");
-    // The cap frees as the header timeout closes the half-sent heads.
+    assert!(
+        (40..=50).contains(&open),
+        "{open} half-sent requests from one address held open (cap 50)"
+    );
+    // The rest close as the header timeout passes.
     for stream in &mut held {
         let (closed, said) = closed_within(stream, Duration::from_secs(5)).await;
         assert!(closed, "a half-sent request was still open");
-        assert!(!said.contains("200 OK"), "{said}");
+        assert!(said.is_empty(), "{said}");
     }
     let elapsed = started.elapsed();
     assert!(
@@ -113,6 +114,45 @@ async fn a_flood_from_one_address_hits_its_cap_and_health_still_answers() {
         "closed after {elapsed:?}"
     );
     assert_eq!(health_from(server, 1).await, "HTTP/1.1 200 OK");
+}
+
+/// When every connection of an address is serving a request (long-polls),
+/// one more from it is answered 503 `too_many_connections` and closed;
+/// another address is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_whose_connections_are_all_busy_gets_503() {
+    let s = TestServer::start_with(settings(ConnectionSettings {
+        max_per_address: 3,
+        ..ConnectionSettings::default()
+    }))
+    .await;
+    let server = addr_of(&s);
+    let (worker, _) = s.worker_and_approver().await;
+    let id = s.create(&worker, &free_text("s-busy", "wait")).await;
+    let mut polls = Vec::new();
+    for _ in 0..3 {
+        let mut stream = connect_from(server, 7).await.unwrap();
+        let request = format!(
+            "GET /v1/interactions/{id}/wait?timeout_s=20 HTTP/1.1\r\nhost: lev\r\n\
+             authorization: Bearer {worker}\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        polls.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut stream = connect_from(server, 7).await.unwrap();
+    let _ = stream
+        .write_all(b"GET /v1/health HTTP/1.1\r\nhost: lev\r\n\r\n")
+        .await;
+    let (closed, said) = closed_within(&mut stream, Duration::from_secs(5)).await;
+    assert!(closed, "{said}");
+    assert!(said.starts_with("HTTP/1.1 503"), "{said}");
+    assert!(said.contains("\"too_many_connections\""), "{said}");
+    assert_eq!(health_from(server, 8).await, "HTTP/1.1 200 OK");
+    // The long-polls are still waiting.
+    for poll in &mut polls {
+        assert!(!closed_within(poll, Duration::from_millis(20)).await.0);
+    }
 }
 
 /// At the global cap (many addresses), a new connection replaces the one

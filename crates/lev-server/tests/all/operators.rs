@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use lev_server::{AppState, OperatorSettings, Settings};
+use lev_server::{AppState, ConnectionSettings, OperatorSettings, Settings};
 use lev_test_support::InProcess;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -40,12 +40,17 @@ fn timings(grace_ms: u64, reply_ms: u64) -> OperatorSettings {
 
 impl OpServer {
     async fn start(ops: OperatorSettings) -> Self {
+        Self::start_with(ops, ConnectionSettings::default()).await
+    }
+
+    async fn start_with(ops: OperatorSettings, connections: ConnectionSettings) -> Self {
         let dir = Arc::new(tempfile::tempdir().unwrap());
         let server = InProcess::start_in(dir, |config| {
             config.operator_grace = ops.grace;
             config.operator_reply_timeout = ops.reply_timeout;
             config.settings = Settings {
                 operators: ops,
+                connections,
                 ..Settings::default()
             };
         })
@@ -1019,12 +1024,20 @@ async fn a_peer_that_stops_answering_pings_is_dropped() {
 
 /// The flood (392 to 771 MB in 12 s): an operator sends frames
 /// that each get an error frame back and never reads its socket. The
-/// server's queue toward it stays bounded, it is closed with 1008 and a
-/// reason saying it did not read, and the close is audited with the
-/// session, the operator and why.
+/// server's queue toward it stays bounded (its frames are no longer read
+/// while their errors wait), it is closed with 1008 and a reason saying it
+/// did not read once a write waited past the write timeout, and the close
+/// is audited with the session, the operator and why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_that_floods_and_never_reads_is_closed_1008_and_audited() {
-    let s = OpServer::start(timings(5_000, 5_000)).await;
+    let s = OpServer::start_with(
+        timings(5_000, 5_000),
+        ConnectionSettings {
+            write_timeout: Duration::from_secs(1),
+            ..ConnectionSettings::default()
+        },
+    )
+    .await;
     let op = s.token("flooder", "operator").await;
     let addr: std::net::SocketAddr = s.url.trim_start_matches("http://").parse().unwrap();
     // A small receive buffer: the server's writes back up soon.
