@@ -503,14 +503,15 @@ mod tests {
                 .unwrap();
             assert_eq!(outcome, ResolveOutcome::Resolved);
         }
-        let state = relay.state();
-        assert!(state.reply_bytes <= REPLY_BYTES, "{}", state.reply_bytes);
-        let kept: usize = state.replies.values().map(|(_, s)| s).sum();
-        assert_eq!(kept, state.reply_bytes);
-        assert!(state.replies.contains_key("rq_199"));
-        assert!(!state.replies.contains_key("rq_0"));
-        assert!(state.resolved.contains("rq_0"));
-        drop(state);
+        {
+            let state = relay.state();
+            assert!(state.reply_bytes <= REPLY_BYTES, "{}", state.reply_bytes);
+            let kept: usize = state.replies.values().map(|(_, s)| s).sum();
+            assert_eq!(kept, state.reply_bytes);
+            assert!(state.replies.contains_key("rq_199"));
+            assert!(!state.replies.contains_key("rq_0"));
+            assert!(state.resolved.contains("rq_0"));
+        }
         let late = relay
             .resolve_operator_request(
                 "s-1",
