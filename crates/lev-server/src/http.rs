@@ -42,6 +42,9 @@
 //!   closes). A write that the peer does not take within `write_timeout`
 //!   (it stopped reading) ends the connection, so a client that never
 //!   reads its event stream is dropped and what was queued for it freed.
+//! - **Buffers.** A request head is at most 32 KiB (431 past it), and a
+//!   connection's buffers grow to 64 KiB at most (hyper's default let a
+//!   slow head fill about 400 KiB per connection).
 //! - **Accept errors** (out of file descriptors) back off, from 10 ms to
 //!   1 s, instead of spinning.
 
@@ -105,6 +108,13 @@ impl Default for ConnectionSettings {
 /// arrived.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyDeadline(pub Instant);
+
+/// The largest request head (line and headers): 431 past it. hyper's own
+/// limit was its whole buffer, about 400 KiB a connection.
+const MAX_HEAD: usize = 32 * 1024;
+/// The most a connection's read or write buffer grows to (hyper's default
+/// is about 400 KiB): bodies stream through it in pieces.
+const MAX_BUFFER: usize = 64 * 1024;
 
 /// How much longer than the write timeout a WebSocket's socket waits on a
 /// write before it fails: its writer closes a peer that does not read
@@ -229,6 +239,8 @@ async fn drive<IO>(
 {
     let mut http = pin!(
         http1::Builder::new()
+            .max_header_size(MAX_HEAD)
+            .max_buf_size(MAX_BUFFER)
             .serve_connection(TokioIo::new(io), service)
             .with_upgrades()
     );

@@ -322,6 +322,26 @@ async fn a_trickled_body_gets_408_and_the_connection_closes() {
     assert!(started.elapsed() < Duration::from_secs(3));
 }
 
+/// A request head larger than 32 KiB is refused (431) and the connection
+/// closed: a peer no longer fills hyper's 400 KiB buffer per connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_request_head_gets_431() {
+    let s = TestServer::start().await;
+    let server = addr_of(&s);
+    let mut stream = connect_from(server, 1).await.unwrap();
+    let filler = "a".repeat(1000);
+    let mut head = String::from("GET /v1/health HTTP/1.1\r\nhost: lev\r\n");
+    for n in 0..40 {
+        head.push_str(&format!("x-filler-{n}: {filler}\r\n"));
+    }
+    head.push_str("\r\n");
+    let _ = stream.write_all(head.as_bytes()).await;
+    let (closed, said) = closed_within(&mut stream, Duration::from_secs(5)).await;
+    assert!(closed, "{said}");
+    assert!(said.starts_with("HTTP/1.1 431"), "{said}");
+    assert_eq!(health_from(server, 1).await, "HTTP/1.1 200 OK");
+}
+
 /// The request counter is keyed by method: a client inventing methods
 /// does not add counters (they were kept for the process's life).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
