@@ -181,11 +181,13 @@ impl Outbox {
         if self.is_closing() {
             return false;
         }
-        if self.messages.try_push(text) {
+        if self.messages.try_push(text.clone()) {
             return true;
         }
+        // Said before looking once more: either the frame fits now, or the
+        // lane still holds a frame, after which the writer sees the flag.
         self.wants_more.store(true, Ordering::Release);
-        false
+        self.messages.try_push(text)
     }
 
     /// Queue an error frame, waiting for room (by frames: error frames are

@@ -1135,6 +1135,61 @@ async fn an_operator_that_floods_and_never_reads_is_closed_1008_and_audited() {
     }
 }
 
+/// More messages pending than a connection's queue holds (64): the
+/// operator still gets every one, in order, as it reads them (what does
+/// not fit waits in the store and follows as the queue drains).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_pending_messages_than_the_queue_holds_all_arrive() {
+    let s = OpServer::start(timings(20_000, 20_000)).await;
+    let worker = s.token("worker-1", "worker").await;
+    let op = s.token("main-ai", "operator").await;
+    let calls: Vec<_> = (0..150)
+        .map(|n| {
+            s.post_later(
+                "/v1/sessions/s-many/ask",
+                &worker,
+                json!({"question": {"n": n}, "timeout_s": 30}),
+            )
+        })
+        .collect();
+    // Let every ask be posted before the operator connects.
+    let started = Instant::now();
+    while s
+        .state
+        .store()
+        .pending_operator_requests("s-many")
+        .await
+        .unwrap()
+        .len()
+        < 150
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "asks not posted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (mut ws, pending) = operator(&s, "s-many", &op).await;
+    assert_eq!(pending.len(), 150);
+    let mut seen = Vec::new();
+    while seen.len() < 150 {
+        let ask = recv(&mut ws).await;
+        assert_eq!(ask["type"], "ask", "{ask}");
+        let req_id = ask["req_id"].as_str().unwrap().to_owned();
+        send(
+            &mut ws,
+            json!({"type": "answer", "req_id": req_id, "value": ask["question"]["n"]}),
+        )
+        .await;
+        seen.push(req_id);
+    }
+    assert_eq!(seen, pending, "every pending message, once, in order");
+    for call in calls {
+        let (status, v) = call.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{v}");
+    }
+}
+
 /// Echoed input is capped: a frame whose `type` is a megabyte long gets an
 /// error frame of at most a few KiB (it used to quote it whole).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
