@@ -220,8 +220,9 @@ pub const PAGE_BYTES: usize = 1024 * 1024;
 pub const PAGE_EVENTS: u32 = 500;
 
 impl Default for PageSizer {
+    /// A first page of a few events, whose size sets the next.
     fn default() -> Self {
-        Self { limit: 16 }
+        Self { limit: 4 }
     }
 }
 
