@@ -65,13 +65,20 @@ fn too_large(limit: usize) -> ApiError {
 ///
 /// # Errors
 /// 413 when the declared or actual length passes `limit`; 400 when the body
-/// cannot be read.
+/// cannot be read; 408 when it does not arrive by the request's deadline.
 pub async fn read_limited(req: Request, limit: usize) -> Result<Vec<u8>, ApiError> {
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
+    // The connection loop gives every request a deadline for its body
+    // (`--body-timeout`): a body trickled a byte at a time does not hold a
+    // connection and its buffer for ever.
+    let deadline = req
+        .extensions()
+        .get::<crate::http::BodyDeadline>()
+        .map(|d| d.0);
     let mut body: Body = req.into_body();
     if declared.is_some_and(|n| n > limit as u64) {
         drain_in_background(body);
@@ -79,7 +86,21 @@ pub async fn read_limited(req: Request, limit: usize) -> Result<Vec<u8>, ApiErro
     }
     let capacity = declared.map_or(8 * 1024, |n| usize::try_from(n).unwrap_or(limit));
     let mut out = Vec::with_capacity(capacity.min(limit));
-    while let Some(frame) = body.frame().await {
+    loop {
+        let next = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, body.frame()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    return Err(ApiError::RequestTimeout(format!(
+                        "expected the whole request body within the server's body timeout, \
+                         found {} bytes by then",
+                        out.len()
+                    )));
+                }
+            },
+            None => body.frame().await,
+        };
+        let Some(frame) = next else { break };
         let frame =
             frame.map_err(|e| ApiError::Malformed(format!("cannot read the request body: {e}")))?;
         if let Ok(data) = frame.into_data() {

@@ -83,6 +83,10 @@ pub enum ApiError {
     /// 500: a fault of the server. The details are logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
+    /// 408 `request_timeout`: the body did not arrive in time; the
+    /// connection is closed after the answer.
+    #[error("{0}")]
+    RequestTimeout(String),
 }
 
 impl ApiError {
@@ -110,6 +114,7 @@ impl ApiError {
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::ShuttingDown | Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -132,6 +137,7 @@ impl ApiError {
             Self::ShuttingDown => "shutting_down",
             Self::StoreUnavailable => "store_unavailable",
             Self::Internal(_) => "internal",
+            Self::RequestTimeout(_) => "request_timeout",
         }
     }
 }
@@ -162,6 +168,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let code = self.code().to_owned();
+        let close = matches!(self, Self::RequestTimeout(_));
         let (message, response) = match self {
             Self::Internal(details) => {
                 crate::log::error(&format!("internal error: {details}"));
@@ -180,7 +187,15 @@ impl IntoResponse for ApiError {
             error: ErrorDetail { code, message },
             response,
         };
-        (status, axum::Json(body)).into_response()
+        let mut response = (status, axum::Json(body)).into_response();
+        if close {
+            // The rest of a body that came too slowly is not waited for.
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        response
     }
 }
 

@@ -93,7 +93,7 @@ impl Hub {
     /// Follow committed events until the store closes or shutdown begins.
     pub async fn run(
         self: Arc<Self>,
-        mut events: broadcast::Receiver<StoredEvent>,
+        mut events: lev_store::EventReceiver,
         mut shutdown: watch::Receiver<bool>,
     ) {
         loop {

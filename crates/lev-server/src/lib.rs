@@ -56,6 +56,7 @@ use tokio::net::TcpListener;
 
 pub use auth::{ADMIN_TOKEN_FILE, Principal};
 pub use error::ApiError;
+pub use http::ConnectionSettings;
 pub use kek::Kek;
 pub use keys::KeyRing;
 pub use operators::OperatorSettings;
@@ -208,14 +209,10 @@ pub enum ServeError {
     },
 }
 
-enum Socket {
-    Plain(TcpListener),
-    Tls(tls::TlsListener),
-}
-
 /// A server bound to its socket, with its state loaded, not yet serving.
 pub struct Server {
-    socket: Socket,
+    tcp: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     local_addr: SocketAddr,
     state: AppState,
     admin_token: Option<String>,
@@ -341,18 +338,7 @@ impl Server {
             addr: config.listen.clone(),
             source,
         })?;
-        let (socket, scheme) = match acceptor {
-            Some(acceptor) => (
-                Socket::Tls(tls::TlsListener::new(tcp, acceptor).map_err(|source| {
-                    ServeError::Listen {
-                        addr: config.listen.clone(),
-                        source,
-                    }
-                })?),
-                "https",
-            ),
-            None => (Socket::Plain(tcp), "http"),
-        };
+        let scheme = if acceptor.is_some() { "https" } else { "http" };
         if !loopback && config.tls.is_none() {
             log::info(
                 "warning: --insecure-http: tokens, questions and answers cross the network in \
@@ -380,7 +366,8 @@ impl Server {
         // creation commits, whoever created them.
         state.spawn(operators::triage::follow(state.clone(), triage_events));
         Ok(Self {
-            socket,
+            tcp,
+            tls: acceptor,
             local_addr,
             state,
             admin_token,
@@ -433,6 +420,7 @@ impl Server {
     {
         let state = self.state.clone();
         let background = self.state.clone();
+        let limits = self.state.settings().connections.clone();
         let app = app(self.state);
         let (begun_tx, begun_rx) = tokio::sync::oneshot::channel::<()>();
         let signal = async move {
@@ -441,12 +429,7 @@ impl Server {
             state.begin_shutdown();
             let _ = begun_tx.send(());
         };
-        let served = async move {
-            match self.socket {
-                Socket::Plain(l) => http::serve(l, app, signal).await,
-                Socket::Tls(l) => http::serve(l, app, signal).await,
-            }
-        };
+        let served = http::serve(self.tcp, self.tls, app, limits, signal);
         let grace = async move {
             if begun_rx.await.is_err() {
                 std::future::pending::<()>().await;

@@ -43,6 +43,8 @@ pub struct Settings {
     pub webhooks: crate::webhooks::WebhookSettings,
     /// `--slack-config`: post interactions to Slack and take its clicks.
     pub slack: Option<Arc<crate::slack::SlackConfig>>,
+    /// Connection caps and timeouts (`--max-connections`, ...).
+    pub connections: crate::http::ConnectionSettings,
 }
 
 impl Default for Settings {
@@ -60,6 +62,7 @@ impl Default for Settings {
             policy_source: "built-in".into(),
             webhooks: crate::webhooks::WebhookSettings::default(),
             slack: None,
+            connections: crate::http::ConnectionSettings::default(),
         }
     }
 }

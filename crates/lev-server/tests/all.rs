@@ -21,6 +21,8 @@ mod mutate;
 mod auth;
 #[path = "all/bad_input.rs"]
 mod bad_input;
+#[path = "all/connections.rs"]
+mod connections;
 #[path = "all/dashboard.rs"]
 mod dashboard;
 #[path = "all/events.rs"]

@@ -107,7 +107,7 @@ struct Inner {
     /// `host:port/db`, for messages.
     target: String,
     sequencer: Arc<Sequencer>,
-    events: broadcast::Sender<StoredEvent>,
+    events: lev_store::EventFeed,
     operators: broadcast::Sender<lev_store::OperatorSignal>,
     /// Dropped with the last handle: ends the listener.
     _shutdown: watch::Sender<()>,
@@ -287,7 +287,7 @@ impl PostgresStore {
         // for rows a crashed writer left unsequenced).
         sequencer::pass(
             &sequencer_pool,
-            &listener::Announcer::new(i64::MAX, broadcast::channel(1).0),
+            &listener::Announcer::new(i64::MAX, lev_store::EventFeed::with_budget(1, 0)),
         )
         .await?;
         let last = {
@@ -296,7 +296,7 @@ impl PostgresStore {
                 sql::query_one(&client, "SELECT COALESCE(MAX(seq), 0) FROM events", &[]).await?;
             col::<i64>(&row, 0)?
         };
-        let (events, _) = broadcast::channel(4096);
+        let events = lev_store::EventFeed::default();
         let announcer = Arc::new(listener::Announcer::new(last, events.clone()));
         let sequencer = Sequencer::new(sequencer_pool, Arc::clone(&announcer));
         let (shutdown, shutdown_rx) = watch::channel(());
@@ -684,7 +684,7 @@ impl Store for PostgresStore {
         "postgres"
     }
 
-    fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
+    fn subscribe(&self) -> lev_store::EventReceiver {
         self.inner.events.subscribe()
     }
 

@@ -18,7 +18,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lev_store::StoredEvent;
+use lev_store::{EventFeed, StoredEvent};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
@@ -38,11 +38,11 @@ const PAGE: i64 = 1000;
 pub(crate) struct Announcer {
     /// The last seq announced (or known when the store opened).
     last: Mutex<i64>,
-    events: broadcast::Sender<StoredEvent>,
+    events: EventFeed,
 }
 
 impl Announcer {
-    pub(crate) fn new(last: i64, events: broadcast::Sender<StoredEvent>) -> Self {
+    pub(crate) fn new(last: i64, events: EventFeed) -> Self {
         Self {
             last: Mutex::new(last),
             events,
@@ -71,7 +71,7 @@ impl Announcer {
             }
             *last = seq;
             if let Ok(data) = serde_json::from_str(&data) {
-                let _ = self.events.send(StoredEvent { seq, kind, data });
+                self.events.send(StoredEvent { seq, kind, data });
             }
         }
     }

@@ -35,7 +35,6 @@ use lev_protocol::{
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
-use tokio::sync::broadcast;
 
 use crate::writer::{Tx, Writer};
 pub(crate) use lev_store::codec::{corrupt, millis, parse_time, rfc3339};
@@ -54,7 +53,7 @@ pub const LOCK_FILE: &str = "lev.lock";
 pub struct SqliteStore {
     writer: Writer,
     readers: Arc<Readers>,
-    events: broadcast::Sender<StoredEvent>,
+    events: lev_store::EventFeed,
     blob_dir: PathBuf,
     keys: keys::SharedKeyDir,
     operators: Arc<lev_store::InProcessOperators>,
@@ -142,7 +141,7 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         migrations::migrate(&mut conn)?;
-        let (events, _) = broadcast::channel(4096);
+        let events = lev_store::EventFeed::default();
         let writer = Writer::start(conn, events.clone())?;
         let blob_dir = data_dir.join("blobs");
         std::fs::create_dir_all(&blob_dir).map_err(io_err(&blob_dir))?;
@@ -419,7 +418,7 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
-    fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
+    fn subscribe(&self) -> lev_store::EventReceiver {
         self.events.subscribe()
     }
 

@@ -7,9 +7,10 @@ use std::sync::mpsc;
 
 use lev_approval::audit::{GENESIS_HASH, entry_hash};
 use lev_protocol::api::AuditEntry;
+use lev_store::EventFeed;
 use rusqlite::{Connection, params};
 use time::OffsetDateTime;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::oneshot;
 
 pub(crate) use lev_store::codec::rfc3339;
 use lev_store::{AuditRecord, Result, StoreError, StoredEvent};
@@ -160,7 +161,7 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     /// Start the writer thread on `conn`.
-    pub(crate) fn start(conn: Connection, events: broadcast::Sender<StoredEvent>) -> Result<Self> {
+    pub(crate) fn start(conn: Connection, events: EventFeed) -> Result<Self> {
         let state = ChainState::load(&conn)?;
         let (jobs, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
@@ -193,12 +194,7 @@ impl Writer {
     }
 }
 
-fn run(
-    conn: Connection,
-    mut state: ChainState,
-    rx: mpsc::Receiver<Job>,
-    events: broadcast::Sender<StoredEvent>,
-) {
+fn run(conn: Connection, mut state: ChainState, rx: mpsc::Receiver<Job>, events: EventFeed) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
     while let Ok(first) = rx.recv() {
         batch.push(first);
@@ -213,7 +209,7 @@ fn run(
         match &outcome {
             Ok(()) => {
                 for event in state.staged.drain(..) {
-                    let _ = events.send(event);
+                    events.send(event);
                 }
             }
             Err(_) => {

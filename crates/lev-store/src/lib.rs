@@ -66,6 +66,7 @@ use time::OffsetDateTime;
 pub mod codec;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod feed;
 pub mod gate;
 pub mod keys;
 pub mod operators;
@@ -74,6 +75,7 @@ pub mod sessions;
 pub mod tasks;
 pub mod webhooks;
 
+pub use feed::{EventFeed, EventReceiver, PageSizer};
 pub use gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
     VoteOutcome,
@@ -274,8 +276,10 @@ pub trait Store:
     /// database), in increasing seq. Another replica's events reach this
     /// one's subscribers shortly after their commit, so a new subscriber may
     /// also be told of events committed just before it subscribed: skip
-    /// seqs already seen.
-    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<StoredEvent>;
+    /// seqs already seen. The feed keeps a bounded number of events and
+    /// bytes ([`feed`]): a subscriber that falls behind gets `Lagged` and
+    /// reads what it missed with [`Store::events_after`].
+    fn subscribe(&self) -> EventReceiver;
 
     /// Store a new interaction, idempotently by id.
     async fn create_interaction(&self, new: NewInteraction) -> Result<CreateOutcome>;

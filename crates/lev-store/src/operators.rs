@@ -172,6 +172,17 @@ pub trait OperatorStore: Send + Sync + 'static {
 /// How many resolved req_ids are remembered, to tell a late reply
 /// (`already_resolved`) from a made-up one.
 const RESOLVED_MEMORY: usize = 65_536;
+/// Most bytes of replies kept (estimated in memory) for waiters that have
+/// not read theirs yet: an operator's reply may be a whole frame (1 MiB),
+/// and counting replies alone let 65,536 of them hold 64 GiB. A waiter
+/// reads its reply as soon as it is resolved; past this, the oldest bodies
+/// are dropped (their req_ids are still remembered).
+const REPLY_BYTES: usize = 64 * 1024 * 1024;
+/// Most sessions whose operator's presence is kept: an operator token
+/// whose patterns cover many sessions could otherwise add one entry per
+/// session id it connects to, for as long as the process lives. Past this,
+/// the sessions whose operator left longest ago are forgotten first.
+const PRESENCE_MEMORY: usize = 65_536;
 
 /// The relay in this process's memory, for a backend only one process
 /// opens (SQLite): every waiter and every connection is in this process.
@@ -185,7 +196,11 @@ pub struct InProcessOperators {
 struct State {
     pending: HashMap<String, OperatorRequest>,
     by_session: HashMap<String, VecDeque<String>>,
-    replies: HashMap<String, OperatorReply>,
+    /// Each reply with its estimated size.
+    replies: HashMap<String, (OperatorReply, usize)>,
+    /// The req_ids of `replies`, oldest first (some may be gone already).
+    reply_order: VecDeque<String>,
+    reply_bytes: usize,
     resolved: HashSet<String>,
     resolved_order: VecDeque<String>,
     presence: HashMap<String, OperatorPresence>,
@@ -199,8 +214,54 @@ impl State {
         while self.resolved_order.len() > RESOLVED_MEMORY {
             if let Some(old) = self.resolved_order.pop_front() {
                 self.resolved.remove(&old);
-                self.replies.remove(&old);
+                self.forget_reply(&old);
             }
+        }
+    }
+
+    fn keep_reply(&mut self, req_id: &str, reply: OperatorReply) {
+        let size = reply_size(&reply);
+        if let Some((_, old)) = self.replies.insert(req_id.to_owned(), (reply, size)) {
+            self.reply_bytes -= old;
+        }
+        self.reply_bytes += size;
+        self.reply_order.push_back(req_id.to_owned());
+        while self.reply_bytes > REPLY_BYTES && self.replies.len() > 1 {
+            let Some(old) = self.reply_order.pop_front() else {
+                break;
+            };
+            self.forget_reply(&old);
+        }
+        // Ids of replies already gone are dropped now and then.
+        if self.reply_order.len() > 2 * self.replies.len() + 1024 {
+            let replies = &self.replies;
+            self.reply_order.retain(|id| replies.contains_key(id));
+        }
+    }
+
+    fn forget_reply(&mut self, req_id: &str) {
+        if let Some((_, size)) = self.replies.remove(req_id) {
+            self.reply_bytes -= size;
+        }
+    }
+
+    /// Forget the oldest departed operators' presence past
+    /// [`PRESENCE_MEMORY`] sessions (a quarter at a time, so the sort is paid
+    /// once per many connections).
+    fn bound_presence(&mut self) {
+        if self.presence.len() <= PRESENCE_MEMORY {
+            return;
+        }
+        let mut gone: Vec<(OffsetDateTime, String)> = self
+            .presence
+            .values()
+            .filter(|p| p.conn.is_none())
+            .map(|p| (p.since, p.session_id.clone()))
+            .collect();
+        gone.sort();
+        let excess = self.presence.len() - PRESENCE_MEMORY * 3 / 4;
+        for (_, session_id) in gone.into_iter().take(excess) {
+            self.presence.remove(&session_id);
         }
     }
 
@@ -302,7 +363,7 @@ impl OperatorStore for InProcessOperators {
             };
             state.unlink(&request);
             state.remember(req_id);
-            state.replies.insert(req_id.to_owned(), reply);
+            state.keep_reply(req_id, reply);
         }
         self.signal(OperatorSignal::Resolved {
             session_id: session_id.to_owned(),
@@ -312,7 +373,7 @@ impl OperatorStore for InProcessOperators {
     }
 
     async fn operator_reply(&self, req_id: &str) -> Result<Option<OperatorReply>> {
-        Ok(self.state().replies.get(req_id).cloned())
+        Ok(self.state().replies.get(req_id).map(|(r, _)| r.clone()))
     }
 
     async fn withdraw_operator_request(&self, req_id: &str) -> Result<WithdrawOutcome> {
@@ -323,12 +384,12 @@ impl OperatorStore for InProcessOperators {
                     state.unlink(&request);
                     state.remember(req_id);
                     // A withdrawn message has no reply to keep.
-                    state.replies.remove(req_id);
+                    state.forget_reply(req_id);
                     request.session_id
                 }
                 None => {
                     return Ok(match state.replies.get(req_id) {
-                        Some(reply) => WithdrawOutcome::Replied(reply.clone()),
+                        Some((reply, _)) => WithdrawOutcome::Replied(reply.clone()),
                         None => WithdrawOutcome::Gone,
                     });
                 }
@@ -347,15 +408,20 @@ impl OperatorStore for InProcessOperators {
         conn: &str,
         operator: &str,
     ) -> Result<Option<OperatorPresence>> {
-        let previous = self.state().presence.insert(
-            session_id.to_owned(),
-            OperatorPresence {
-                session_id: session_id.to_owned(),
-                conn: Some(conn.to_owned()),
-                operator: operator.to_owned(),
-                since: OffsetDateTime::now_utc(),
-            },
-        );
+        let previous = {
+            let mut state = self.state();
+            let previous = state.presence.insert(
+                session_id.to_owned(),
+                OperatorPresence {
+                    session_id: session_id.to_owned(),
+                    conn: Some(conn.to_owned()),
+                    operator: operator.to_owned(),
+                    since: OffsetDateTime::now_utc(),
+                },
+            );
+            state.bound_presence();
+            previous
+        };
         self.signal(OperatorSignal::Presence {
             session_id: session_id.to_owned(),
         });
@@ -392,5 +458,92 @@ impl OperatorStore for InProcessOperators {
             frame,
         });
         Ok(())
+    }
+}
+
+fn reply_size(reply: &OperatorReply) -> usize {
+    std::mem::size_of::<OperatorReply>() + reply.by.len() + crate::feed::json_heap_size(&reply.msg)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(n: usize) -> OperatorRequest {
+        OperatorRequest {
+            req_id: format!("rq_{n}"),
+            session_id: "s-1".into(),
+            reply_type: "answer".into(),
+            frame: "{}".into(),
+            posted_at: OffsetDateTime::now_utc(),
+        }
+    }
+
+    /// Replies nobody read are kept by bytes, not only by count: 200
+    /// replies of 1 MiB (an operator's largest frame) keep at most
+    /// [`REPLY_BYTES`], the newest first; every req_id is still known as
+    /// resolved.
+    #[tokio::test]
+    async fn replies_are_kept_within_a_byte_budget() {
+        let relay = InProcessOperators::default();
+        let big = "a".repeat(1024 * 1024);
+        for n in 0..200 {
+            relay.post_operator_request(request(n)).await.unwrap();
+            let reply = OperatorReply {
+                msg: json!({"type": "answer", "req_id": format!("rq_{n}"), "value": big}),
+                by: "op".into(),
+            };
+            let outcome = relay
+                .resolve_operator_request("s-1", &format!("rq_{n}"), "answer", reply)
+                .await
+                .unwrap();
+            assert_eq!(outcome, ResolveOutcome::Resolved);
+        }
+        {
+            let state = relay.state();
+            assert!(state.reply_bytes <= REPLY_BYTES, "{}", state.reply_bytes);
+            let kept: usize = state.replies.values().map(|(_, s)| s).sum();
+            assert_eq!(kept, state.reply_bytes);
+            assert!(state.replies.contains_key("rq_199"));
+            assert!(!state.replies.contains_key("rq_0"));
+            assert!(state.resolved.contains("rq_0"));
+        }
+        let late = relay
+            .resolve_operator_request(
+                "s-1",
+                "rq_0",
+                "answer",
+                OperatorReply {
+                    msg: json!(null),
+                    by: "op".into(),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(late, ResolveOutcome::AlreadyResolved);
+    }
+
+    /// An operator that connects to ever new session ids does not grow the
+    /// presence map past its bound; connected operators are never forgotten.
+    #[tokio::test]
+    async fn presence_of_departed_operators_is_bounded() {
+        let relay = InProcessOperators::default();
+        relay
+            .connect_operator("kept", "c-kept", "op")
+            .await
+            .unwrap();
+        for n in 0..PRESENCE_MEMORY + 10 {
+            let session = format!("s-{n}");
+            relay.connect_operator(&session, "c", "op").await.unwrap();
+            relay.disconnect_operator(&session, "c").await.unwrap();
+        }
+        let len = relay.state().presence.len();
+        assert!(len <= PRESENCE_MEMORY, "{len}");
+        let kept = relay.operator_presence("kept").await.unwrap().unwrap();
+        assert_eq!(kept.conn.as_deref(), Some("c-kept"));
     }
 }

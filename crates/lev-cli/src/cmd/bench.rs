@@ -516,7 +516,15 @@ impl Servers {
                 std::fs::write(dir.join("policy.toml"), policy)
                     .context("writing the bench policy")?;
             }
-            let mut builder = Spawned::builder(&exe, &dir);
+            // Every load generator connects from this one address: the
+            // per-address cap is the whole cap here (lowered by lev serve to
+            // fit the open-file limit).
+            let mut builder = Spawned::builder(&exe, &dir).args([
+                "--max-connections",
+                "1000000",
+                "--max-connections-per-address",
+                "1000000",
+            ]);
             if let Some(url) = database {
                 builder = builder
                     .args(["--database", url, "--key-encryption-key-file"])

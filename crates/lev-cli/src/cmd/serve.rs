@@ -84,6 +84,62 @@ pub struct Args {
     /// [users] (Slack user id = approver token name). See the README.
     #[arg(long, value_name = "FILE")]
     pub slack_config: Option<PathBuf>,
+    /// Most connections at once; at the cap a new connection replaces the
+    /// one idle longest, and is refused (503) only when every connection is
+    /// serving a request. Lowered to fit the open-file limit.
+    #[arg(
+        long,
+        env = "LEV_MAX_CONNECTIONS",
+        default_value_t = 10_000,
+        value_name = "N"
+    )]
+    pub max_connections: usize,
+    /// Most connections from one address (an IPv6 address counts by its
+    /// /64); past it a new one replaces that address's connection idle
+    /// longest, or gets 503 when all are serving requests. Behind a proxy
+    /// every client has the proxy's address: raise it there.
+    #[arg(
+        long,
+        env = "LEV_MAX_CONNECTIONS_PER_ADDRESS",
+        default_value_t = 2_000,
+        value_name = "N"
+    )]
+    pub max_connections_per_address: usize,
+    /// A request's head (and a TLS handshake) must arrive within this.
+    #[arg(
+        long,
+        env = "LEV_HEADER_TIMEOUT",
+        default_value_t = 10,
+        value_name = "SECONDS"
+    )]
+    pub header_timeout: u64,
+    /// How long a kept-alive connection may wait for its next request. A
+    /// request in flight (a long-poll wait, the event stream, a WebSocket)
+    /// is never cut by it.
+    #[arg(
+        long,
+        env = "LEV_IDLE_TIMEOUT",
+        default_value_t = 120,
+        value_name = "SECONDS"
+    )]
+    pub idle_timeout: u64,
+    /// A request's body must arrive whole within this (408 otherwise).
+    #[arg(
+        long,
+        env = "LEV_BODY_TIMEOUT",
+        default_value_t = 60,
+        value_name = "SECONDS"
+    )]
+    pub body_timeout: u64,
+    /// A client that does not take what the server writes (an event stream
+    /// or an operator that stopped reading) within this is disconnected.
+    #[arg(
+        long,
+        env = "LEV_WRITE_TIMEOUT",
+        default_value_t = 30,
+        value_name = "SECONDS"
+    )]
+    pub write_timeout: u64,
 }
 
 /// `$XDG_DATA_HOME/lev`, else `~/.local/share/lev`.
@@ -100,16 +156,69 @@ fn default_data_dir() -> anyhow::Result<PathBuf> {
     }
 }
 
+/// Files the server keeps open besides its connections (database, WAL,
+/// blobs, outbound calls), below the open-file limit.
+const RESERVED_FILES: u64 = 256;
+
+/// The connection flags, checked, with `--max-connections` lowered to fit
+/// the open-file limit (raised to its hard limit first): a cap above it
+/// would let connections take the descriptors the server needs to answer.
+fn connection_settings(args: &Args) -> anyhow::Result<lev_server::ConnectionSettings> {
+    for (flag, n) in [
+        ("--max-connections", args.max_connections),
+        (
+            "--max-connections-per-address",
+            args.max_connections_per_address,
+        ),
+    ] {
+        if n == 0 {
+            anyhow::bail!("{flag}: expected at least 1, found 0");
+        }
+    }
+    for (flag, secs) in [
+        ("--header-timeout", args.header_timeout),
+        ("--idle-timeout", args.idle_timeout),
+        ("--body-timeout", args.body_timeout),
+        ("--write-timeout", args.write_timeout),
+    ] {
+        if !(1..=86_400).contains(&secs) {
+            anyhow::bail!("{flag}: expected 1 to 86400 seconds, found {secs}");
+        }
+    }
+    let files = rlimit::increase_nofile_limit(u64::MAX).unwrap_or_else(|_| {
+        rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(u64::MAX, |(soft, _)| soft)
+    });
+    let fits = usize::try_from(files.saturating_sub(RESERVED_FILES).max(16)).unwrap_or(usize::MAX);
+    let mut max_connections = args.max_connections;
+    if max_connections > fits {
+        eprintln!(
+            "lev serve: --max-connections {max_connections} lowered to {fits}: the open-file \
+             limit is {files} (raise it with ulimit -n)"
+        );
+        max_connections = fits;
+    }
+    Ok(lev_server::ConnectionSettings {
+        max_connections,
+        max_per_address: args.max_connections_per_address.min(max_connections),
+        header_timeout: Duration::from_secs(args.header_timeout),
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+        body_timeout: Duration::from_secs(args.body_timeout),
+        write_timeout: Duration::from_secs(args.write_timeout),
+    })
+}
+
 /// Run the server until SIGINT or SIGTERM.
 ///
 /// # Errors
 /// A bad flag, an unusable data dir, a socket that cannot be bound.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let connections = connection_settings(&args)?;
     let data_dir = match args.data_dir {
         Some(dir) => dir,
         None => default_data_dir()?,
     };
     let mut config = lev_server::Config::new(data_dir);
+    config.settings.connections = connections;
     config.listen = args.listen;
     config.database = args.database.filter(|d| !d.is_empty());
     config.key_encryption_key = args.key_encryption_key_file;

@@ -288,3 +288,54 @@ fn every_acknowledged_write_survives_sigkill() {
         .count();
     assert!(answered_in_log >= acked.answered.len());
 }
+
+/// The flood: more half-sent requests than the open-file limit
+/// (1,024 here) once left `/v1/health` unanswered until they closed.
+/// `lev serve` now keeps its connections below the limit (saying so), a
+/// new connection replaces the one idle longest, and health answers.
+#[test]
+fn health_answers_past_the_open_file_limit_of_half_sent_requests() {
+    let scratch = Scratch::new("serve-fd-flood");
+    // The limit is set by a shell around lev serve (a hard limit may be
+    // lowered by anyone).
+    let wrapper = scratch.path("lev-1024");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nulimit -n 1024 || exit 97\nexec '{}' \"$@\"\n",
+            env!("CARGO_BIN_EXE_lev")
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let data = scratch.path("data");
+    let server = Spawned::builder(&wrapper, &data)
+        .args(["--max-connections-per-address", "100000"])
+        .start()
+        .unwrap();
+    let addr = server.addr().to_owned();
+    let mut held = Vec::new();
+    for _ in 0..1_100 {
+        let Ok(mut stream) = TcpStream::connect(&addr) else {
+            continue;
+        };
+        let _ = stream.write_all(b"GET /v1/health HTTP/1.1\r\nhost: lev\r\nx-slow: ");
+        held.push(stream);
+    }
+    let started = Instant::now();
+    let (status, v) = http(&addr, "GET", "/v1/health", "", None).unwrap();
+    assert_eq!(status, 200, "{v}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        server
+            .log()
+            .contains("--max-connections 10000 lowered to 768"),
+        "{}",
+        server.log()
+    );
+    drop(held);
+}

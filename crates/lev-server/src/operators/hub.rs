@@ -19,18 +19,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::extract::ws::Utf8Bytes;
 use lev_protocol::{ClientMsg, ServerMsg};
 use lev_store::{
     OperatorPresence, OperatorReply, OperatorRequest, OperatorSignal, ResolveOutcome, Store,
     WithdrawOutcome,
 };
 use time::OffsetDateTime;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::OperatorSettings;
+use super::outbox::{Closing, Outbox, OutboxReader};
 use crate::error::ApiError;
 
 /// How often the hub looks again without a signal.
@@ -76,15 +76,6 @@ pub struct Reply {
     pub by: String,
 }
 
-/// What goes out on a connection.
-#[derive(Debug, Clone)]
-pub enum Outbound {
-    /// A text frame.
-    Text(Utf8Bytes),
-    /// Close with this code and reason.
-    Close(u16, &'static str),
-}
-
 /// Why a reply was refused: the `error` frame's code and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -97,8 +88,10 @@ pub struct Refusal {
 /// One operator connection on this server.
 struct Conn {
     id: String,
-    out: mpsc::UnboundedSender<Outbound>,
-    /// The req_ids sent on it and still pending (so a message is sent once
+    /// Its queue, bounded: what does not fit is offered again when the
+    /// connection has drained it.
+    out: Arc<Outbox>,
+    /// The req_ids queued on it and still pending (so a message is sent once
     /// per connection). A resolved one is dropped: it is never sent again,
     /// and keeping it grew the set for as long as the connection lived.
     sent: HashSet<String>,
@@ -166,6 +159,27 @@ impl std::fmt::Debug for Ticket {
             .field("session_id", &self.session_id)
             .field("req_id", &self.req_id)
             .finish_non_exhaustive()
+    }
+}
+
+/// The close of a connection that a newer one replaced.
+const REPLACED: Closing = Closing {
+    code: 4000,
+    reason: "replaced by a newer connection",
+};
+
+impl Conn {
+    /// Queue `pending` (in order) not yet queued, until the queue is full.
+    fn queue(&mut self, pending: Vec<OperatorRequest>) {
+        for request in pending {
+            if self.sent.contains(&request.req_id) {
+                continue;
+            }
+            if !self.out.offer(request.frame.into()) {
+                break;
+            }
+            self.sent.insert(request.req_id);
+        }
     }
 }
 
@@ -247,7 +261,7 @@ impl OperatorHub {
                 }
                 Ok(OperatorSignal::Notice { session_id, frame }) => {
                     if let Some(conn) = lock(&self.conns).get(&session_id) {
-                        let _ = conn.out.send(Outbound::Text(frame.into()));
+                        conn.out.push_notice(frame.into());
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -290,16 +304,15 @@ impl OperatorHub {
             if conns.get(session_id).is_some_and(|c| c.id == local)
                 && let Some(old) = conns.remove(session_id)
             {
-                let _ = old
-                    .out
-                    .send(Outbound::Close(4000, "replaced by a newer connection"));
+                old.out.close(REPLACED);
             }
         }
     }
 
     /// Send the session's pending messages not yet sent to its connection
-    /// here, if there is one and it had its `hello`.
-    async fn send_pending(&self, session_id: &str) {
+    /// here, if there is one and it had its `hello`, as many as its queue
+    /// takes (its writer calls this again once it drained them).
+    pub async fn send_pending(&self, session_id: &str) {
         if !lock(&self.conns).get(session_id).is_some_and(|c| c.ready) {
             return;
         }
@@ -316,11 +329,7 @@ impl OperatorHub {
             // its Resolved signal was lost).
             let still: HashSet<&str> = pending.iter().map(|r| r.req_id.as_str()).collect();
             conn.sent.retain(|id| still.contains(id.as_str()));
-            for request in pending {
-                if conn.sent.insert(request.req_id.clone()) {
-                    let _ = conn.out.send(Outbound::Text(request.frame.into()));
-                }
-            }
+            conn.queue(pending);
         }
     }
 
@@ -399,21 +408,19 @@ impl OperatorHub {
         &self,
         session_id: &str,
         operator: &str,
-    ) -> Result<(String, mpsc::UnboundedReceiver<Outbound>, Option<String>), ApiError> {
+    ) -> Result<(String, Arc<Outbox>, OutboxReader, Option<String>), ApiError> {
         let id = self.next_id("op");
-        let (out, rx) = mpsc::unbounded_channel();
+        let (out, rx) = Outbox::new();
         if let Some(old) = lock(&self.conns).insert(
             session_id.to_owned(),
             Conn {
                 id: id.clone(),
-                out: out.clone(),
+                out: Arc::clone(&out),
                 sent: HashSet::new(),
                 ready: false,
             },
         ) {
-            let _ = old
-                .out
-                .send(Outbound::Close(4000, "replaced by a newer connection"));
+            old.out.close(REPLACED);
         }
         let replaced = self
             .store
@@ -429,18 +436,15 @@ impl OperatorHub {
         {
             let mut conns = lock(&self.conns);
             if let Some(conn) = conns.get_mut(session_id).filter(|c| c.id == id) {
-                let _ = conn.out.send(Outbound::Text(hello.into()));
-                for request in pending {
-                    if conn.sent.insert(request.req_id.clone()) {
-                        let _ = conn.out.send(Outbound::Text(request.frame.into()));
-                    }
-                }
+                // An empty queue takes one frame of any size.
+                conn.out.offer(hello.into());
+                conn.queue(pending);
                 conn.ready = true;
             }
         }
         // What was posted while the list was read.
         self.send_pending(session_id).await;
-        Ok((id, rx, replaced))
+        Ok((id, out, rx, replaced))
     }
 
     /// Connection `conn_id` of `session_id` ended. True when it was the
@@ -516,7 +520,7 @@ impl OperatorHub {
     pub async fn send(&self, session_id: &str, msg: &ServerMsg) -> Result<(), ApiError> {
         let text = frame(msg)?;
         if let Some(conn) = lock(&self.conns).get(session_id) {
-            let _ = conn.out.send(Outbound::Text(text.into()));
+            conn.out.push_notice(text.into());
             return Ok(());
         }
         Ok(self.store.notify_operator(session_id, text).await?)
@@ -673,7 +677,7 @@ mod tests {
         ));
         let (_stop, shutdown) = watch::channel(false);
         tokio::spawn(Arc::clone(&hub).follow(store.operator_signals(), shutdown));
-        let (_conn, mut rx, _) = hub.connect("s-op", "main-ai").await.unwrap();
+        let (_conn, _out, mut rx, _) = hub.connect("s-op", "main-ai").await.unwrap();
         for n in 0..200 {
             let ticket = hub
                 .submit("s-op", Kind::Ask, |req_id| ServerMsg::Ask {
@@ -697,7 +701,7 @@ mod tests {
             assert!(answered.is_ok());
             drop(ticket);
         }
-        while rx.try_recv().is_ok() {}
+        while rx.try_next().is_some() {}
         // The Resolved signals arrive on the follow task.
         for _ in 0..100 {
             if hub.sent_len("s-op") == 0 {

@@ -6,13 +6,15 @@
 //!   replies going through the store, so a worker may wait on one server
 //!   while its session's operator is connected to another.
 //! - [`ws`]: one connection: hello, re-sent messages, replies, error frames,
-//!   pings and the dead-peer timeout.
+//!   pings, the dead-peer timeout, and a peer that does not read closed.
+//! - [`outbox`]: a connection's outgoing queue, bounded by frames and bytes.
 //! - [`people`]: what the operator could not answer in time becomes an
 //!   interaction for people, and its answer comes back to the waiting worker.
 //! - [`triage`]: an interaction routed `operator` first goes to the session's
 //!   operator as an `ask`, which decides it or hands it to people.
 
 pub mod hub;
+pub mod outbox;
 pub mod people;
 pub mod triage;
 pub mod ws;

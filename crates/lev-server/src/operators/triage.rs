@@ -13,7 +13,7 @@
 
 use lev_protocol::api::InteractionView;
 use lev_protocol::{Interaction, InteractionResponse, ServerMsg};
-use lev_store::StoredEvent;
+use lev_store::{EventReceiver, PageSizer, StoredEvent};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
@@ -28,7 +28,7 @@ use crate::state::AppState;
 /// the gate) need not know of triage. After the event stream lagged, the
 /// missed events are read back from the store, and only interactions still
 /// pending are triaged.
-pub async fn follow(state: AppState, mut events: broadcast::Receiver<StoredEvent>) {
+pub async fn follow(state: AppState, mut events: EventReceiver) {
     let mut shutdown = state.shutdown_signal();
     let mut last_seq = 0i64;
     loop {
@@ -44,20 +44,30 @@ pub async fn follow(state: AppState, mut events: broadcast::Receiver<StoredEvent
                 }
             }
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                let Ok(missed) = state.store().events_after(last_seq, 10_000).await else {
-                    continue;
-                };
-                for event in missed {
-                    last_seq = last_seq.max(event.seq);
-                    let Some(view) = created(&event) else {
-                        continue;
+                // Read back in pages of about a MiB (a page of 10,000 events
+                // of 256 KiB args was 2.5 GB), to the end.
+                let mut pages = PageSizer::default();
+                loop {
+                    let Ok(missed) = state.store().events_after(last_seq, pages.limit()).await
+                    else {
+                        break;
                     };
-                    let still_pending = matches!(
-                        state.store().get_interaction(view.request.id()).await,
-                        Ok(Some(v)) if !v.request.status.is_final()
-                    );
-                    if still_pending {
-                        on_created(&state, &view.request);
+                    if missed.is_empty() {
+                        break;
+                    }
+                    pages.observe(&missed);
+                    for event in missed {
+                        last_seq = last_seq.max(event.seq);
+                        let Some(view) = created(&event) else {
+                            continue;
+                        };
+                        let still_pending = matches!(
+                            state.store().get_interaction(view.request.id()).await,
+                            Ok(Some(v)) if !v.request.status.is_final()
+                        );
+                        if still_pending {
+                            on_created(&state, &view.request);
+                        }
                     }
                 }
             }

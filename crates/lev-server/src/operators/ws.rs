@@ -4,18 +4,26 @@
 //! reader parses each text frame and hands replies to the hub. Anything it
 //! cannot use gets an `error` frame and the connection stays up. No frame
 //! from the peer (a pong included) for the dead-peer timeout ends it.
+//!
+//! Everything toward the peer is bounded ([`super::outbox`]): while its
+//! error frames fill their lane the peer's next frame is not read, and a
+//! peer that does not read (a write waits past the server's write timeout)
+//! is closed with 1008 and a reason saying so, and the close is audited
+//! (`operator.dropped`, with the session, the operator and why).
+
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt as _, StreamExt as _};
 use lev_protocol::api::Role;
 use lev_protocol::{ClientMsg, ServerMsg};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
-use super::hub::Outbound;
+use super::outbox::{Closing, NOT_READING, Next, Outbox, OutboxReader};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::PathParam;
@@ -64,17 +72,31 @@ pub async fn upgrade(
         }))
 }
 
-fn error_frame(req_id: Option<String>, code: &str, message: String) -> Outbound {
+/// Longest message of an error frame, and longest req_id echoed back: an
+/// error frame quotes what the peer sent, so without a cap a 1 MiB frame
+/// got a 1 MiB (or larger) error back.
+const ERROR_MESSAGE_BYTES: usize = 1024;
+const ECHOED_REQ_ID_BYTES: usize = 128;
+
+fn error_frame(req_id: Option<String>, code: &str, mut message: String) -> Utf8Bytes {
+    if message.len() > ERROR_MESSAGE_BYTES {
+        let mut end = ERROR_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str("...");
+    }
     let msg = ServerMsg::Error {
-        req_id,
+        req_id: req_id.filter(|id| id.len() <= ECHOED_REQ_ID_BYTES),
         code: code.to_owned(),
         message,
     };
-    Outbound::Text(serde_json::to_string(&msg).unwrap_or_default().into())
+    serde_json::to_string(&msg).unwrap_or_default().into()
 }
 
 /// Parse one text frame; the error frame to answer otherwise.
-fn parse(text: &str) -> Result<ClientMsg, Outbound> {
+fn parse(text: &str) -> Result<ClientMsg, Utf8Bytes> {
     if let Err(e) = crate::body::check_depth(text.as_bytes()) {
         return Err(error_frame(None, "malformed", e.to_string()));
     }
@@ -130,7 +152,8 @@ fn parse(text: &str) -> Result<ClientMsg, Outbound> {
 async fn serve(state: AppState, session_id: String, name: String, socket: WebSocket) {
     let hub = std::sync::Arc::clone(state.operators());
     let settings = hub.settings().clone();
-    let (conn_id, mut outbound, replaced) = match hub.connect(&session_id, &name).await {
+    let write_timeout = state.settings().connections.write_timeout;
+    let (conn_id, outbox, queue, replaced) = match hub.connect(&session_id, &name).await {
         Ok(connected) => connected,
         Err(e) => {
             crate::log::error(&format!("operator of {session_id}: cannot connect: {e}"));
@@ -162,92 +185,57 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
             Some(&name),
         )
         .await;
-    let (mut sink, mut stream) = socket.split();
-    // Error frames from the reader go out through the writer, in order.
-    let (errors_tx, mut errors) = mpsc::unbounded_channel::<Outbound>();
-    let mut writer = tokio::spawn(async move {
-        let mut ping = tokio::time::interval(settings.ping_interval);
-        ping.reset();
-        loop {
-            let next = tokio::select! {
-                out = outbound.recv() => out,
-                out = errors.recv() => out,
-                _ = ping.tick() => {
-                    if sink.send(Message::Ping(Default::default())).await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            match next {
-                Some(Outbound::Text(text)) => {
-                    // What is queued already goes out with one flush.
-                    if sink.feed(Message::Text(text)).await.is_err() {
-                        return;
-                    }
-                    let mut closing = None;
-                    while let Ok(more) = outbound.try_recv() {
-                        match more {
-                            Outbound::Text(text) => {
-                                if sink.feed(Message::Text(text)).await.is_err() {
-                                    return;
-                                }
-                            }
-                            close @ Outbound::Close(..) => {
-                                closing = Some(close);
-                                break;
-                            }
-                        }
-                    }
-                    if sink.flush().await.is_err() {
-                        return;
-                    }
-                    if let Some(Outbound::Close(code, reason)) = closing {
-                        let _ = sink
-                            .send(Message::Close(Some(CloseFrame {
-                                code,
-                                reason: reason.into(),
-                            })))
-                            .await;
-                        return;
-                    }
-                }
-                Some(Outbound::Close(code, reason)) => {
-                    let _ = sink
-                        .send(Message::Close(Some(CloseFrame {
-                            code,
-                            reason: reason.into(),
-                        })))
-                        .await;
-                    return;
-                }
-                None => return,
-            }
-        }
-    });
+    let (sink, mut stream) = socket.split();
+    let mut writer = tokio::spawn(write(
+        sink,
+        queue,
+        std::sync::Arc::clone(&hub),
+        session_id.clone(),
+        settings.ping_interval,
+        write_timeout,
+    ));
     let mut shutdown = state.shutdown_signal();
-    // A finished JoinHandle must not be polled again.
-    let mut writer_done = false;
+    // How the writer ended, once it did (a finished JoinHandle must not be
+    // polled again).
+    let mut ended: Option<Option<Closing>> = None;
+    // The close for not reading is audited once, as soon as it is seen.
+    let mut audited = false;
+    // The peer closed or its socket failed.
+    let mut peer_gone = false;
     loop {
+        if !audited && outbox.closing() == Some(NOT_READING) {
+            audited = true;
+            audit_dropped(&state, &session_id, &name, &outbox).await;
+        }
         let frame = tokio::select! {
-            _ = &mut writer => {
-                writer_done = true;
+            done = &mut writer => {
+                ended = Some(done.unwrap_or(None));
                 break;
             }
             () = crate::shutdown::stopped(&mut shutdown) => {
-                let _ = errors_tx.send(Outbound::Close(1001, "the server is shutting down"));
+                outbox.close(Closing { code: 1001, reason: "the server is shutting down" });
                 break;
             }
             frame = tokio::time::timeout(settings.dead_peer_timeout, stream.next()) => frame,
         };
         let message = match frame {
             Err(_elapsed) => {
-                let _ = errors_tx.send(Outbound::Close(1001, "no frame from the peer in time"));
+                outbox.close(Closing {
+                    code: 1001,
+                    reason: "no frame from the peer in time",
+                });
                 break;
             }
-            Ok(None | Some(Err(_))) => break,
+            Ok(None | Some(Err(_))) => {
+                peer_gone = true;
+                break;
+            }
             Ok(Some(Ok(message))) => message,
         };
+        // Once closing, what the peer still sends is not answered.
+        if outbox.closing().is_some() {
+            continue;
+        }
         match message {
             Message::Text(text) => match parse(text.as_str()) {
                 Ok(msg) => {
@@ -255,41 +243,66 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
                     match hub.resolve(&session_id, msg, &name).await {
                         Ok(Ok(())) => {}
                         Ok(Err(refusal)) => {
-                            let _ = errors_tx.send(error_frame(
-                                Some(req_id),
-                                refusal.code,
-                                refusal.message,
-                            ));
+                            answer(
+                                &outbox,
+                                error_frame(Some(req_id), refusal.code, refusal.message),
+                                &mut shutdown,
+                            )
+                            .await;
                         }
                         Err(e) => {
-                            let _ = errors_tx.send(error_frame(
-                                Some(req_id),
-                                "store_unavailable",
-                                format!("the reply was not recorded, send it again: {e}"),
-                            ));
+                            answer(
+                                &outbox,
+                                error_frame(
+                                    Some(req_id),
+                                    "store_unavailable",
+                                    format!("the reply was not recorded, send it again: {e}"),
+                                ),
+                                &mut shutdown,
+                            )
+                            .await;
                         }
                     }
                 }
-                Err(frame) => {
-                    let _ = errors_tx.send(frame);
-                }
+                Err(frame) => answer(&outbox, frame, &mut shutdown).await,
             },
             Message::Binary(_) => {
-                let _ = errors_tx.send(error_frame(
+                let frame = error_frame(
                     None,
                     "malformed",
                     "expected text frames, each one JSON message".into(),
-                ));
+                );
+                answer(&outbox, frame, &mut shutdown).await;
             }
-            Message::Close(_) => break,
+            Message::Close(_) => {
+                peer_gone = true;
+                break;
+            }
             Message::Ping(_) | Message::Pong(_) => {}
         }
     }
-    // Let the writer flush a close frame, briefly.
-    drop(errors_tx);
-    if !writer_done {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), &mut writer).await;
-        writer.abort();
+    // Let the writer send its close frame, briefly.
+    let closing = match ended {
+        Some(closing) => closing,
+        None => {
+            if outbox.closing().is_none() {
+                // The peer closed or failed: nothing more to say to it.
+                outbox.close(Closing {
+                    code: 1000,
+                    reason: "",
+                });
+            }
+            match tokio::time::timeout(CLOSE_GRACE + CLOSE_GRACE, &mut writer).await {
+                Ok(done) => done.unwrap_or(None),
+                Err(_) => {
+                    writer.abort();
+                    outbox.closing()
+                }
+            }
+        }
+    };
+    if closing == Some(NOT_READING) && !audited {
+        audit_dropped(&state, &session_id, &name, &outbox).await;
     }
     if hub.disconnect(&session_id, &conn_id).await.unwrap_or(false) {
         let _ = state
@@ -301,4 +314,129 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
             )
             .await;
     }
+    if !peer_gone {
+        // Closing a socket whose peer's bytes are still unread resets it,
+        // and the reset throws away what the peer had not read yet: the
+        // close frame too. So what the peer still sends is read and
+        // dropped, until its close, its end, or a few seconds.
+        let _ = tokio::time::timeout(CLOSE_GRACE, async {
+            while let Some(Ok(message)) = stream.next().await {
+                if matches!(message, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// Queue an error frame for the peer. Until it fits, the peer's next frame
+/// is not read: a peer that sends faster than it reads what comes back is
+/// slowed to its reading pace (and one that does not read is closed by the
+/// writer's write timeout). Shutdown does not wait for it.
+async fn answer(
+    outbox: &Outbox,
+    frame: Utf8Bytes,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::select! {
+        _ = outbox.push_error(frame) => {}
+        () = crate::shutdown::stopped(shutdown) => {
+            outbox.close(Closing { code: 1001, reason: "the server is shutting down" });
+        }
+    }
+}
+
+/// Audit (and log) that `name`'s connection to `session_id` is closed
+/// because it did not read, with what was queued for it then.
+async fn audit_dropped(state: &AppState, session_id: &str, name: &str, outbox: &Outbox) {
+    let (frames, bytes) = outbox.queued();
+    crate::log::info(&format!(
+        "operator {name} of {session_id}: closed ({}), it did not read what was sent",
+        NOT_READING.code
+    ));
+    let _ = state
+        .store()
+        .append_audit(lev_store::AuditRecord {
+            action: "operator.dropped".into(),
+            actor: "system".into(),
+            data: json!({
+                "session_id": session_id,
+                "operator": name,
+                "code": NOT_READING.code,
+                "reason": NOT_READING.reason,
+                "queued_frames": frames,
+                "queued_bytes": bytes,
+            }),
+        })
+        .await;
+}
+
+/// How long a close frame may take to go out.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
+/// Most frames written with one flush.
+const BATCH: usize = 64;
+
+/// The writer: what the outbox gives, and pings, each write (a batch and
+/// its flush) within `write_timeout`, else the peer is not reading. Returns
+/// the close that ended it; `None` when the socket failed.
+async fn write(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut queue: OutboxReader,
+    hub: std::sync::Arc<super::OperatorHub>,
+    session_id: String,
+    ping_interval: Duration,
+    write_timeout: Duration,
+) -> Option<Closing> {
+    let mut ping = tokio::time::interval(ping_interval);
+    ping.reset();
+    let closing = loop {
+        let mut batch = Vec::new();
+        tokio::select! {
+            next = queue.next() => match next {
+                Next::Close(closing) => break closing,
+                Next::Frame(text) => {
+                    batch.push(Message::Text(text));
+                    while batch.len() < BATCH {
+                        let Some(more) = queue.try_next() else { break };
+                        batch.push(Message::Text(more));
+                    }
+                }
+            },
+            _ = ping.tick() => batch.push(Message::Ping(Default::default())),
+        }
+        let written = async {
+            for message in batch {
+                sink.feed(message).await?;
+            }
+            sink.flush().await
+        };
+        tokio::select! {
+            done = tokio::time::timeout(write_timeout, written) => match done {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return None,
+                Err(_elapsed) => {
+                    // Said at once, so the reader audits it while the close
+                    // frame still has its chance to go out.
+                    queue.close(NOT_READING);
+                    break NOT_READING;
+                }
+            },
+            closing = queue.closed() => break closing,
+        }
+        if queue.wants_more() {
+            hub.send_pending(&session_id).await;
+        }
+    };
+    if closing.code != 1000 || !closing.reason.is_empty() {
+        let _ = tokio::time::timeout(
+            CLOSE_GRACE,
+            sink.send(Message::Close(Some(CloseFrame {
+                code: closing.code,
+                reason: closing.reason.into(),
+            }))),
+        )
+        .await;
+    }
+    Some(closing)
 }

@@ -5,6 +5,7 @@
 //! after that id, then follows live events. A gap or a lag in the live feed is
 //! filled by reading the store again, so no event is skipped or repeated.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 
 use axum::extract::State;
@@ -12,17 +13,15 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use lev_protocol::api::Role;
-use lev_store::StoredEvent;
+use lev_store::{EventReceiver, PageSizer, StoredEvent};
 use serde::Deserialize;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
 
 use super::Q;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-
-/// Events read from the store at a time.
-const PAGE: u32 = 500;
 
 /// The query of `GET /v1/events`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -75,10 +74,22 @@ pub async fn events(
         Some(seq) => seq.max(0),
         None => state.store().last_event_seq().await?,
     };
-    let (tx, rx) = mpsc::channel::<Event>(64);
-    state.clone().spawn(pump(state, live, start, tx));
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|event| (Ok(event), rx))
+    let shutdown = state.shutdown_signal();
+    let feed = Feed {
+        state,
+        live,
+        last: start,
+        page: VecDeque::new(),
+        behind: true,
+        pages: PageSizer::default(),
+        shutdown,
+    };
+    // The stream is read only as fast as the client takes it: nothing is
+    // queued for a client beyond one page read back from the store (about
+    // a MiB) and hyper's write buffer. A client that stops reading while
+    // events are due is cut off by the connection's write timeout.
+    let stream = futures_util::stream::unfold(feed, |mut feed| async move {
+        feed.next().await.map(|event| (Ok(event), feed))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
@@ -90,58 +101,66 @@ fn to_sse(event: &StoredEvent) -> Event {
         .data(event.data.to_string())
 }
 
-/// Send the store's events after `*last`; false when the client left or the
-/// store failed.
-async fn catch_up(state: &AppState, last: &mut i64, tx: &mpsc::Sender<Event>) -> bool {
-    loop {
-        let batch = match state.store().events_after(*last, PAGE).await {
-            Ok(batch) => batch,
-            Err(e) => {
-                crate::log::error(&format!("events: cannot read the event log: {e}"));
-                return false;
-            }
-        };
-        if batch.is_empty() {
-            return true;
-        }
-        for event in &batch {
-            if tx.send(to_sse(event)).await.is_err() {
-                return false;
-            }
-            *last = event.seq;
-        }
-    }
+/// One client's place in the event log.
+struct Feed {
+    state: AppState,
+    live: EventReceiver,
+    /// The last event sent.
+    last: i64,
+    /// Events read back from the store, not yet sent.
+    page: VecDeque<StoredEvent>,
+    /// The store may hold events after `last` that the live feed will not
+    /// bring (at the start, after a lag or a gap).
+    behind: bool,
+    pages: PageSizer,
+    shutdown: watch::Receiver<bool>,
 }
 
-async fn pump(
-    state: AppState,
-    mut live: broadcast::Receiver<StoredEvent>,
-    mut last: i64,
-    tx: mpsc::Sender<Event>,
-) {
-    let mut shutdown = state.shutdown_signal();
-    if !catch_up(&state, &mut last, &tx).await {
-        return;
-    }
-    loop {
-        tokio::select! {
-            received = live.recv() => match received {
-                Ok(event) if event.seq <= last => {}
-                Ok(event) if event.seq == last + 1 => {
-                    if tx.send(to_sse(&event)).await.is_err() {
-                        return;
+impl Feed {
+    /// The next event for the client; `None` ends the stream (shutdown, the
+    /// store failed or closed).
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if *self.shutdown.borrow() {
+                return None;
+            }
+            if let Some(event) = self.page.pop_front() {
+                self.last = event.seq;
+                return Some(to_sse(&event));
+            }
+            if self.behind {
+                let batch = match self
+                    .state
+                    .store()
+                    .events_after(self.last, self.pages.limit())
+                    .await
+                {
+                    Ok(batch) => batch,
+                    Err(e) => {
+                        crate::log::error(&format!("events: cannot read the event log: {e}"));
+                        return None;
                     }
-                    last = event.seq;
+                };
+                if batch.is_empty() {
+                    self.behind = false;
+                } else {
+                    self.pages.observe(&batch);
+                    self.page = batch.into();
                 }
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                    if !catch_up(&state, &mut last, &tx).await {
-                        return;
+                continue;
+            }
+            tokio::select! {
+                received = self.live.recv() => match received {
+                    Ok(event) if event.seq <= self.last => {}
+                    Ok(event) if event.seq == self.last + 1 => {
+                        self.last = event.seq;
+                        return Some(to_sse(&event));
                     }
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
-            () = tx.closed() => return,
-            () = crate::shutdown::stopped(&mut shutdown) => return,
+                    Ok(_) | Err(RecvError::Lagged(_)) => self.behind = true,
+                    Err(RecvError::Closed) => return None,
+                },
+                () = crate::shutdown::stopped(&mut self.shutdown) => return None,
+            }
         }
     }
 }

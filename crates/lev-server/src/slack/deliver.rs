@@ -109,10 +109,13 @@ async fn call(client: &reqwest::Client, config: &SlackConfig, method: &str, body
         sent.error = sent.error.map(|e| format!("{method}: {e}"));
         return sent;
     }
-    let bytes = match r.bytes().await {
-        Ok(b) => b,
-        Err(e) => return Sent::failed(format!("{method}: reading the answer: {e}")),
-    };
+    let bytes =
+        match crate::webhooks::dispatch::read_capped(r, crate::webhooks::dispatch::ANSWER_BYTES)
+            .await
+        {
+            Ok(b) => b,
+            Err(e) => return Sent::failed(format!("{method}: reading the answer: {e}")),
+        };
     let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     if answer["ok"] == Value::Bool(true) {
         Sent {

@@ -347,7 +347,12 @@ async fn api(
         .await
         .map_err(|e| e.to_string())?;
     let status = r.status();
-    let answer: Value = r.json().await.unwrap_or(Value::Null);
+    let answer: Value =
+        crate::webhooks::dispatch::read_capped(r, crate::webhooks::dispatch::ANSWER_BYTES)
+            .await
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null);
     if status.is_success() && answer["ok"] == Value::Bool(true) {
         Ok(())
     } else {

@@ -190,7 +190,7 @@ pub async fn run(state: AppState) {
                 }
                 // Gather what commits meanwhile: one claim serves them all.
                 tokio::time::sleep(DEBOUNCE).await;
-                while events.try_recv().is_ok() {}
+                events.skip_to_end();
             }
             () = tokio::time::sleep(wait) => {}
             () = changed.notified() => any = None,
@@ -326,6 +326,30 @@ async fn post(state: &AppState, client: &reqwest::Client, d: &DueDelivery) -> Se
     }
 }
 
+/// Most bytes of an answer read from a service lev calls (Slack's Web
+/// API): what it sends past this is not read, so a misbehaving or
+/// impersonated endpoint cannot make the server buffer without bound
+/// within its attempt's time.
+pub const ANSWER_BYTES: usize = 1024 * 1024;
+
+/// The body of `r`, at most `limit` bytes.
+///
+/// # Errors
+/// When it cannot be read, or is longer than `limit`.
+pub async fn read_capped(mut r: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = r.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > limit {
+            return Err(format!(
+                "expected an answer of at most {} KiB, found more",
+                limit / 1024
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// What a receiver's answer means; the body is read only on failure, and
 /// only its beginning.
 pub async fn from_response(mut r: reqwest::Response) -> Sent {
@@ -392,4 +416,23 @@ fn describe(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn response(len: usize) -> reqwest::Response {
+        reqwest::Response::from(axum::http::Response::new(vec![b'a'; len]))
+    }
+
+    /// An answer (Slack's Web API) is read up to its cap, never whole.
+    #[tokio::test]
+    async fn answers_are_read_up_to_their_cap() {
+        assert_eq!(read_capped(response(1000), 1000).await.unwrap().len(), 1000);
+        let e = read_capped(response(1001), 1000).await.unwrap_err();
+        assert!(e.contains("at most"), "{e}");
+    }
 }

@@ -166,3 +166,58 @@ async fn last_event_id_resumes_across_a_restart() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// A client that opens the event stream and never reads it is dropped once
+/// a write waits past the write timeout (the stream used to stay open,
+/// holding its queue of events and, through the broadcast, the last
+/// 4,096 events of every kind).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_stream_is_dropped() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let s = TestServer::start_with(lev_server::Settings {
+        connections: lev_server::ConnectionSettings {
+            write_timeout: Duration::from_secs(1),
+            ..lev_server::ConnectionSettings::default()
+        },
+        ..lev_server::Settings::default()
+    })
+    .await;
+    let (worker, approver) = s.worker_and_approver().await;
+    let addr: std::net::SocketAddr = s.url.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /v1/events HTTP/1.1\r\nhost: lev\r\nauthorization: Bearer {approver}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    // Far more than the socket buffers hold.
+    let prompt = "p".repeat(60 * 1024);
+    for n in 0..300 {
+        s.create(&worker, &free_text(&format!("s-{}", n % 4), &prompt))
+            .await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut read = 0usize;
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => read += n,
+            }
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the stream of a client that did not read stayed open ({read} bytes read)"
+    );
+    assert!(read < 300 * 60 * 1024, "{read} bytes: it got every event");
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use lev_server::{AppState, OperatorSettings, Settings};
+use lev_server::{AppState, ConnectionSettings, OperatorSettings, Settings};
 use lev_test_support::InProcess;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -40,12 +40,17 @@ fn timings(grace_ms: u64, reply_ms: u64) -> OperatorSettings {
 
 impl OpServer {
     async fn start(ops: OperatorSettings) -> Self {
+        Self::start_with(ops, ConnectionSettings::default()).await
+    }
+
+    async fn start_with(ops: OperatorSettings, connections: ConnectionSettings) -> Self {
         let dir = Arc::new(tempfile::tempdir().unwrap());
         let server = InProcess::start_in(dir, |config| {
             config.operator_grace = ops.grace;
             config.operator_reply_timeout = ops.reply_timeout;
             config.settings = Settings {
                 operators: ops,
+                connections,
                 ..Settings::default()
             };
         })
@@ -1015,6 +1020,197 @@ async fn a_peer_that_stops_answering_pings_is_dropped() {
         assert!(started.elapsed() < Duration::from_secs(5), "no event");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The issue's flood (392 to 771 MB in 12 s): an operator sends frames
+/// that each get an error frame back and never reads its socket. The
+/// server's queue toward it stays bounded (its frames are no longer read
+/// while their errors wait), it is closed with 1008 and a reason saying it
+/// did not read once a write waited past the write timeout, and the close
+/// is audited with the session, the operator and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_that_floods_and_never_reads_is_closed_1008_and_audited() {
+    let s = OpServer::start_with(
+        timings(5_000, 5_000),
+        ConnectionSettings {
+            write_timeout: Duration::from_secs(1),
+            ..ConnectionSettings::default()
+        },
+    )
+    .await;
+    let op = s.token("flooder", "operator").await;
+    let addr: std::net::SocketAddr = s.url.trim_start_matches("http://").parse().unwrap();
+    // A small receive buffer: the server's writes back up soon.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let tcp = socket.connect(addr).await.unwrap();
+    let mut req = format!("ws://{addr}/v1/operators/s-flood/ws")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {op}").parse().unwrap());
+    let (ws, _) = tokio_tungstenite::client_async(req, tcp).await.unwrap();
+    let (mut tx, mut rx) = ws.split();
+    let dropped = || async {
+        s.state
+            .store()
+            .audit_after(0, 10_000)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|e| e.action == "operator.dropped")
+    };
+    let started = Instant::now();
+    let mut sent = 0u64;
+    let entry = loop {
+        if let Some(entry) = dropped().await {
+            break entry;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "still not closed after {sent} bad frames"
+        );
+        // Frames the server cannot parse, a batch at a time; a batch that
+        // stalls means the server stopped reading.
+        let batch = async {
+            for _ in 0..2_000 {
+                tx.feed(Message::Text("x".into())).await?;
+            }
+            tx.flush().await
+        };
+        if let Ok(Ok(())) = tokio::time::timeout(Duration::from_secs(1), batch).await {
+            sent += 2_000;
+        }
+    };
+    assert_eq!(entry.actor, "system");
+    assert_eq!(entry.data["session_id"], "s-flood");
+    assert_eq!(entry.data["operator"], "flooder");
+    assert_eq!(entry.data["code"], 1008);
+    assert!(
+        entry.data["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not read"),
+        "{}",
+        entry.data
+    );
+    // What was queued for it was bounded: two lanes of 64 frames.
+    assert!(
+        entry.data["queued_frames"].as_u64().unwrap() <= 128,
+        "{}",
+        entry.data
+    );
+    assert!(
+        entry.data["queued_bytes"].as_u64().unwrap() <= 5 * 1024 * 1024,
+        "{}",
+        entry.data
+    );
+    // Reading now: the error frames the kernel held, then the close frame.
+    let close = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(msg) = rx.next().await {
+            match msg {
+                Ok(Message::Close(frame)) => return frame,
+                Ok(_) => {}
+                Err(e) => panic!("the connection failed before its close frame: {e}"),
+            }
+        }
+        None
+    })
+    .await
+    .expect("the close frame within 20 s")
+    .expect("a close frame with a code");
+    assert_eq!(u16::from(close.code), 1008);
+    assert!(
+        close.reason.as_str().contains("did not read"),
+        "{}",
+        close.reason
+    );
+    let started = Instant::now();
+    while s.state.operators().is_connected("s-flood").await.unwrap() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still connected"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// More messages pending than a connection's queue holds (64): the
+/// operator still gets every one, in order, as it reads them (what does
+/// not fit waits in the store and follows as the queue drains).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_pending_messages_than_the_queue_holds_all_arrive() {
+    let s = OpServer::start(timings(20_000, 20_000)).await;
+    let worker = s.token("worker-1", "worker").await;
+    let op = s.token("main-ai", "operator").await;
+    let calls: Vec<_> = (0..150)
+        .map(|n| {
+            s.post_later(
+                "/v1/sessions/s-many/ask",
+                &worker,
+                json!({"question": {"n": n}, "timeout_s": 30}),
+            )
+        })
+        .collect();
+    // Let every ask be posted before the operator connects.
+    let started = Instant::now();
+    while s
+        .state
+        .store()
+        .pending_operator_requests("s-many")
+        .await
+        .unwrap()
+        .len()
+        < 150
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "asks not posted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (mut ws, pending) = operator(&s, "s-many", &op).await;
+    assert_eq!(pending.len(), 150);
+    let mut seen = Vec::new();
+    while seen.len() < 150 {
+        let ask = recv(&mut ws).await;
+        assert_eq!(ask["type"], "ask", "{ask}");
+        let req_id = ask["req_id"].as_str().unwrap().to_owned();
+        send(
+            &mut ws,
+            json!({"type": "answer", "req_id": req_id, "value": ask["question"]["n"]}),
+        )
+        .await;
+        seen.push(req_id);
+    }
+    assert_eq!(seen, pending, "every pending message, once, in order");
+    for call in calls {
+        let (status, v) = call.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{v}");
+    }
+}
+
+/// Echoed input is capped: a frame whose `type` is a megabyte long gets an
+/// error frame of at most a few KiB (it used to quote it whole).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_frames_do_not_echo_large_input() {
+    let s = OpServer::start(timings(5_000, 5_000)).await;
+    let op = s.token("main-ai", "operator").await;
+    let (mut ws, _) = operator(&s, "s-echo", &op).await;
+    let long = "t".repeat(900 * 1024);
+    send(
+        &mut ws,
+        json!({"type": long, "req_id": "r".repeat(100_000)}),
+    )
+    .await;
+    let err = recv(&mut ws).await;
+    assert_eq!(err["code"], "unknown_type", "{err}");
+    assert!(
+        err.to_string().len() < 4096,
+        "{} bytes",
+        err.to_string().len()
+    );
+    assert!(err.get("req_id").is_none(), "a long req_id is not echoed");
 }
 
 /// A reqwest client for plain HTTP. Built with the rest of the workspace,
