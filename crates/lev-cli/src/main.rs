@@ -17,6 +17,7 @@ mod exit;
 mod fuzz_smoke;
 mod gatekeep;
 mod mcp;
+mod out;
 mod report;
 mod term;
 mod trust;

@@ -107,7 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "response": answer.response(),
             "text": text,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::out::print_json(&out)?;
     } else if code == 0 {
         println!("{}", shown(&text));
     } else {

@@ -7,7 +7,6 @@
 //! decision); exit 2 with the reason on stderr for an event it cannot
 //! answer, which both agents take as a blocking error.
 
-use std::io::{Read as _, Write as _};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -17,8 +16,6 @@ use crate::connect::{ClientArgs, runtime};
 use crate::gatekeep::{self, GateCall};
 use crate::report;
 
-/// The most a hook event may weigh: a JSON body's limit (SPEC section 9).
-const MAX_EVENT_BYTES: u64 = 1024 * 1024;
 /// Exit code of an event the hook cannot answer: Claude Code's blocking error.
 const BLOCKING_ERROR: u8 = 2;
 
@@ -131,21 +128,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The event on stdin, or the exit code of a blocking error (said on stderr).
 fn read_event() -> Result<Vec<u8>, ExitCode> {
-    let mut bytes = Vec::new();
-    if let Err(e) = std::io::stdin()
-        .take(MAX_EVENT_BYTES + 1)
-        .read_to_end(&mut bytes)
-    {
-        report::message(&format!("cannot read the hook event on stdin: {e}"));
-        return Err(ExitCode::from(BLOCKING_ERROR));
-    }
-    if bytes.len() as u64 > MAX_EVENT_BYTES {
-        report::message(&format!(
-            "malformed hook event: expected at most {MAX_EVENT_BYTES} bytes on stdin, found more"
-        ));
-        return Err(ExitCode::from(BLOCKING_ERROR));
-    }
-    Ok(bytes)
+    lev_client::files::read_stdin(lev_client::files::limit::EVENT).map_err(|e| {
+        report::message(&format!("malformed hook event: {e}"));
+        ExitCode::from(BLOCKING_ERROR)
+    })
 }
 
 fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
@@ -214,10 +200,7 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
 
 /// A hook's output: `output` as one line on stdout.
 fn print_json(output: &impl serde::Serialize) -> std::io::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    serde_json::to_writer(&mut stdout, output)?;
-    writeln!(stdout)?;
-    stdout.flush()
+    crate::out::print_json_line(output)
 }
 
 /// Codex's hook answer, written once: by the hook when it has decided, or

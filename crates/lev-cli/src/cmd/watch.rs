@@ -378,8 +378,8 @@ fn edit_in_editor(text: &str) -> Result<String, String> {
     if !status.success() {
         return Err(format!("{editor} exited with {status}; nothing changed"));
     }
-    std::fs::read_to_string(file.path())
-        .map_err(|e| format!("reading {}: {e}", file.path().display()))
+    lev_client::files::read_text(file.path(), lev_client::files::limit::ARGS)
+        .map_err(|e| e.to_string())
 }
 
 /// The terminal in raw mode on the alternate screen; restored when dropped.
