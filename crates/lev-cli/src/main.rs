@@ -11,6 +11,7 @@
 mod cmd;
 mod codex;
 mod connect;
+mod deadline;
 mod describe;
 mod exit;
 #[cfg(test)]
@@ -190,6 +191,8 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // Deadlines of agent-facing commands count from here.
+    deadline::mark_start();
     quiet_on_closed_pipe();
     let cli = parse();
     match dispatch(cli.command) {

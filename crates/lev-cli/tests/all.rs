@@ -16,6 +16,9 @@
 //! - `tokens`: `lev token create|ls|revoke`.
 //! - `audit`: `lev audit [--verify]`, a forged entry, a cut-off tail and `--head`.
 //! - `terminal`: control characters made visible, NO_COLOR.
+//! - `deadlines`: every command an agent runs with a time limit (`lev hook`,
+//!   `lev mcp`'s tools, `lev ask`, `lev run`) answers by its deadline against
+//!   a lev that never answers, trickles, or closes mid-answer.
 //! - `demo`: `lev demo`'s agent asks and prints what its model reads.
 //! - `newcomer`: what a new user runs into: `| head`, usage errors, flags
 //!   that do not fit the question, error messages.
@@ -47,6 +50,8 @@ mod audit;
 mod bench;
 #[path = "all/client_env.rs"]
 mod client_env;
+#[path = "all/deadlines.rs"]
+mod deadlines;
 #[path = "all/demo.rs"]
 mod demo;
 #[path = "all/inbox.rs"]

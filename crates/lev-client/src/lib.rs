@@ -47,6 +47,7 @@
 //! - A file read from a path ([`files`]) is read under a limit: never more
 //!   than its kind may hold, whatever the path names.
 
+pub mod backoff;
 mod client;
 mod error;
 pub mod events;

@@ -11,6 +11,7 @@ use lev_client::{Answer, Client, Outcome};
 use lev_protocol::{InteractionKind, InteractionRequest, OnTimeout};
 
 use crate::connect::{ClientArgs, runtime};
+use crate::deadline::Deadline;
 use crate::exit;
 use crate::report;
 use crate::term;
@@ -84,11 +85,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     let rt = runtime()?;
-    let answer = rt.block_on(ask(&client, &request, args.timeout))?;
-    let Some(answer) = answer else {
+    let asked = async {
+        let Some(answer) = ask(&client, &request, args.timeout).await? else {
+            return Ok(None);
+        };
+        let text = client
+            .tool_result(&answer, None, args.save_dir.as_deref())
+            .await?;
+        anyhow::Ok(Some((answer, text)))
+    };
+    // With --timeout, one deadline for all of it from the start: a lev that
+    // hangs or trickles gets "timed out", not a wait for ever.
+    let asked = match args.timeout {
+        Some(t) => {
+            let deadline = Deadline::from_start(Duration::from_secs(t));
+            match rt.block_on(deadline.run(asked)) {
+                Some(asked) => asked?,
+                None => {
+                    report::message(&format!(
+                        "lev did not answer within {} s; no answer (the question, if lev holds one, ends at --timeout)",
+                        deadline.secs()
+                    ));
+                    return Ok(ExitCode::from(exit::TIMED_OUT));
+                }
+            }
+        }
+        None => rt.block_on(asked)?,
+    };
+    let Some((answer, text)) = asked else {
         return Ok(ExitCode::from(130));
     };
-    let text = rt.block_on(client.tool_result(&answer, None, args.save_dir.as_deref()))?;
     let code = match &answer.outcome {
         Outcome::Answered { .. } => 0,
         Outcome::Expired => exit::DENIED,

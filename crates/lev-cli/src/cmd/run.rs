@@ -23,6 +23,7 @@ use lev_client::gate::{ApprovedCall, GateOutcome, Gatekeeper, RefusalKind, Submi
 use serde_json::{Value, json};
 
 use crate::connect::{ClientArgs, runtime};
+use crate::deadline::Deadline;
 use crate::term;
 use crate::trust::TrustArgs;
 
@@ -96,7 +97,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let pinned = args.trust.pinned()?;
     let client = args.client.client()?;
     let rt = runtime()?;
-    let outcome = rt.block_on(async {
+    // With --timeout, one deadline for all of it from the start: a lev that
+    // hangs or trickles is "nobody decided in time", not a wait for ever.
+    let deadline = args
+        .timeout
+        .map(|t| Deadline::from_start(Duration::from_secs(t)));
+    let decided = async {
         let gatekeeper = match pinned {
             Some(keys) => Gatekeeper::new(client, keys),
             None => Gatekeeper::pinned(client)
@@ -112,7 +118,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .map(Some)
                 .context("checking the decision"),
         }
-    })?;
+    };
+    let outcome = match deadline {
+        Some(deadline) => match rt.block_on(deadline.run(decided)) {
+            Some(outcome) => outcome?,
+            None => {
+                say(&format!(
+                    "{}; the command was not run (the question, if lev holds one, ends at --timeout)",
+                    deadline.missed()
+                ));
+                return Ok(ExitCode::from(TIMED_OUT));
+            }
+        },
+        None => rt.block_on(decided)?,
+    };
     let Some(outcome) = outcome else {
         return Ok(ExitCode::from(INTERRUPTED));
     };
