@@ -349,3 +349,46 @@ pub async fn verdict(
 pub fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use lev_test_support::{Stall, Stalling};
+
+    use super::*;
+
+    /// The Codex bridge settles each approval request through `settle`: a
+    /// lev that takes the call and never answers (or trickles) is the
+    /// deadline's error by `--timeout` and its margin, never a request held
+    /// for a minute while Codex waits.
+    #[test]
+    fn settle_ends_at_its_deadline_whatever_the_server_does() {
+        let rt = crate::connect::runtime().unwrap();
+        for stall in [Stall::Silent, Stall::TrickleBody, Stall::TrickleHeaders] {
+            let server = Stalling::start(stall).unwrap();
+            let client = Client::new(server.url(), Some("lev_x".into())).unwrap();
+            let call = GateCall {
+                session: "s".into(),
+                conversation: "s".into(),
+                caller: None,
+                sandbox_mode: "default".into(),
+                request_id: Some("r-1".into()),
+                tool_name: "shell".into(),
+                input: Map::new(),
+                route: None,
+                timeout: Duration::from_secs(1),
+                reason: None,
+                required_capabilities: Vec::new(),
+            };
+            let started = Instant::now();
+            let settled = rt.block_on(settle(&client, &TrustedKeys::new(), &call, |_| {}));
+            let took = started.elapsed();
+            assert!(
+                matches!(&settled, Err(GateError::Deadline(m)) if m == "lev did not decide within 2 s"),
+                "{stall:?}: {settled:?}"
+            );
+            assert!(took < Duration::from_secs(6), "{stall:?}: after {took:?}");
+        }
+    }
+}

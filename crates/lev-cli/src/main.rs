@@ -20,6 +20,7 @@ mod gatekeep;
 mod mcp;
 mod out;
 mod report;
+mod signals;
 mod term;
 mod trust;
 mod watch;

@@ -105,8 +105,7 @@ impl Parser {
     /// The next whole event, if one is in; an error past [`MAX_EVENT_BYTES`].
     fn next_event(&mut self) -> Result<Option<Event>, String> {
         loop {
-            let Some(newline) = self.buffer[self.scanned..].iter().position(|&b| b == b'\n')
-            else {
+            let Some(newline) = self.buffer[self.scanned..].iter().position(|&b| b == b'\n') else {
                 self.scanned = self.buffer.len();
                 let unfinished = self.buffer.len() - self.start;
                 if self.event_bytes + unfinished > MAX_EVENT_BYTES {

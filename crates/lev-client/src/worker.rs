@@ -188,9 +188,8 @@ impl Client {
                 }
                 Err(e) if retryable(&e) && failures < MAX_CONSECUTIVE_FAILURES => {
                     failures += 1;
-                    let pause = crate::backoff::jittered(
-                        Duration::from_millis(100 << failures.min(5)),
-                    );
+                    let pause =
+                        crate::backoff::jittered(Duration::from_millis(100 << failures.min(5)));
                     match until {
                         Some(until) => {
                             tokio::time::sleep_until(until.min(Instant::now() + pause)).await;

@@ -125,7 +125,11 @@ fn serve(mut stream: TcpStream, stall: Stall, stop: &AtomicBool) {
 /// `byte` every `tick` until the client goes or the server stops.
 fn drip(stream: &mut TcpStream, byte: &[u8], tick: Duration, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
-        if stream.write_all(byte).and_then(|()| stream.flush()).is_err() {
+        if stream
+            .write_all(byte)
+            .and_then(|()| stream.flush())
+            .is_err()
+        {
             return;
         }
         std::thread::sleep(tick);

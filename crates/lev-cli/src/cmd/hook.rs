@@ -150,17 +150,19 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
     // Claude Code decides by itself once its hook timeout passes: the hook
     // answers before, with its fail behaviour, whatever holds it up.
     let missed = format!(
-        "{} (the hook's deadline, under Claude Code's hook timeout){}",
-        deadline.missed(),
-        if fail_closed {
-            ", so the call was not run"
-        } else {
-            "; Claude Code's own permission prompt decides"
-        }
+        "{} (the hook's deadline, under Claude Code's hook timeout)",
+        deadline.missed()
     );
     answer::arm(
         deadline,
-        missed.clone(),
+        format!(
+            "{missed}{}",
+            if fail_closed {
+                ", so the call was not run"
+            } else {
+                "; Claude Code's own permission prompt decides"
+            }
+        ),
         // Not even the event was read: with --fail-closed a blocking error,
         // else no decision.
         if fail_closed { BLOCKING_ERROR } else { 0 },

@@ -7,7 +7,8 @@
 //! published when the run started (pinned for the run); it must authorize
 //! exactly this call in this session, and its nonce is spent before anything
 //! runs. What runs is the effective argv: the person's edit
-//! when there is one.
+//! when there is one. It takes lev's place (`exec`), so a signal for `lev
+//! run` reaches the command and nothing is left running without its parent.
 //!
 //! Exit codes, kept out of the command's way like `timeout` and the shells:
 //! the command's own code when it ran (128 + N for a signal); 126 denied; 124
@@ -211,19 +212,26 @@ fn execute(approved: &ApprovedCall, default_cwd: &str) -> anyhow::Result<ExitCod
     let Some((program, rest)) = argv.split_first() else {
         bail!("the approved args hold an empty argv");
     };
-    let status = match std::process::Command::new(program)
-        .args(rest)
-        .current_dir(&cwd)
-        .status()
-    {
-        Ok(status) => status,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            say(&format!("{program}: command not found (in {cwd})"));
-            return Ok(ExitCode::from(NOT_FOUND));
-        }
-        Err(e) => return Err(e).with_context(|| format!("running {program}")),
+    let mut command = std::process::Command::new(program);
+    command.args(rest).current_dir(&cwd);
+    // The command takes this process's place: nothing of lev is left to do,
+    // and a signal for `lev run` (SIGTERM, SIGHUP) reaches the command
+    // itself rather than leaving it running without its parent.
+    #[cfg(unix)]
+    let failed = {
+        use std::os::unix::process::CommandExt as _;
+        command.exec()
     };
-    Ok(ExitCode::from(exit_code(status)))
+    #[cfg(not(unix))]
+    let failed = match command.status() {
+        Ok(status) => return Ok(ExitCode::from(exit_code(status))),
+        Err(e) => e,
+    };
+    if failed.kind() == std::io::ErrorKind::NotFound {
+        say(&format!("{program}: command not found (in {cwd})"));
+        return Ok(ExitCode::from(NOT_FOUND));
+    }
+    Err(failed).with_context(|| format!("running {program}"))
 }
 
 /// The argv and working directory of `{"argv": [...], "cwd": "..."}`; a
@@ -248,18 +256,11 @@ fn command_of(args: &Value, default_cwd: &str) -> anyhow::Result<(Vec<String>, S
     Ok((argv, cwd))
 }
 
+#[cfg(not(unix))]
 fn exit_code(status: std::process::ExitStatus) -> u8 {
-    if let Some(code) = status.code() {
-        return u8::try_from(code & 0xff).unwrap_or(1);
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt as _;
-        if let Some(signal) = status.signal() {
-            return u8::try_from((128 + signal) & 0xff).unwrap_or(1);
-        }
-    }
-    1
+    status
+        .code()
+        .map_or(1, |code| u8::try_from(code & 0xff).unwrap_or(1))
 }
 
 #[cfg(test)]

@@ -101,7 +101,11 @@ fn claude_code_hook_fails_open_within_its_deadline_whatever_lev_does() {
     let perm = fixture("permission_request.json");
     for (stall, run, took) in each_stall(&["hook", "claude-code", "--timeout", "1"], perm) {
         assert!(took < WITHIN, "{stall:?}: answered after {took:?}: {run:?}");
-        assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{stall:?}: {run:?}");
+        assert_eq!(
+            (run.code, run.stdout.as_str()),
+            (0, ""),
+            "{stall:?}: {run:?}"
+        );
     }
 }
 
@@ -193,8 +197,16 @@ fn lev_run_with_a_timeout_runs_nothing_and_exits_124_within_its_deadline() {
             std::thread::spawn(move || {
                 let server = Stalling::start(stall).unwrap();
                 let args = [
-                    "run", "--url", server.url(), "--token", "lev_x", "--timeout", "1", "--",
-                    "touch", &marker,
+                    "run",
+                    "--url",
+                    server.url(),
+                    "--token",
+                    "lev_x",
+                    "--timeout",
+                    "1",
+                    "--",
+                    "touch",
+                    &marker,
                 ];
                 let started = Instant::now();
                 let run = lev_with_stdin(args, b"");
@@ -250,9 +262,11 @@ impl Mcp {
             stdin,
             replies,
         };
-        mcp.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        mcp.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "stall", "version": "1"}}}));
+            "clientInfo": {"name": "stall", "version": "1"}}}),
+        );
         mcp.reply(Duration::from_secs(30));
         mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         mcp
@@ -263,7 +277,9 @@ impl Mcp {
     }
 
     fn reply(&self, within: Duration) -> Value {
-        self.replies.recv_timeout(within).expect("a reply from lev mcp in time")
+        self.replies
+            .recv_timeout(within)
+            .expect("a reply from lev mcp in time")
     }
 }
 
@@ -283,14 +299,18 @@ fn mcp_tool_calls_answer_within_their_deadline_whatever_lev_does() {
                 let server = Stalling::start(stall).unwrap();
                 let mut mcp = Mcp::start(server.url());
                 let started = Instant::now();
-                mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                mcp.send(
+                    &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
                     "name": "approval_prompt",
-                    "arguments": {"tool_name": "Bash", "input": {"command": "rm -rf build"}}}}));
+                    "arguments": {"tool_name": "Bash", "input": {"command": "rm -rf build"}}}}),
+                );
                 let approval = mcp.reply(WITHIN + Duration::from_secs(60));
                 let approval_took = started.elapsed();
                 let started = Instant::now();
-                mcp.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-                    "name": "ask_human", "arguments": {"question": "Still there?"}}}));
+                mcp.send(
+                    &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                    "name": "ask_human", "arguments": {"question": "Still there?"}}}),
+                );
                 let ask = mcp.reply(WITHIN + Duration::from_secs(60));
                 (stall, approval, approval_took, ask, started.elapsed())
             })
@@ -298,7 +318,10 @@ fn mcp_tool_calls_answer_within_their_deadline_whatever_lev_does() {
         .collect();
     for thread in threads {
         let (stall, approval, approval_took, ask, ask_took) = thread.join().unwrap();
-        assert!(approval_took < WITHIN, "{stall:?}: approval_prompt after {approval_took:?}");
+        assert!(
+            approval_took < WITHIN,
+            "{stall:?}: approval_prompt after {approval_took:?}"
+        );
         let text = approval["result"]["content"][0]["text"].as_str().unwrap();
         let decision: Value = serde_json::from_str(text).unwrap();
         assert_eq!(decision["behavior"], "deny", "{stall:?}: {decision}");
