@@ -444,8 +444,14 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
         }),
         Verdict::Deny { message } => Some(hooks::deny_output(event.name, &message)),
         Verdict::Defer { reason } => {
-            report::message(&reason);
-            (!args.fail_open).then(|| {
+            if fail_open {
+                report::message(&format!(
+                    "{reason}; with --fail-open the hook says nothing and Codex goes on"
+                ));
+            } else {
+                report::message(&reason);
+            }
+            (!fail_open).then(|| {
                 hooks::deny_output(
                     event.name,
                     &format!("{reason} (the hook fails closed); the call was not run."),

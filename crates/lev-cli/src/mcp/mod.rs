@@ -171,10 +171,18 @@ impl Pending {
             .and_then(|mut map| map.remove(&self.call))
     }
 
-    /// Cancel the interaction on the server, if there is one: on a task of
-    /// its own, for at most [`CANCEL_WITHIN`], so that the call's answer is
-    /// not held up by a lev that hangs.
+    /// Cancel the interaction on the server, if there is one, for at most
+    /// [`CANCEL_WITHIN`].
     async fn cancel(&self) {
+        if let Some(id) = self.take() {
+            let client = &self.inner.config.client;
+            let _ = tokio::time::timeout(CANCEL_WITHIN, client.cancel(&id)).await;
+        }
+    }
+
+    /// [`Self::cancel`] on a task of its own: after the deadline, a lev that
+    /// did not answer must not hold the call's answer up any longer.
+    fn cancel_in_background(&self) {
         if let Some(id) = self.take() {
             let client = self.inner.config.client.clone();
             tokio::spawn(async move {
@@ -303,7 +311,7 @@ impl LevMcp {
         .await;
         if matches!(verdict, Verdict::Defer { .. }) {
             // Nobody waits for its question any more.
-            pending.cancel().await;
+            pending.cancel_in_background();
         }
         let result = PermissionPromptResult::from_verdict(&input.tool_name, &verdict);
         CallToolResult::success(vec![ContentBlock::text(result.to_json_text())])
@@ -331,7 +339,7 @@ impl LevMcp {
                 return lev_error("ask_human", &e);
             }
             None => {
-                pending.cancel().await;
+                pending.cancel_in_background();
                 return CallToolResult::error(vec![ContentBlock::text(format!(
                     "ask_human: lev did not answer within {} s; nobody answered the question",
                     deadline.secs()
