@@ -76,6 +76,34 @@ fn refused(what: &str, run: &Run, code: i32, file: &str, limit: &str) {
 
 const GIB: u64 = 1024 * 1024 * 1024;
 
+/// One refused read: the command, its stdin, and what the error must say.
+struct Case {
+    what: &'static str,
+    args: Vec<String>,
+    stdin: Option<&'static str>,
+    code: i32,
+    file: String,
+    limit: &'static str,
+}
+
+fn case(
+    what: &'static str,
+    args: &[&str],
+    stdin: Option<&'static str>,
+    code: i32,
+    file: &str,
+    limit: &'static str,
+) -> Case {
+    Case {
+        what,
+        args: args.iter().map(|a| (*a).to_owned()).collect(),
+        stdin,
+        code,
+        file: file.to_owned(),
+        limit,
+    }
+}
+
 #[test]
 fn client_commands_refuse_files_past_their_limit() {
     let dir = Scratch::new("file-limits");
@@ -85,255 +113,155 @@ fn client_commands_refuse_files_past_their_limit() {
     let big = big.to_str().unwrap();
     let zero = "/dev/zero";
     let key = lev_approval::SigningKeyPair::from_seed(&[7; 32]).public_base64url();
-    let key = key.as_str();
-    let verify = |envelope: &str, args_file: &str| {
-        vec![
-            "verify".to_owned(),
-            envelope.to_owned(),
-            "--key".to_owned(),
-            key.to_owned(),
-            "--request-id".to_owned(),
-            "r".to_owned(),
-            "--tool".to_owned(),
-            "t".to_owned(),
-            "--args-file".to_owned(),
-            args_file.to_owned(),
-        ]
-    };
     let args_ok = dir.write("args.json", "{}");
     let args_ok = args_ok.to_str().unwrap();
     let env_ok = dir.write("envelope.json", "{}");
     let env_ok = env_ok.to_str().unwrap();
-
-    let strings = |v: Vec<String>| v;
-    let cases: Vec<(&str, Vec<String>, Option<&str>, i32, &str, &str)> = vec![
-        // lev verify: the envelope, the args, both from a device or a sparse file.
-        (
-            "verify envelope /dev/zero",
-            verify(zero, args_ok),
-            None,
-            1,
-            zero,
-            "4 MiB",
-        ),
-        (
-            "verify envelope sparse",
-            verify(big, args_ok),
-            None,
-            1,
-            big,
-            "4 MiB",
-        ),
-        (
-            "verify args /dev/zero",
-            verify(env_ok, zero),
-            None,
-            1,
-            zero,
-            "1 MiB",
-        ),
-        (
-            "verify envelope stdin",
-            verify("-", args_ok),
-            Some(zero),
-            1,
-            "standard input",
-            "4 MiB",
-        ),
-        (
-            "verify args stdin",
-            verify(env_ok, "-"),
-            Some(zero),
-            1,
-            "standard input",
-            "1 MiB",
-        ),
-        (
-            "verify --people-keys",
-            strings(
-                [
-                    verify(env_ok, args_ok),
-                    vec![
-                        "--require-votes".into(),
-                        "1".into(),
-                        "--people-keys".into(),
-                        zero.into(),
-                    ],
-                ]
-                .concat(),
+    let verify = |envelope: &str, keys: &str, args_file: &str, more: &[&str]| -> Vec<String> {
+        let mut v = vec![
+            "verify",
+            envelope,
+            "--key",
+            keys,
+            "--request-id",
+            "r",
+            "--tool",
+            "t",
+            "--args-file",
+            args_file,
+        ];
+        v.extend_from_slice(more);
+        v.into_iter().map(str::to_owned).collect()
+    };
+    let at_nothing = ["--url", "http://127.0.0.1:9", "--token", "x"];
+    let with = |args: &[&str]| -> Vec<String> {
+        args.iter()
+            .chain(at_nothing.iter())
+            .map(|a| (*a).to_owned())
+            .collect()
+    };
+    let at_zero = format!("@{zero}");
+    let see_big = format!("see @{big}");
+    let mut cases = vec![
+        // lev verify: the envelope, the args, the keys, from a device, a
+        // sparse file or standard input.
+        Case {
+            args: verify(zero, &key, args_ok, &[]),
+            ..case("verify envelope /dev/zero", &[], None, 1, zero, "4 MiB")
+        },
+        Case {
+            args: verify(big, &key, args_ok, &[]),
+            ..case("verify envelope sparse", &[], None, 1, big, "4 MiB")
+        },
+        Case {
+            args: verify(env_ok, &key, zero, &[]),
+            ..case("verify args /dev/zero", &[], None, 1, zero, "1 MiB")
+        },
+        Case {
+            args: verify("-", &key, args_ok, &[]),
+            ..case(
+                "verify envelope stdin",
+                &[],
+                Some(zero),
+                1,
+                "standard input",
+                "4 MiB",
+            )
+        },
+        Case {
+            args: verify(env_ok, &key, "-", &[]),
+            ..case(
+                "verify args stdin",
+                &[],
+                Some(zero),
+                1,
+                "standard input",
+                "1 MiB",
+            )
+        },
+        Case {
+            args: verify(
+                env_ok,
+                &key,
+                args_ok,
+                &["--require-votes", "1", "--people-keys", zero],
             ),
-            None,
-            1,
-            zero,
-            "1 MiB",
-        ),
-        // Trusted keys given as a file.
-        (
-            "verify --key sparse",
-            {
-                let mut v = verify(env_ok, args_ok);
-                v[3] = big.to_owned();
-                v
-            },
-            None,
-            1,
-            big,
-            "1 MiB",
-        ),
-        // A hook event on stdin: a blocking error (exit 2).
-        (
-            "hook claude-code stdin",
-            strings(vec![
-                "hook".into(),
-                "claude-code".into(),
-                "--url".into(),
-                "http://127.0.0.1:9".into(),
-                "--token".into(),
-                "x".into(),
-            ]),
-            Some(zero),
-            2,
-            "standard input",
-            "1 MiB",
-        ),
-        (
-            "hook codex stdin",
-            strings(vec![
-                "hook".into(),
-                "codex".into(),
-                "--url".into(),
-                "http://127.0.0.1:9".into(),
-                "--token".into(),
-                "x".into(),
-            ]),
-            Some(zero),
-            2,
-            "standard input",
-            "1 MiB",
-        ),
-        // The CA to trust, a policy to check.
-        (
-            "--ca-cert",
-            strings(vec![
-                "ls".into(),
-                "--url".into(),
-                "https://127.0.0.1:9".into(),
-                "--token".into(),
-                "x".into(),
-                "--ca-cert".into(),
-                zero.into(),
-            ]),
-            None,
-            1,
-            zero,
-            "4 MiB",
-        ),
-        (
+            ..case("verify --people-keys", &[], None, 1, zero, "1 MiB")
+        },
+        Case {
+            args: verify(env_ok, big, args_ok, &[]),
+            ..case("verify --key sparse", &[], None, 1, big, "1 MiB")
+        },
+        // A policy to check.
+        case(
             "policy check",
-            strings(vec!["policy".into(), "check".into(), zero.into()]),
+            &["policy", "check", zero],
             None,
             1,
             zero,
             "1 MiB",
-        ),
-        // A person's signing key.
-        (
-            "key init --person-key",
-            strings(vec![
-                "key".into(),
-                "init".into(),
-                "--person-key".into(),
-                zero.into(),
-                "--url".into(),
-                "http://127.0.0.1:9".into(),
-                "--token".into(),
-                "x".into(),
-            ]),
-            None,
-            1,
-            zero,
-            "64 KiB",
-        ),
-        // An edit of the args, from a file.
-        (
-            "respond --edit-args @file",
-            strings(vec![
-                "respond".into(),
-                "ir_x".into(),
-                "--approve".into(),
-                "--edit-args".into(),
-                format!("@{zero}"),
-                "--url".into(),
-                "http://127.0.0.1:9".into(),
-                "--token".into(),
-                "x".into(),
-            ]),
-            None,
-            1,
-            zero,
-            "1 MiB",
-        ),
-        // An attachment: a file past one part's limit.
-        (
-            "respond --attach sparse",
-            strings(vec![
-                "respond".into(),
-                "ir_x".into(),
-                "--text".into(),
-                "logs".into(),
-                "--attach".into(),
-                big.into(),
-                "--url".into(),
-                "http://127.0.0.1:9".into(),
-                "--token".into(),
-                "x".into(),
-            ]),
-            None,
-            1,
-            big,
-            "10 MiB",
-        ),
-        (
-            "respond --text @path sparse",
-            strings(vec![
-                "respond".into(),
-                "ir_x".into(),
-                "--text".into(),
-                format!("see @{big}"),
-                "--url".into(),
-                "http://127.0.0.1:9".into(),
-                "--token".into(),
-                "x".into(),
-            ]),
-            None,
-            1,
-            big,
-            "10 MiB",
-        ),
-        // A webhook's secret.
-        (
-            "webhook add --secret-file",
-            strings(vec![
-                "webhook".into(),
-                "add".into(),
-                "http://127.0.0.1:9/".into(),
-                "--secret-file".into(),
-                zero.into(),
-                "--url".into(),
-                "http://127.0.0.1:9".into(),
-                "--token".into(),
-                "x".into(),
-            ]),
-            None,
-            1,
-            zero,
-            "64 KiB",
         ),
     ];
-    for (what, args, stdin, code, file, limit) in &cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let run = capped(&args, stdin.map(Path::new), &[], &home);
-        refused(what, &run, *code, file, limit);
+    // A hook event on standard input: a blocking error (exit 2).
+    for agent in ["claude-code", "codex"] {
+        cases.push(Case {
+            args: with(&["hook", agent]),
+            ..case("hook stdin", &[], Some(zero), 2, "standard input", "1 MiB")
+        });
+    }
+    cases.extend([
+        // The CA to trust.
+        case(
+            "--ca-cert",
+            &[
+                "ls",
+                "--url",
+                "https://127.0.0.1:9",
+                "--token",
+                "x",
+                "--ca-cert",
+                zero,
+            ],
+            None,
+            1,
+            zero,
+            "4 MiB",
+        ),
+        // A person's signing key.
+        Case {
+            args: with(&["key", "init", "--person-key", zero]),
+            ..case("key init --person-key", &[], None, 1, zero, "64 KiB")
+        },
+        // An edit of the args, from a file.
+        Case {
+            args: with(&["respond", "ir_x", "--approve", "--edit-args", &at_zero]),
+            ..case("respond --edit-args @file", &[], None, 1, zero, "1 MiB")
+        },
+        // Attachments past one part's limit: --attach, and @path in the text.
+        Case {
+            args: with(&["respond", "ir_x", "--text", "logs", "--attach", big]),
+            ..case("respond --attach sparse", &[], None, 1, big, "10 MiB")
+        },
+        Case {
+            args: with(&["respond", "ir_x", "--text", &see_big]),
+            ..case("respond --text @path sparse", &[], None, 1, big, "10 MiB")
+        },
+        // A webhook's secret.
+        Case {
+            args: with(&[
+                "webhook",
+                "add",
+                "http://127.0.0.1:9/",
+                "--secret-file",
+                zero,
+            ]),
+            ..case("webhook add --secret-file", &[], None, 1, zero, "64 KiB")
+        },
+    ]);
+    for c in &cases {
+        let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
+        let run = capped(&args, c.stdin.map(Path::new), &[], &home);
+        refused(c.what, &run, c.code, &c.file, c.limit);
     }
 
     // The local admin token, when no token is given.
