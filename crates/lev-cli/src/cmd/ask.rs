@@ -192,7 +192,9 @@ async fn ask(
             Ok(Some(answer))
         }
         None => {
-            let _ = client.cancel(&id).await;
+            // Bounded: a lev that hangs does not keep an interrupted ask alive.
+            let cancel = client.cancel(&id);
+            let _ = tokio::time::timeout(Duration::from_secs(5), cancel).await;
             eprintln!("lev: interrupted; cancelled {shown_id}");
             Ok(None)
         }

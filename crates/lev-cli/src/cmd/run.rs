@@ -189,7 +189,9 @@ async fn wait(
             })?))
         }
         None => {
-            let _ = gatekeeper.client().cancel(&id).await;
+            // Bounded: a lev that hangs does not keep an interrupted run alive.
+            let cancel = gatekeeper.client().cancel(&id);
+            let _ = tokio::time::timeout(Duration::from_secs(5), cancel).await;
             eprintln!("lev: interrupted; cancelled {shown_id}");
             Ok(None)
         }
