@@ -36,7 +36,9 @@ pub struct Args {
     /// One line shown above the question.
     #[arg(long, value_name = "TEXT")]
     title: Option<String>,
-    /// Give up after this many seconds (the server drops the question then too).
+    /// Give up after this many seconds (the server drops the question then
+    /// too); a server that does not answer (hangs, trickles) is given up on
+    /// by then and a tenth of it (1 to 15 s): exit 4.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
     /// What the server does with the question past --timeout.

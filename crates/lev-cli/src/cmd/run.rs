@@ -13,7 +13,8 @@
 //! Exit codes, kept out of the command's way like `timeout` and the shells:
 //! the command's own code when it ran (128 + N for a signal); 126 denied; 124
 //! nobody decided in time (or the question was cancelled); 127 the approved
-//! program does not exist; 130 interrupted while waiting; 1 any other error.
+//! program does not exist; 130 interrupted while waiting (Ctrl-C, SIGTERM,
+//! SIGHUP: the question is cancelled); 1 any other error.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -54,7 +55,9 @@ pub struct Args {
     /// The sandbox mode the command runs under (the policy says what it grants).
     #[arg(long, default_value = "workspace-write", value_name = "MODE")]
     sandbox_mode: String,
-    /// Give up after this many seconds without a decision (exit 124).
+    /// Give up after this many seconds without a decision (exit 124); a
+    /// server that does not answer (hangs, trickles) counts as no decision
+    /// by then and a tenth of it (1 to 15 s).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
     /// The command and its arguments.
