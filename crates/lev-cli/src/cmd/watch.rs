@@ -386,7 +386,12 @@ fn watch_terminal() {
         std::thread::sleep(TERMINAL_CHECK);
         if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
             restore();
-            eprintln!("lev: the terminal went away; lev watch stops");
+            // Not eprintln!: stderr is most likely that terminal, and a
+            // failed write must not stop this thread short of the exit.
+            let _ = writeln!(
+                std::io::stderr(),
+                "lev: the terminal went away; lev watch stops"
+            );
             std::process::exit(i32::from(crate::exit::ERROR));
         }
     }
