@@ -75,9 +75,10 @@ impl Client {
     /// Past the deadline the interaction is cancelled, so nobody answers a
     /// question no one waits for; an answer that beat the cancel is returned.
     ///
-    /// With a deadline, the whole of it (the create, every wait, the
-    /// cancel) ends within two seconds past it, whatever the server does: a
-    /// server that hangs or trickles its answer is a transport error then.
+    /// With a deadline, the whole of it ends a few seconds past it whatever
+    /// the server does (each request gets what is left and 2 s; the cancel
+    /// and its check 2 s each): a server that hangs or trickles its answer
+    /// is a transport error then.
     ///
     /// # Errors
     /// Any [`Error`] from the create; during the wait, transport failures are
@@ -101,7 +102,8 @@ impl Client {
 
     /// Wait for an existing interaction's outcome until `deadline`, without
     /// cancelling it when the deadline passes. With a deadline, it returns
-    /// within two seconds past it whatever the server does.
+    /// by it and 2 s whatever the server does (each request gets what is
+    /// left and 2 s).
     ///
     /// # Errors
     /// Any [`Error`], as for [`Client::ask`].
