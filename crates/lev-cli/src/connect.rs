@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use lev_client::{Client, ConnectOptions};
+use lev_client::{Client, ConnectOptions, files};
 
 /// The default server address (SPEC section 3).
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7420";
@@ -54,8 +54,7 @@ impl ClientArgs {
     fn client_with(&self, token: Option<String>) -> anyhow::Result<Client> {
         let mut options = ConnectOptions::default().with_insecure_http(self.insecure_http);
         if let Some(path) = &self.ca_cert {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("--ca-cert: reading {}", path.display()))?;
+            let pem = files::read(path, files::limit::PEM).context("--ca-cert")?;
             options = options.with_ca_cert_pem(pem);
         }
         Client::with_options(&self.url, token, &options).context("--url")
@@ -75,18 +74,19 @@ impl ClientArgs {
             None => default_data_dir()?,
         };
         let file = dir.join("admin.token");
-        match std::fs::read_to_string(&file) {
+        match files::read_text(&file, files::limit::TOKEN) {
             Ok(text) if !text.trim().is_empty() => Ok(text.trim().to_owned()),
             Ok(_) => anyhow::bail!(
                 "no token: expected a token in {}, found an empty file{}give one with --token or LEV_TOKEN",
                 file.display(),
                 crate::report::HINT
             ),
-            Err(e) => anyhow::bail!(
-                "no token: --token and LEV_TOKEN are unset and {} cannot be read ({e}){}give one with --token or LEV_TOKEN, or point --data-dir at the server's data dir",
+            Err(files::FileError::Io { source, .. }) => anyhow::bail!(
+                "no token: --token and LEV_TOKEN are unset and {} cannot be read ({source}){}give one with --token or LEV_TOKEN, or point --data-dir at the server's data dir",
                 file.display(),
                 crate::report::HINT
             ),
+            Err(e) => Err(e).context("no token"),
         }
     }
 }

@@ -19,6 +19,8 @@ use lev_protocol::api::{GateRequest, GateResponse};
 use lev_protocol::claude_code::{Decision, Verdict};
 use serde_json::{Map, Value};
 
+use crate::deadline::Deadline;
+
 /// One tool call of an agent.
 #[derive(Debug, Clone)]
 pub struct GateCall {
@@ -103,6 +105,9 @@ pub enum GateError {
     Refused(lev_client::Error),
     /// The decision did not verify: it must not be acted on.
     Unverified(String),
+    /// lev did not decide before the call's deadline (its timeout and a
+    /// margin): a server that hangs, trickles or stalls counts as unreachable.
+    Deadline(String),
 }
 
 impl std::fmt::Display for GateError {
@@ -111,6 +116,7 @@ impl std::fmt::Display for GateError {
             Self::Unreachable(e) => write!(f, "lev could not be reached: {e}"),
             Self::Refused(e) => write!(f, "lev refused the call: {e}"),
             Self::Unverified(why) => write!(f, "lev's decision did not verify: {why}"),
+            Self::Deadline(missed) => write!(f, "{missed}"),
         }
     }
 }
@@ -169,9 +175,27 @@ pub enum Settled {
 /// `waiting_for` is told the interaction's id when a person must decide, so
 /// that the caller can cancel it if its own client goes away.
 ///
+/// All of it within [`Deadline::from_now`]`(call.timeout)`: whatever the
+/// server does (hangs, trickles a body, stalls mid-answer), the call is
+/// settled or [`GateError::Deadline`] by then.
+///
 /// # Errors
-/// [`GateError`]: unreachable, refused, or a decision that did not verify.
+/// [`GateError`]: unreachable, refused, a decision that did not verify, or
+/// the deadline.
 pub async fn settle(
+    client: &Client,
+    keys: &TrustedKeys,
+    call: &GateCall,
+    waiting_for: impl FnMut(&str),
+) -> Result<Settled, GateError> {
+    let deadline = Deadline::from_now(call.timeout);
+    deadline
+        .run(settle_now(client, keys, call, waiting_for))
+        .await
+        .unwrap_or_else(|| Err(GateError::Deadline(deadline.missed())))
+}
+
+async fn settle_now(
     client: &Client,
     keys: &TrustedKeys,
     call: &GateCall,
@@ -276,23 +300,33 @@ impl From<SdkGateError> for GateError {
 }
 
 /// What the agent should do about `call`: [`decide`], with every error
-/// turned into a verdict. Unreachable is [`Verdict::Defer`] (each caller
-/// chooses what that means: ask, no decision, or a deny when failing
-/// closed); a refusal or a decision that did not verify is a deny.
+/// turned into a verdict, by `deadline` (fetching the keys included).
+/// Unreachable and the deadline are [`Verdict::Defer`] (each caller chooses
+/// what that means: ask, no decision, or a deny when failing closed); a
+/// refusal or a decision that did not verify is a deny.
 pub async fn verdict(
     client: &Client,
     keys: Option<&TrustedKeys>,
     call: &GateCall,
+    deadline: Deadline,
     waiting_for: impl FnMut(&str),
 ) -> Verdict {
-    let decided = match keys {
-        Some(keys) => decide(client, keys, call, waiting_for).await,
-        None => match pinned_keys(client).await {
-            Ok(keys) => decide(client, &keys, call, waiting_for).await,
-            Err(e) => Err(e),
-        },
-    };
+    let decided = deadline
+        .run(async {
+            match keys {
+                Some(keys) => decide(client, keys, call, waiting_for).await,
+                None => match pinned_keys(client).await {
+                    Ok(keys) => decide(client, &keys, call, waiting_for).await,
+                    Err(e) => Err(e),
+                },
+            }
+        })
+        .await
+        .unwrap_or_else(|| Err(GateError::Deadline(deadline.missed())));
     match decided {
+        Err(GateError::Deadline(missed)) => Verdict::Defer {
+            reason: format!("{missed} on the call to {}", call.tool_name),
+        },
         Ok(decision) => decision.verdict(&call.tool_name, &Value::Object(call.input.clone())),
         Err(GateError::Unreachable(e)) => Verdict::Defer {
             reason: format!(
@@ -314,4 +348,47 @@ pub async fn verdict(
 /// The first line of `text`.
 pub fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use lev_test_support::{Stall, Stalling};
+
+    use super::*;
+
+    /// The Codex bridge settles each approval request through `settle`: a
+    /// lev that takes the call and never answers (or trickles) is the
+    /// deadline's error by `--timeout` and its margin, never a request held
+    /// for a minute while Codex waits.
+    #[test]
+    fn settle_ends_at_its_deadline_whatever_the_server_does() {
+        let rt = crate::connect::runtime().unwrap();
+        for stall in [Stall::Silent, Stall::TrickleBody, Stall::TrickleHeaders] {
+            let server = Stalling::start(stall).unwrap();
+            let client = Client::new(server.url(), Some("lev_x".into())).unwrap();
+            let call = GateCall {
+                session: "s".into(),
+                conversation: "s".into(),
+                caller: None,
+                sandbox_mode: "default".into(),
+                request_id: Some("r-1".into()),
+                tool_name: "shell".into(),
+                input: Map::new(),
+                route: None,
+                timeout: Duration::from_secs(1),
+                reason: None,
+                required_capabilities: Vec::new(),
+            };
+            let started = Instant::now();
+            let settled = rt.block_on(settle(&client, &TrustedKeys::new(), &call, |_| {}));
+            let took = started.elapsed();
+            assert!(
+                matches!(&settled, Err(GateError::Deadline(m)) if m == "lev did not decide within 2 s"),
+                "{stall:?}: {settled:?}"
+            );
+            assert!(took < Duration::from_secs(6), "{stall:?}: after {took:?}");
+        }
+    }
 }

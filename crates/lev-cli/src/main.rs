@@ -11,13 +11,16 @@
 mod cmd;
 mod codex;
 mod connect;
+mod deadline;
 mod describe;
 mod exit;
 #[cfg(test)]
 mod fuzz_smoke;
 mod gatekeep;
 mod mcp;
+mod out;
 mod report;
+mod signals;
 mod term;
 mod trust;
 mod watch;
@@ -92,7 +95,9 @@ enum Command {
     /// Ask a person a question and wait for the answer (for scripts).
     ///
     /// The answer is printed on stdout. With a spinner on stderr when it is a
-    /// terminal; one plain line there otherwise. Ctrl-C cancels the question.
+    /// terminal; one plain line there otherwise. Ctrl-C (or SIGTERM, SIGHUP)
+    /// cancels the question. With --timeout, lev gives up by then (and a
+    /// tenth of it) whatever the server does.
     ///
     /// Exit codes: 0 answered; 3 declined (expired with --on-timeout deny);
     /// 4 timed out or cancelled; 1 error; 2 usage.
@@ -189,6 +194,8 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // Deadlines of agent-facing commands count from here.
+    deadline::mark_start();
     quiet_on_closed_pipe();
     let cli = parse();
     match dispatch(cli.command) {

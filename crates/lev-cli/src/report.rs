@@ -50,12 +50,14 @@ fn render(parts: impl Iterator<Item = String>) -> String {
     out
 }
 
-/// `text` with every control character escaped, so that it cannot move the
-/// cursor, clear the screen or forge another line.
+/// `text` with every control character and every other hidden character
+/// (bidi controls, zero-width characters, tags, ...:
+/// [`lev_protocol::text::HIDDEN`]) escaped, so that it cannot move the
+/// cursor, clear the screen, forge another line or hide what it says.
 pub fn visible(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        if c.is_control() || lev_protocol::text::is_hidden(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -90,5 +92,10 @@ mod tests {
     fn control_characters_are_made_visible() {
         assert_eq!(visible("a\x1b[2Jb\rc\td"), "a\\u{1b}[2Jb\\rc\\td");
         assert_eq!(render(std::iter::once("x\ny".to_owned())), "lev: x\\ny\n");
+        // Bidi controls, zero-width characters and tags are spelled out too.
+        assert_eq!(
+            visible("a\u{202e}b\u{200b}c\u{e0049}d\u{85}"),
+            "a\\u{202e}b\\u{200b}c\\u{e0049}d\\u{85}"
+        );
     }
 }

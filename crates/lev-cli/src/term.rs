@@ -21,7 +21,8 @@ pub fn multi_line(text: &str) -> String {
 
 /// Wait for `work`, saying on stderr what is awaited: a spinner with the time
 /// waited when stderr is a terminal, one plain line otherwise. `None` when
-/// the person pressed Ctrl-C first.
+/// the person pressed Ctrl-C first, or SIGTERM or SIGHUP (the terminal gone)
+/// came: the caller cancels what it waited for rather than leave it behind.
 ///
 /// `waiting` reads after "waiting for" (`an answer to ir_...`); `hint` is the
 /// command that answers it.
@@ -40,10 +41,22 @@ pub async fn wait_with_spinner<T>(
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
     let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
     let mut frame = 0;
+    let mut signals = crate::signals::Terminating::new().ok();
+    let stopped = async {
+        match signals.as_mut() {
+            Some(signals) => {
+                let _ = signals.recv().await;
+            }
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    tokio::pin!(stopped);
     let result = loop {
         tokio::select! {
             result = &mut work => break Some(result),
-            _ = tokio::signal::ctrl_c() => break None,
+            () = &mut stopped => break None,
             _ = tick.tick(), if spinner => {
                 let mut err = std::io::stderr();
                 let _ = write!(

@@ -39,8 +39,8 @@ pub fn load_keys(specs: &[String]) -> anyhow::Result<TrustedKeys> {
     for spec in specs {
         let path = Path::new(spec);
         let set = if path.is_file() {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--key: reading {}", path.display()))?;
+            let text = lev_client::files::read_text(path, lev_client::files::limit::KEYS)
+                .context("--key")?;
             TrustedKeys::parse(&text).map_err(|e| anyhow!("--key {}: {e}", path.display()))?
         } else {
             TrustedKeys::parse(spec).map_err(|e| {

@@ -16,6 +16,13 @@
 //! - `tokens`: `lev token create|ls|revoke`.
 //! - `audit`: `lev audit [--verify]`, a forged entry, a cut-off tail and `--head`.
 //! - `terminal`: control characters made visible, NO_COLOR.
+//! - `file_limits`: every file lev reads from a path it was given is read
+//!   under its kind's limit: /dev/zero, standard input, sparse files.
+//! - `hidden_json`: every JSON lev prints writes hidden characters as
+//!   `\uXXXX` and reads back the same.
+//! - `deadlines`: every command an agent runs with a time limit (`lev hook`,
+//!   `lev mcp`'s tools, `lev ask`, `lev run`) answers by its deadline against
+//!   a lev that never answers, trickles, or closes mid-answer.
 //! - `demo`: `lev demo`'s agent asks and prints what its model reads.
 //! - `newcomer`: what a new user runs into: `| head`, usage errors, flags
 //!   that do not fit the question, error messages.
@@ -47,8 +54,14 @@ mod audit;
 mod bench;
 #[path = "all/client_env.rs"]
 mod client_env;
+#[path = "all/deadlines.rs"]
+mod deadlines;
 #[path = "all/demo.rs"]
 mod demo;
+#[path = "all/file_limits.rs"]
+mod file_limits;
+#[path = "all/hidden_json.rs"]
+mod hidden_json;
 #[path = "all/inbox.rs"]
 mod inbox;
 #[path = "all/keys.rs"]

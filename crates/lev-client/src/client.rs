@@ -261,7 +261,16 @@ impl Client {
     /// # Errors
     /// 422 for an invalid request, 409 for an id reused with another body, ...
     pub async fn create_interaction(&self, request: &InteractionRequest) -> Result<Interaction> {
-        self.call(Method::POST, "/v1/interactions", Some(request), None)
+        self.create_interaction_within(request, None).await
+    }
+
+    /// [`Client::create_interaction`] in at most `timeout` (60 s when `None`).
+    pub(crate) async fn create_interaction_within(
+        &self,
+        request: &InteractionRequest,
+        timeout: Option<Duration>,
+    ) -> Result<Interaction> {
+        self.call(Method::POST, "/v1/interactions", Some(request), timeout)
             .await
     }
 
@@ -292,8 +301,17 @@ impl Client {
     /// # Errors
     /// 404 for an unknown id, ...
     pub async fn get_interaction(&self, id: &str) -> Result<InteractionView> {
+        self.get_interaction_within(id, None).await
+    }
+
+    /// [`Client::get_interaction`] in at most `timeout` (60 s when `None`).
+    pub(crate) async fn get_interaction_within(
+        &self,
+        id: &str,
+        timeout: Option<Duration>,
+    ) -> Result<InteractionView> {
         let path = format!("/v1/interactions/{}", segment(id));
-        self.call(Method::GET, &path, None::<&()>, None).await
+        self.call(Method::GET, &path, None::<&()>, timeout).await
     }
 
     /// `GET /v1/interactions/{id}/wait`: wait up to `timeout_s` seconds
@@ -303,12 +321,24 @@ impl Client {
     /// # Errors
     /// Any [`Error`].
     pub async fn wait(&self, id: &str, timeout_s: u64) -> Result<WaitResponse> {
+        self.wait_within(id, timeout_s, None).await
+    }
+
+    /// [`Client::wait`], the whole exchange in at most `within` (else the
+    /// wait and a slack).
+    pub(crate) async fn wait_within(
+        &self,
+        id: &str,
+        timeout_s: u64,
+        within: Option<Duration>,
+    ) -> Result<WaitResponse> {
         let timeout_s = timeout_s.min(MAX_WAIT_S);
         let path = format!(
             "/v1/interactions/{}/wait?timeout_s={timeout_s}",
             segment(id)
         );
         let timeout = Duration::from_secs(timeout_s).saturating_add(WAIT_SLACK);
+        let timeout = within.map_or(timeout, |w| w.min(timeout));
         self.call(Method::GET, &path, None::<&()>, Some(timeout))
             .await
     }
@@ -335,8 +365,13 @@ impl Client {
     /// # Errors
     /// 409 when it was answered first, 410 when it is already over, ...
     pub async fn cancel(&self, id: &str) -> Result<()> {
+        self.cancel_within(id, None).await
+    }
+
+    /// [`Client::cancel`] in at most `timeout` (60 s when `None`).
+    pub(crate) async fn cancel_within(&self, id: &str, timeout: Option<Duration>) -> Result<()> {
         let path = format!("/v1/interactions/{}/cancel", segment(id));
-        self.call::<serde::de::IgnoredAny>(Method::POST, &path, None::<&()>, None)
+        self.call::<serde::de::IgnoredAny>(Method::POST, &path, None::<&()>, timeout)
             .await
             .map(drop)
     }
@@ -603,7 +638,9 @@ impl Client {
     }
 
     /// Send a request and decode a JSON answer. `timeout` bounds the whole
-    /// exchange (60 s when `None`).
+    /// exchange (60 s when `None`): connecting, sending, the headers and the
+    /// whole body, however slowly it comes (reqwest's total timeout, never a
+    /// per-read one that a trickle of bytes would keep resetting).
     pub(crate) async fn call<T: DeserializeOwned>(
         &self,
         method: Method,

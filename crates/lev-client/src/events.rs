@@ -1,6 +1,15 @@
 //! `GET /v1/events`: a Server-Sent Events reader.
+//!
+//! The reader holds at most one event of [`MAX_EVENT_BYTES`]: a server (or
+//! anything between) that sends a line without end, or data lines without
+//! the blank line that ends an event, gets an error, not this process's
+//! memory; each byte is looked at once.
 
 use crate::error::{Error, Result};
+
+/// The most one event (its lines together) may weigh: far above any event
+/// lev sends (an interaction holds at most 256 KiB of args).
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// One event of the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +53,12 @@ impl EventStream {
     /// [`Error::Transport`] when the connection fails.
     pub async fn next(&mut self) -> Result<Option<Event>> {
         loop {
-            if let Some(event) = self.parser.next_event() {
+            let parsed = self.parser.next_event().map_err(|found| Error::Decode {
+                path: "/v1/events".into(),
+                expected: "server-sent events of at most 16 MiB each",
+                found,
+            })?;
+            if let Some(event) = parsed {
                 return Ok(Some(event));
             }
             let chunk = self
@@ -68,6 +82,12 @@ impl EventStream {
 #[derive(Debug, Default)]
 struct Parser {
     buffer: Vec<u8>,
+    /// Where the next line starts in `buffer`.
+    start: usize,
+    /// How far `buffer` was searched for a newline.
+    scanned: usize,
+    /// The bytes of the event being read so far.
+    event_bytes: usize,
     id: Option<String>,
     event: Option<String>,
     data: Vec<String>,
@@ -75,18 +95,40 @@ struct Parser {
 
 impl Parser {
     fn feed(&mut self, bytes: &[u8]) {
+        // Drop the lines already read, once per chunk (not once per line).
+        self.buffer.drain(..self.start);
+        self.scanned -= self.start;
+        self.start = 0;
         self.buffer.extend_from_slice(bytes);
     }
 
-    fn next_event(&mut self) -> Option<Event> {
-        while let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
-            let mut line: Vec<u8> = self.buffer.drain(..=end).collect();
-            line.pop();
+    /// The next whole event, if one is in; an error past [`MAX_EVENT_BYTES`].
+    fn next_event(&mut self) -> Result<Option<Event>, String> {
+        loop {
+            let Some(newline) = self.buffer[self.scanned..].iter().position(|&b| b == b'\n') else {
+                self.scanned = self.buffer.len();
+                let unfinished = self.buffer.len() - self.start;
+                if self.event_bytes + unfinished > MAX_EVENT_BYTES {
+                    return Err(format!(
+                        "more than {MAX_EVENT_BYTES} bytes without the end of an event"
+                    ));
+                }
+                return Ok(None);
+            };
+            let end = self.scanned + newline;
+            let mut line = &self.buffer[self.start..end];
+            self.start = end + 1;
+            self.scanned = self.start;
             if line.last() == Some(&b'\r') {
-                line.pop();
+                line = &line[..line.len() - 1];
             }
-            let line = String::from_utf8_lossy(&line).into_owned();
+            self.event_bytes += line.len() + 1;
+            if self.event_bytes > MAX_EVENT_BYTES {
+                return Err(format!("an event of more than {MAX_EVENT_BYTES} bytes"));
+            }
+            let line = String::from_utf8_lossy(line).into_owned();
             if line.is_empty() {
+                self.event_bytes = 0;
                 if self.data.is_empty() && self.event.is_none() {
                     continue;
                 }
@@ -95,7 +137,7 @@ impl Parser {
                     event: self.event.take().unwrap_or_else(|| "message".into()),
                     data: std::mem::take(&mut self.data).join("\n"),
                 };
-                return Some(event);
+                return Ok(Some(event));
             }
             if line.starts_with(':') {
                 continue;
@@ -111,7 +153,6 @@ impl Parser {
                 _ => {}
             }
         }
-        None
     }
 }
 
@@ -123,9 +164,9 @@ mod tests {
     fn parses_events_split_across_chunks() {
         let mut p = Parser::default();
         p.feed(b": keep-alive\n\nid: 7\nevent: interaction.created\ndata: {\"a\":");
-        assert_eq!(p.next_event(), None);
+        assert_eq!(p.next_event(), Ok(None));
         p.feed(b"1}\r\n\r\ndata: x\ndata: y\n\n");
-        let e = p.next_event();
+        let e = p.next_event().unwrap();
         assert_eq!(
             e,
             Some(Event {
@@ -134,9 +175,53 @@ mod tests {
                 data: "{\"a\":1}".into()
             })
         );
-        let e = p.next_event();
+        let e = p.next_event().unwrap();
         assert_eq!(e.as_ref().map(|e| e.data.as_str()), Some("x\ny"));
         assert_eq!(e.as_ref().and_then(|e| e.id.as_deref()), Some("7"));
-        assert_eq!(p.next_event(), None);
+        assert_eq!(p.next_event(), Ok(None));
+    }
+
+    #[test]
+    fn a_line_or_an_event_without_end_is_refused_at_the_limit() {
+        // One line that never ends, fed in chunks.
+        let mut p = Parser::default();
+        let chunk = vec![b'x'; 1024 * 1024];
+        let mut refused = false;
+        for _ in 0..20 {
+            p.feed(&chunk);
+            if p.next_event().is_err() {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused, "a line without end was buffered whole");
+        assert!(p.buffer.len() <= MAX_EVENT_BYTES + chunk.len());
+        // Data lines without the blank line that ends an event.
+        let mut p = Parser::default();
+        let line = format!("data: {}\n", "y".repeat(1024 * 1024));
+        let mut refused = false;
+        for _ in 0..20 {
+            p.feed(line.as_bytes());
+            if p.next_event().is_err() {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused, "an event without end was buffered whole");
+    }
+
+    #[test]
+    fn many_small_lines_are_read_in_linear_time() {
+        let mut p = Parser::default();
+        let mut bytes = Vec::new();
+        for i in 0..200_000 {
+            bytes.extend_from_slice(format!(": keep-alive {i}\n").as_bytes());
+        }
+        bytes.extend_from_slice(b"data: last\n\n");
+        let started = std::time::Instant::now();
+        p.feed(&bytes);
+        let e = p.next_event().unwrap().unwrap();
+        assert_eq!(e.data, "last");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }

@@ -46,6 +46,9 @@ use crate::error::Error;
 use crate::render::{INTERNAL_CLOSE, INTERNAL_OPEN};
 use crate::worker::{Answer, Outcome};
 
+/// The longest the gate call itself may take (an ordinary request's time).
+const GATE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Why the helper could not reach a decision it trusts.
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
@@ -408,7 +411,16 @@ impl Gatekeeper {
     /// # Errors
     /// The server's refusal (403, 409, 413, 422, ...) or a transport error.
     pub async fn submit(&self, call: &ToolCall) -> Result<Submitted, GateError> {
-        Ok(Submitted(self.client.gate(&call.gate_request()).await?))
+        // The gate answers at once (allow, deny, or ask): with a timeout, a
+        // server that holds the call is given no more than it and a little.
+        let within = call
+            .timeout
+            .map(|t| t.saturating_add(Duration::from_secs(2)).min(GATE_TIMEOUT));
+        Ok(Submitted(
+            self.client
+                .gate_within(&call.gate_request(), within)
+                .await?,
+        ))
     }
 
     /// Wait for a person when the gate asked (until `call.timeout`), then
@@ -530,7 +542,16 @@ impl Client {
     /// 403 for a bound token naming another caller, 409 for another call
     /// under a used request id, 413, 422, ...
     pub async fn gate(&self, request: &GateRequest) -> crate::Result<GateResponse> {
-        self.call(Method::POST, "/v1/gate", Some(request), None)
+        self.gate_within(request, None).await
+    }
+
+    /// [`Client::gate`] in at most `timeout` (60 s when `None`).
+    pub(crate) async fn gate_within(
+        &self,
+        request: &GateRequest,
+        timeout: Option<Duration>,
+    ) -> crate::Result<GateResponse> {
+        self.call(Method::POST, "/v1/gate", Some(request), timeout)
             .await
     }
 

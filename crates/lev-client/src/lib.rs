@@ -44,10 +44,14 @@
 //!   unless [`ConnectOptions::insecure_http`], so a token never travels in
 //!   clear by accident. Redirects are never followed.
 //! - A file name from the server is never trusted as a path.
+//! - A file read from a path ([`files`]) is read under a limit: never more
+//!   than its kind may hold, whatever the path names.
 
+pub mod backoff;
 mod client;
 mod error;
 pub mod events;
+pub mod files;
 pub mod gate;
 pub mod operator;
 mod outcome;

@@ -81,7 +81,14 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use crate::backoff::Backoff;
 use crate::client::{api_error, segment};
+
+/// The longest the WebSocket's opening (TCP, TLS, the upgrade) may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A connection on which nothing came for this long (not even the server's
+/// pings, every 15 s) is dropped and made again.
+const SILENCE: Duration = Duration::from_secs(90);
 use crate::{Client, ConnectOptions, Error};
 
 /// Replies remembered, to send again for a message re-sent after a reconnect.
@@ -351,19 +358,21 @@ impl Operator {
     pub async fn run<H: OperatorHandler>(&self, handler: Arc<H>) -> Result<Stopped, OperatorError> {
         let memory = Arc::new(Mutex::new(Memory::default()));
         let (reply_tx, mut reply_rx) = mpsc::unbounded_channel::<String>();
-        let mut backoff = self.first_backoff;
+        let mut backoff = Backoff::new(self.first_backoff, self.max_backoff);
         loop {
+            let started = tokio::time::Instant::now();
             match self
                 .connection(&handler, &memory, &reply_tx, &mut reply_rx)
                 .await
             {
                 Ok(Some(stopped)) => return Ok(stopped),
-                Ok(None) => backoff = self.first_backoff,
+                // Up and dropped: from the first delay again, unless it
+                // dropped at once (a server that accepts and closes).
+                Ok(None) => backoff.reset_if_lasted(started.elapsed()),
                 Err(e @ OperatorError::Refused { .. }) => return Err(e),
                 Err(_) => {}
             }
-            tokio::time::sleep(jitter(backoff)).await;
-            backoff = backoff.saturating_mul(2).min(self.max_backoff);
+            tokio::time::sleep(backoff.next_delay()).await;
         }
     }
 
@@ -390,14 +399,22 @@ impl Operator {
             .ws_url
             .starts_with("wss://")
             .then(|| tokio_tungstenite::Connector::Rustls(Arc::clone(self.client.tls())));
-        let (mut ws, _) = match tokio_tungstenite::connect_async_tls_with_config(
-            request,
-            Some(ws_config()),
-            true,
-            tls,
-        )
-        .await
-        {
+        let handshake =
+            tokio_tungstenite::connect_async_tls_with_config(request, Some(ws_config()), true, tls);
+        // A server that takes the connection and never finishes the
+        // handshake is a failed attempt, tried again after the backoff.
+        let Ok(handshake) = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await else {
+            return Err(OperatorError::WebSocket(
+                tokio_tungstenite::tungstenite::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no WebSocket handshake within {} s",
+                        HANDSHAKE_TIMEOUT.as_secs()
+                    ),
+                )),
+            ));
+        };
+        let (mut ws, _) = match handshake {
             Ok(ok) => ok,
             Err(tokio_tungstenite::tungstenite::Error::Http(resp))
                 if matches!(resp.status().as_u16(), 401 | 403) =>
@@ -411,8 +428,13 @@ impl Operator {
             }
             Err(e) => return Err(e.into()),
         };
+        let silence = tokio::time::sleep(SILENCE);
+        tokio::pin!(silence);
         loop {
             tokio::select! {
+                // The server pings every 15 s: a connection silent for longer
+                // than several pings is dead (a peer gone without a FIN).
+                () = &mut silence => return Ok(None),
                 reply = reply_rx.recv() => {
                     let Some(reply) = reply else { return Ok(None) };
                     if ws.send(Message::Text(reply.clone().into())).await.is_err() {
@@ -425,6 +447,7 @@ impl Operator {
                         Some(Ok(message)) => message,
                         Some(Err(_)) | None => return Ok(None),
                     };
+                    silence.as_mut().reset(tokio::time::Instant::now() + SILENCE);
                     match message {
                         Message::Text(text) => {
                             let Ok(msg) = serde_json::from_str::<ServerMsg>(text.as_str()) else {
@@ -450,15 +473,6 @@ impl Operator {
 /// than the 128 KiB default keeps a small frame cheap.
 fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default().read_buffer_size(16 * 1024)
-}
-
-/// A little randomness so many operators do not reconnect in step.
-fn jitter(d: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |t| t.subsec_nanos());
-    // At most a quarter more; d / 4 cannot overflow, and the sum saturates.
-    d.saturating_add((d / 4000).saturating_mul(nanos % 1000))
 }
 
 fn lock(m: &Mutex<Memory>) -> std::sync::MutexGuard<'_, Memory> {

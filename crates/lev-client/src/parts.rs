@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use lev_protocol::{InboundPart, StoredPart};
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::error::{Error, Result};
 
@@ -131,7 +131,16 @@ pub(crate) async fn store(dir: &Path, part: &StoredPart, bytes: &[u8]) -> Result
                     .await
                     .map_err(io(&path))?;
                 if meta.is_file() && u64::try_from(bytes.len()).is_ok_and(|n| n == meta.len()) {
-                    let existing = tokio::fs::read(&path).await.map_err(io(&path))?;
+                    // Read no more than these bytes and one: the file may
+                    // have grown since its size was read.
+                    let mut existing = Vec::with_capacity(bytes.len());
+                    tokio::fs::File::open(&path)
+                        .await
+                        .map_err(io(&path))?
+                        .take(bytes.len() as u64 + 1)
+                        .read_to_end(&mut existing)
+                        .await
+                        .map_err(io(&path))?;
                     if sha256_hex(&existing) == digest {
                         return Ok(saved(part, path, bytes.len(), digest));
                     }

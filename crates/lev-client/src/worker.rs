@@ -15,6 +15,9 @@ use crate::render;
 /// How many transport failures in a row a waiter rides out (server restarts,
 /// dropped connections) before giving up.
 const MAX_CONSECUTIVE_FAILURES: u32 = 8;
+/// How long past its deadline a waiter may still be talking to the server:
+/// the last long-poll's answer on its way, a cancel.
+const PAST_DEADLINE: Duration = Duration::from_secs(2);
 
 /// How an interaction ended, as a waiter sees it.
 pub use crate::outcome::Outcome;
@@ -72,6 +75,11 @@ impl Client {
     /// Past the deadline the interaction is cancelled, so nobody answers a
     /// question no one waits for; an answer that beat the cancel is returned.
     ///
+    /// With a deadline, the whole of it ends a few seconds past it whatever
+    /// the server does (each request gets what is left and 2 s; the cancel
+    /// and its check 2 s each): a server that hangs or trickles its answer
+    /// is a transport error then.
+    ///
     /// # Errors
     /// Any [`Error`] from the create; during the wait, transport failures are
     /// retried a few times (the server may be restarting) before one is returned.
@@ -81,14 +89,11 @@ impl Client {
         deadline: Option<Duration>,
     ) -> Result<Answer> {
         let started = Instant::now();
-        let interaction = self.create_interaction(request).await?;
-        let outcome = self
-            .wait_outcome(
-                interaction.id(),
-                deadline.and_then(|d| started.checked_add(d)),
-                true,
-            )
+        let until = deadline.and_then(|d| started.checked_add(d));
+        let interaction = self
+            .create_interaction_within(request, within(until))
             .await?;
+        let outcome = self.wait_outcome(interaction.id(), until, true).await?;
         Ok(Answer {
             interaction,
             outcome,
@@ -96,14 +101,19 @@ impl Client {
     }
 
     /// Wait for an existing interaction's outcome until `deadline`, without
-    /// cancelling it when the deadline passes.
+    /// cancelling it when the deadline passes. With a deadline, it returns
+    /// by it and 2 s whatever the server does (each request gets what is
+    /// left and 2 s).
     ///
     /// # Errors
     /// Any [`Error`], as for [`Client::ask`].
     pub async fn wait_for_answer(&self, id: &str, deadline: Option<Duration>) -> Result<Answer> {
         // A deadline past what the clock can hold is no deadline.
         let until = deadline.and_then(|d| Instant::now().checked_add(d));
-        let interaction = self.get_interaction(id).await?.request;
+        let interaction = self
+            .get_interaction_within(id, within(until))
+            .await?
+            .request;
         let outcome = self.wait_outcome(id, until, false).await?;
         Ok(Answer {
             interaction,
@@ -169,7 +179,9 @@ impl Client {
                 }
                 None => MAX_WAIT_S,
             };
-            match self.wait(id, chunk).await {
+            // Each long-poll ends by the deadline (and a little): a server
+            // that never answers, or trickles its answer, cannot hold it.
+            match self.wait_within(id, chunk, within(until)).await {
                 Ok(w) => {
                     failures = 0;
                     if let Some(outcome) = final_outcome(w) {
@@ -178,17 +190,24 @@ impl Client {
                 }
                 Err(e) if retryable(&e) && failures < MAX_CONSECUTIVE_FAILURES => {
                     failures += 1;
-                    tokio::time::sleep(Duration::from_millis(100 << failures.min(5))).await;
+                    let pause =
+                        crate::backoff::jittered(Duration::from_millis(100 << failures.min(5)));
+                    match until {
+                        Some(until) => {
+                            tokio::time::sleep_until(until.min(Instant::now() + pause)).await;
+                        }
+                        None => tokio::time::sleep(pause).await,
+                    }
                 }
                 Err(e) => return Err(e),
             }
         }
         if cancel_at_deadline {
-            match self.cancel(id).await {
+            match self.cancel_within(id, Some(PAST_DEADLINE)).await {
                 Ok(()) => {}
                 // Answered between the last wait and the cancel: that answer stands.
                 Err(e) if e.status() == Some(409) || e.status() == Some(410) => {
-                    let view = self.get_interaction(id).await?;
+                    let view = self.get_interaction_within(id, Some(PAST_DEADLINE)).await?;
                     if let Some(outcome) = final_outcome(WaitResponse {
                         status: view.request.status,
                         response: view.response,
@@ -206,6 +225,15 @@ impl Client {
             waited: started.elapsed(),
         })
     }
+}
+
+/// How long a request may take so that it ends by `until` (and a little);
+/// `None` (the usual 60 s) without a deadline.
+fn within(until: Option<Instant>) -> Option<Duration> {
+    until.map(|u| {
+        u.saturating_duration_since(Instant::now())
+            .saturating_add(PAST_DEADLINE)
+    })
 }
 
 fn retryable(e: &Error) -> bool {

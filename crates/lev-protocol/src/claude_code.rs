@@ -515,7 +515,7 @@ impl PermissionPromptResult {
 
     /// The compact JSON text the tool returns.
     pub fn to_json_text(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|_| {
+        crate::json::to_string_inert(self, false).unwrap_or_else(|_| {
             r#"{"behavior":"deny","message":"lev could not write its answer; the call was not run."}"#
                 .to_owned()
         })

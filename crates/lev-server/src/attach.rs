@@ -93,16 +93,13 @@ fn read_part(path: &Path, max_bytes: usize) -> ApiResult<InboundPart> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "attachment".to_owned());
-    let len = std::fs::metadata(path)
-        .map_err(|e| ApiError::Internal(format!("attach {}: {e}", path.display())))?
-        .len();
-    if len > max_bytes as u64 {
-        return Err(ApiError::TooLarge(format!(
-            "value: @{name} is {len} bytes, more than the {max_bytes} one part may be"
-        )));
-    }
-    let bytes = std::fs::read(path)
-        .map_err(|e| ApiError::Internal(format!("attach {}: {e}", path.display())))?;
+    // Under the limit even if the file grows after it was found.
+    let bytes = lev_client::files::read(path, max_bytes as u64).map_err(|e| match e {
+        lev_client::files::FileError::TooLarge { found, .. } => ApiError::TooLarge(format!(
+            "value: @{name}: expected at most the {max_bytes} bytes one part may be, found {found}"
+        )),
+        other => ApiError::Internal(format!("attach {other}")),
+    })?;
     Ok(InboundPart {
         media_type: media_type(path, &bytes).to_owned(),
         name,

@@ -258,8 +258,10 @@ pub async fn ensure_admin_token(
         }
         return Ok(Some(secret));
     }
-    Ok(std::fs::read_to_string(&path)
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty()))
+    Ok(
+        lev_client::files::read_text(&path, lev_client::files::limit::TOKEN)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty()),
+    )
 }

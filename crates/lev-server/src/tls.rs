@@ -17,8 +17,10 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 /// # Errors
 /// A message naming the file that could not be read or used.
 pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .and_then(|it| it.collect::<Result<_, _>>())
+    use lev_client::files::{limit, read};
+    let cert_pem = read(cert, limit::PEM).map_err(|e| format!("--tls-cert {e}"))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<_, _>>()
         .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
     if certs.is_empty() {
         return Err(format!(
@@ -26,7 +28,8 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
             cert.display()
         ));
     }
-    let key = PrivateKeyDer::from_pem_file(key)
+    let key_pem = read(key, limit::PEM).map_err(|e| format!("--tls-key {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| format!("--tls-key {}: {e}", key.display()))?;
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)

@@ -107,8 +107,12 @@ impl SpawnedBuilder {
         command
             .args(["serve", "--listen", &self.listen, "--data-dir"])
             .arg(&self.data_dir)
+            // The server stops when its stdin ends: this process holds the
+            // pipe's other end, so the server never outlives it, however it
+            // ends (a signal, SIGKILL, a panic).
+            .arg("--exit-on-stdin-close")
             .args(&self.args)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         for (key, _) in std::env::vars_os() {
@@ -118,6 +122,7 @@ impl SpawnedBuilder {
         }
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
         let mut child = command.spawn().map_err(SpawnError::Start)?;
+        let lifeline = child.stdin.take();
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = mpsc::channel::<String>();
         if let Some(stderr) = child.stderr.take() {
@@ -159,6 +164,7 @@ impl SpawnedBuilder {
         };
         Ok(Spawned {
             child,
+            _lifeline: lifeline,
             url,
             data_dir: self.data_dir,
             log,
@@ -166,10 +172,14 @@ impl SpawnedBuilder {
     }
 }
 
-/// A running `lev serve`, killed when dropped.
+/// A running `lev serve`, killed when dropped, and stopped by itself when
+/// this process ends without dropping it (its stdin closes).
 #[derive(Debug)]
 pub struct Spawned {
     child: Child,
+    /// The write end of the server's stdin, never written: when this process
+    /// ends, however it ends, the server reads end-of-file and stops.
+    _lifeline: Option<std::process::ChildStdin>,
     url: String,
     data_dir: PathBuf,
     log: Arc<Mutex<String>>,

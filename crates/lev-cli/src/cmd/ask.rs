@@ -11,6 +11,7 @@ use lev_client::{Answer, Client, Outcome};
 use lev_protocol::{InteractionKind, InteractionRequest, OnTimeout};
 
 use crate::connect::{ClientArgs, runtime};
+use crate::deadline::Deadline;
 use crate::exit;
 use crate::report;
 use crate::term;
@@ -35,7 +36,9 @@ pub struct Args {
     /// One line shown above the question.
     #[arg(long, value_name = "TEXT")]
     title: Option<String>,
-    /// Give up after this many seconds (the server drops the question then too).
+    /// Give up after this many seconds (the server drops the question then
+    /// too); a server that does not answer (hangs, trickles) is given up on
+    /// by then and a tenth of it (1 to 15 s): exit 4.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
     /// What the server does with the question past --timeout.
@@ -84,11 +87,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     let rt = runtime()?;
-    let answer = rt.block_on(ask(&client, &request, args.timeout))?;
-    let Some(answer) = answer else {
+    let asked = async {
+        let Some(answer) = ask(&client, &request, args.timeout).await? else {
+            return Ok(None);
+        };
+        let text = client
+            .tool_result(&answer, None, args.save_dir.as_deref())
+            .await?;
+        anyhow::Ok(Some((answer, text)))
+    };
+    // With --timeout, one deadline for all of it from the start: a lev that
+    // hangs or trickles gets "timed out", not a wait for ever.
+    let asked = match args.timeout {
+        Some(t) => {
+            let deadline = Deadline::from_start(Duration::from_secs(t));
+            match rt.block_on(deadline.run(asked)) {
+                Some(asked) => asked?,
+                None => {
+                    report::message(&format!(
+                        "lev did not answer within {} s; no answer (the question, if lev holds one, ends at --timeout)",
+                        deadline.secs()
+                    ));
+                    return Ok(ExitCode::from(exit::TIMED_OUT));
+                }
+            }
+        }
+        None => rt.block_on(asked)?,
+    };
+    let Some((answer, text)) = asked else {
         return Ok(ExitCode::from(130));
     };
-    let text = rt.block_on(client.tool_result(&answer, None, args.save_dir.as_deref()))?;
     let code = match &answer.outcome {
         Outcome::Answered { .. } => 0,
         Outcome::Expired => exit::DENIED,
@@ -107,7 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "response": answer.response(),
             "text": text,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::out::print_json(&out)?;
     } else if code == 0 {
         println!("{}", shown(&text));
     } else {
@@ -166,7 +194,9 @@ async fn ask(
             Ok(Some(answer))
         }
         None => {
-            let _ = client.cancel(&id).await;
+            // Bounded: a lev that hangs does not keep an interrupted ask alive.
+            let cancel = client.cancel(&id);
+            let _ = tokio::time::timeout(Duration::from_secs(5), cancel).await;
             eprintln!("lev: interrupted; cancelled {shown_id}");
             Ok(None)
         }

@@ -67,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .block_on(client.audit_from(args.after))
             .context("audit")?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&page)?);
+            crate::out::print_json(&page)?;
             return Ok(ExitCode::SUCCESS);
         }
         for e in &page.page.items {
@@ -123,12 +123,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "entries": page.page.items.len(),
                 "defect": defect.to_string(),
             });
-            println!("{}", serde_json::to_string_pretty(&out)?);
+            crate::out::print_json(&out)?;
         }
         bail!("audit log is not whole: {defect}");
     }
     if let Some(path) = &args.save_head {
-        let text = serde_json::to_string_pretty(&page.head)? + "\n";
+        let text = crate::out::json_pretty(&page.head)? + "\n";
         std::fs::write(path, text)
             .with_context(|| format!("--save-head: writing {}", path.display()))?;
     }
@@ -140,7 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "signed_by": signer(&page.head),
             "extends_saved_head": saved_pair.map(|(seq, _)| seq),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::out::print_json(&out)?;
     } else {
         println!(
             "{}: {} entries, head {} {}, signed by key {}",
@@ -168,8 +168,8 @@ fn signer(head: &AuditHead) -> String {
 }
 
 fn read_head(path: &Path) -> anyhow::Result<SavedHead> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--head: reading {}", path.display()))?;
+    let text =
+        lev_client::files::read_text(path, lev_client::files::limit::HEAD).context("--head")?;
     serde_json::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "--head {}: expected a head saved by --save-head ({{\"seq\", \"hash\", \"signature\"}}), found {e}{HINT}save one with lev audit --verify --save-head FILE",

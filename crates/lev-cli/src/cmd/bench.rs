@@ -113,29 +113,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.replicas
         );
     }
+    // SIGINT, SIGTERM and SIGHUP stop the bench: what it was doing is
+    // dropped, so every server it started is killed and its data dir removed
+    // (and a server whose bench died anyway stops when its stdin closes).
+    let mut signals = rt
+        .block_on(async { crate::signals::Terminating::new() })
+        .context("listening for signals")?;
     if let Mode::Chaos(chaos) = &args.mode {
-        return rt
-            .block_on(super::bench_chaos::chaos(
-                chaos,
-                args.database.as_deref(),
-                args.replicas,
-                args.key_encryption_key_file,
-            ))
-            .map(|()| ExitCode::SUCCESS);
+        let run = super::bench_chaos::chaos(
+            chaos,
+            args.database.as_deref(),
+            args.replicas,
+            args.key_encryption_key_file,
+        );
+        return match until_signal(&rt, &mut signals, run) {
+            Ok(done) => done.map(|()| ExitCode::SUCCESS),
+            Err(code) => Ok(code),
+        };
     }
-    let server = rt.block_on(Servers::start(
+    let started = Servers::start(
         policy,
         args.database.as_deref(),
         args.replicas,
         args.key_encryption_key_file,
-    ))?;
+    );
+    let server = match until_signal(&rt, &mut signals, started) {
+        Ok(server) => server?,
+        Err(code) => return Ok(code),
+    };
     for (child, url) in server.children.iter().zip(&server.urls) {
         eprintln!(
             "lev bench: server pid {} at {url} (open-file limit {limit})",
             child.pid()
         );
     }
-    let result = rt.block_on(async {
+    let result = until_signal(&rt, &mut signals, async {
         let admin = Client::new(&server.urls[0], Some(server.admin_token.clone()))?;
         let worker = token(&admin, &server.name("bench-worker"), Role::Worker).await?;
         let approver = token(&admin, &server.name("bench-approver"), Role::Approver).await?;
@@ -154,7 +166,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     });
     drop(server);
-    result.map(|()| ExitCode::SUCCESS)
+    match result {
+        Ok(done) => done.map(|()| ExitCode::SUCCESS),
+        Err(code) => Ok(code),
+    }
+}
+
+/// `work` on `rt`, or, when a terminating signal comes first, `work`
+/// dropped (its servers killed, its data dirs removed) and the exit code
+/// that says which signal.
+fn until_signal<F: std::future::Future>(
+    rt: &tokio::runtime::Runtime,
+    signals: &mut crate::signals::Terminating,
+    work: F,
+) -> Result<F::Output, ExitCode> {
+    rt.block_on(async {
+        tokio::select! {
+            done = work => Ok(done),
+            (name, code) = signals.recv() => {
+                eprintln!("lev bench: stopped by {name}; stopping the servers it started");
+                Err(ExitCode::from(code))
+            }
+        }
+    })
 }
 
 pub(crate) async fn token(admin: &Client, name: &str, role: Role) -> anyhow::Result<Client> {

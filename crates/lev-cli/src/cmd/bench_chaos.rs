@@ -490,9 +490,11 @@ async fn check(
 
 /// Run `command` (by `sh -c`), which crashes PostgreSQL and starts it again.
 async fn crash_postgres(command: &str) -> anyhow::Result<()> {
+    // Killed if the bench is stopped meanwhile.
     let out = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(command)
+        .kill_on_drop(true)
         .output()
         .await
         .context("running --postgres-crash")?;
@@ -521,7 +523,9 @@ async fn audit_verify(
     head: &std::path::Path,
 ) -> anyhow::Result<()> {
     let mut cmd = tokio::process::Command::new(exe);
-    cmd.args(["audit", "--verify", "--url", url])
+    // Killed if the bench is stopped meanwhile.
+    cmd.kill_on_drop(true)
+        .args(["audit", "--verify", "--url", url])
         .env("LEV_TOKEN", admin.token().unwrap_or_default())
         .arg("--save-head")
         .arg(head);

@@ -722,10 +722,10 @@ fn install_hooks(args: &InstallArgs) -> anyhow::Result<ExitCode> {
     }
     let home = std::fs::canonicalize(&home).unwrap_or(home);
     let config = home.join("config.toml");
-    let existing = match std::fs::read_to_string(&config) {
+    let existing = match lev_client::files::read_text(&config, lev_client::files::limit::CONFIG) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", config.display())),
+        Err(e) if e.is_not_found() => String::new(),
+        Err(e) => return Err(e).context("reading Codex's configuration"),
     };
     let lev = match &args.lev {
         Some(path) => path.clone(),

@@ -43,6 +43,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn demo(args: Args) -> anyhow::Result<ExitCode> {
+    // SIGINT, SIGTERM and SIGHUP (the terminal closed) all stop the demo and
+    // delete its data dir, admin token included.
+    let mut signals = crate::signals::Terminating::new().context("listening for signals")?;
     let data = tempfile::Builder::new()
         .prefix("lev-demo-")
         .tempdir()
@@ -131,6 +134,9 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
         slots.spawn(async move {
             // Stagger the first questions a little, as an agent would.
             tokio::time::sleep(Duration::from_millis(400 * slot as u64)).await;
+            // After an error, wait longer each time (with jitter) up to 30 s.
+            let mut backoff =
+                lev_client::backoff::Backoff::new(Duration::from_secs(2), Duration::from_secs(30));
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 let script = &SCRIPT[n % SCRIPT.len()];
@@ -146,6 +152,7 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
                 };
                 match outcome {
                     Ok(()) => {
+                        backoff.reset();
                         let done = answered.fetch_add(1, Ordering::Relaxed) + 1;
                         if exit_after.is_some_and(|max| done >= max) {
                             // Nothing more to ask; the demo stops.
@@ -154,7 +161,10 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
                     }
                     Err(e) => {
                         eprintln!("lev demo: agent: {}", term::one_line(&format!("{e:#}")));
-                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        tokio::select! {
+                            () = tokio::time::sleep(backoff.next_delay()) => {}
+                            _ = stop.wait_for(|s| *s) => return,
+                        }
                     }
                 }
                 tokio::select! {
@@ -176,7 +186,7 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     tokio::select! {
-        () = lev_server::shutdown_signal() => {}
+        _ = signals.recv() => {}
         () = finished => {}
     }
     let _ = stop_tx.send(true);

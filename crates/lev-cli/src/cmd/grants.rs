@@ -72,7 +72,7 @@ fn list(client: &ClientArgs, json: bool) -> anyhow::Result<ExitCode> {
         .block_on(client.client()?.grants())
         .context("listing grants")?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&grants)?);
+        crate::out::print_json(&grants)?;
     } else if grants.is_empty() {
         eprintln!("lev: no grants in force");
     } else {

@@ -6,19 +6,21 @@
 //! prints the event's output. Exit 0 with that JSON (or nothing: no
 //! decision); exit 2 with the reason on stderr for an event it cannot
 //! answer, which both agents take as a blocking error.
+//!
+//! Each has one deadline from the start of the process ([`Deadline`]):
+//! when it passes undecided, whatever holds lev up, the hook prints its fail
+//! behaviour and exits, before the agent's own hook timeout.
 
-use std::io::{Read as _, Write as _};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use lev_protocol::claude_code::{HookEvent, Verdict, hook_output};
 
 use crate::connect::{ClientArgs, runtime};
+use crate::deadline::Deadline;
 use crate::gatekeep::{self, GateCall};
 use crate::report;
 
-/// The most a hook event may weigh: a JSON body's limit (SPEC section 9).
-const MAX_EVENT_BYTES: u64 = 1024 * 1024;
 /// Exit code of an event the hook cannot answer: Claude Code's blocking error.
 const BLOCKING_ERROR: u8 = 2;
 
@@ -39,9 +41,14 @@ enum Agent {
     /// cannot read exits 2 with the reason on stderr (Claude Code blocks the
     /// call). When lev cannot be reached, PreToolUse answers "ask" and
     /// PermissionRequest prints nothing, so Claude Code's own prompt takes
-    /// over; with --fail-closed both deny.
+    /// over; with --fail-closed both deny. Claude Code decides by itself on
+    /// a hook it had to kill, so the hook has one deadline from its start,
+    /// --timeout plus a tenth of it (1 to 15 s): a lev that does not answer
+    /// by then (down, hanging, trickling, closing mid-answer) is treated as
+    /// unreachable.
     ///
-    /// Set the hook's own `timeout` in settings.json above --timeout.
+    /// Set the hook's own `timeout` in settings.json above that (the example
+    /// gives 60 s more).
     #[command(
         after_help = "settings.json:\n  {\"hooks\": {\"PreToolUse\": [{\"matcher\": \"*\", \"hooks\": [\n    {\"type\": \"command\", \"command\": \"lev hook claude-code --timeout 600\", \"timeout\": 660}]}]}}\n\
 See docs/agents/claude-code.md."
@@ -131,35 +138,50 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The event on stdin, or the exit code of a blocking error (said on stderr).
 fn read_event() -> Result<Vec<u8>, ExitCode> {
-    let mut bytes = Vec::new();
-    if let Err(e) = std::io::stdin()
-        .take(MAX_EVENT_BYTES + 1)
-        .read_to_end(&mut bytes)
-    {
-        report::message(&format!("cannot read the hook event on stdin: {e}"));
-        return Err(ExitCode::from(BLOCKING_ERROR));
-    }
-    if bytes.len() as u64 > MAX_EVENT_BYTES {
-        report::message(&format!(
-            "malformed hook event: expected at most {MAX_EVENT_BYTES} bytes on stdin, found more"
-        ));
-        return Err(ExitCode::from(BLOCKING_ERROR));
-    }
-    Ok(bytes)
+    lev_client::files::read_stdin(lev_client::files::limit::EVENT).map_err(|e| {
+        report::message(&format!("malformed hook event: {e}"));
+        ExitCode::from(BLOCKING_ERROR)
+    })
 }
 
 fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
+    let deadline = Deadline::from_start(Duration::from_secs(args.timeout));
+    let fail_closed = args.fail_closed;
+    // Claude Code decides by itself once its hook timeout passes: the hook
+    // answers before, with its fail behaviour, whatever holds it up.
+    let missed = format!(
+        "{} (the hook's deadline, under Claude Code's hook timeout)",
+        deadline.missed()
+    );
+    answer::arm(
+        deadline,
+        format!(
+            "{missed}{}",
+            if fail_closed {
+                ", so the call was not run"
+            } else {
+                "; Claude Code's own permission prompt decides"
+            }
+        ),
+        // Not even the event was read: with --fail-closed a blocking error,
+        // else no decision.
+        if fail_closed { BLOCKING_ERROR } else { 0 },
+    );
     let bytes = match read_event() {
         Ok(bytes) => bytes,
-        Err(code) => return Ok(code),
+        Err(code) => return answer::exit(code),
     };
     let event = match HookEvent::parse(&bytes) {
         Ok(event) => event,
         Err(e) => {
             report::message(&e.to_string());
-            return Ok(ExitCode::from(BLOCKING_ERROR));
+            return answer::exit(ExitCode::from(BLOCKING_ERROR));
         }
     };
+    answer::at_deadline(hook_output(
+        event.hook_event_name,
+        &fail_verdict(missed, fail_closed),
+    ));
     let call = GateCall {
         session: event.session_id.clone(),
         conversation: event.session_id.clone(),
@@ -182,13 +204,17 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         Ok(pinned) => pinned,
         Err(e) => {
             report::message(&format!("{e:#}"));
-            return Ok(ExitCode::from(BLOCKING_ERROR));
+            return answer::exit(ExitCode::from(BLOCKING_ERROR));
         }
     };
-    let mut verdict = match args.client.client() {
-        Ok(client) => {
-            runtime()?.block_on(gatekeep::verdict(&client, pinned.as_ref(), &call, |_| {}))
-        }
+    let verdict = match args.client.client() {
+        Ok(client) => runtime()?.block_on(gatekeep::verdict(
+            &client,
+            pinned.as_ref(),
+            &call,
+            deadline,
+            |_| {},
+        )),
         // No usable URL or token: lev cannot be asked, as if it were down.
         Err(e) => Verdict::Defer {
             reason: format!(
@@ -198,43 +224,69 @@ fn claude_code(args: ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
             ),
         },
     };
-    if let Verdict::Defer { reason } = &verdict {
-        report::message(reason);
-        if args.fail_closed {
-            verdict = Verdict::Deny {
-                message: format!("{reason} (the hook fails closed); the call was not run."),
-            };
+    let verdict = match verdict {
+        Verdict::Defer { reason } => {
+            report::message(&reason);
+            fail_verdict(reason, fail_closed)
         }
-    }
-    if let Some(output) = hook_output(event.hook_event_name, &verdict) {
-        print_json(&output)?;
-    }
+        decided => decided,
+    };
+    answer::give(hook_output(event.hook_event_name, &verdict).as_ref())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What Claude Code gets when lev did not decide (`reason`): a deny when
+/// failing closed, else the decision left to Claude Code.
+fn fail_verdict(reason: String, fail_closed: bool) -> Verdict {
+    if fail_closed {
+        Verdict::Deny {
+            message: format!("{reason} (the hook fails closed); the call was not run."),
+        }
+    } else {
+        Verdict::Defer { reason }
+    }
 }
 
 /// A hook's output: `output` as one line on stdout.
 fn print_json(output: &impl serde::Serialize) -> std::io::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    serde_json::to_writer(&mut stdout, output)?;
-    writeln!(stdout)?;
-    stdout.flush()
+    crate::out::print_json_line(output)
 }
 
-/// Codex's hook answer, written once: by the hook when it has decided, or
-/// by its deadline ([`codex_deadline`]) when it has not.
-mod codex_answer {
+/// A hook's answer, written once: by the hook when it has decided, or by its
+/// deadline when it has not. The deadline counts from the process's start and
+/// covers everything (reading the event, the keys, a server that hangs,
+/// trickles or closes mid-answer); an agent acts by itself on a hook it had
+/// to kill, so the hook never runs past it.
+mod answer {
+    use std::process::ExitCode;
     use std::sync::{Mutex, OnceLock, PoisonError};
 
-    use crate::codex::hooks::EventName;
+    use crate::deadline::Deadline;
 
     /// Whether the answer is out.
     static ANSWERED: Mutex<bool> = Mutex::new(false);
-    /// The event's name once it is read (the deadline's deny is spelled by it).
-    pub static EVENT: OnceLock<EventName> = OnceLock::new();
+    /// What the deadline writes once the event is read (`None`: nothing).
+    static AT_DEADLINE: OnceLock<Option<serde_json::Value>> = OnceLock::new();
+
+    /// Start the deadline: when it passes undecided, `missed` is said on
+    /// stderr and the output set by [`at_deadline`] is written (exit 0), or,
+    /// before the event was read, the process exits with `unread`.
+    pub fn arm(deadline: Deadline, missed: String, unread: u8) {
+        std::thread::spawn(move || {
+            std::thread::sleep(deadline.left());
+            passed(&missed, unread)
+        });
+    }
+
+    /// What the deadline writes for this event (`None`: nothing).
+    pub fn at_deadline(output: Option<impl serde::Serialize>) {
+        let value = output.and_then(|o| serde_json::to_value(o).ok());
+        let _ = AT_DEADLINE.set(value);
+    }
 
     /// Write `output` (nothing for "no decision") unless the answer is
     /// already out; afterwards nothing more is written.
-    pub fn give(output: Option<&serde_json::Value>) -> std::io::Result<()> {
+    pub fn give(output: Option<&impl serde::Serialize>) -> std::io::Result<()> {
         let mut answered = ANSWERED.lock().unwrap_or_else(PoisonError::into_inner);
         if *answered {
             return Ok(());
@@ -243,10 +295,25 @@ mod codex_answer {
         output.map_or(Ok(()), super::print_json)
     }
 
-    /// At the deadline: a deny (or, with `fail_open`, nothing) unless the
-    /// answer is out, then the process ends, holding the answer so that
-    /// nothing else is written.
-    pub fn at_deadline(message: &str, fail_open: bool) -> ! {
+    /// End with `code` (an error said on stderr already) unless the deadline
+    /// answered first.
+    pub fn exit(code: ExitCode) -> anyhow::Result<ExitCode> {
+        let answered = ANSWERED.lock().unwrap_or_else(PoisonError::into_inner);
+        if *answered {
+            drop(answered);
+            // The deadline is writing its answer, and ends the process.
+            loop {
+                std::thread::park();
+            }
+        }
+        // Held until the process ends: the deadline writes nothing now.
+        std::mem::forget(answered);
+        Ok(code)
+    }
+
+    /// At the deadline: its answer unless one is out, then the process ends,
+    /// holding the answer so that nothing else is written.
+    fn passed(missed: &str, unread: u8) -> ! {
         let mut answered = ANSWERED.lock().unwrap_or_else(PoisonError::into_inner);
         if *answered {
             drop(answered);
@@ -256,50 +323,43 @@ mod codex_answer {
             }
         }
         *answered = true;
-        crate::report::message(message);
-        let code = match (EVENT.get(), fail_open) {
-            (_, true) => 0,
-            (Some(event), false) => {
-                let _ = super::print_json(&crate::codex::hooks::deny_output(*event, message));
+        crate::report::message(missed);
+        let code = match AT_DEADLINE.get() {
+            Some(output) => {
+                if let Some(output) = output {
+                    let _ = super::print_json(output);
+                }
                 0
             }
-            // Not even the event was read: a blocking error.
-            (None, false) => super::BLOCKING_ERROR.into(),
+            None => unread.into(),
         };
         std::process::exit(code)
     }
 }
 
-/// How long `lev hook codex` may take in all, from its start: --timeout for
-/// a person, and a margin for everything else, well under the timeout
-/// `lev codex install-hooks` gives Codex (--timeout + 30 s). Codex ignores a
-/// hook it has to kill, and runs the call.
-fn codex_deadline(timeout: u64) -> Duration {
-    Duration::from_secs(timeout + (timeout / 10).clamp(1, 15))
-}
-
 fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
     use crate::codex::hooks;
-    let deadline = codex_deadline(args.timeout);
+    // Codex runs a call whose hook it had to kill: the hook answers before.
+    let deadline = Deadline::from_start(Duration::from_secs(args.timeout));
     let fail_open = args.fail_open;
-    std::thread::spawn(move || {
-        std::thread::sleep(deadline);
-        codex_answer::at_deadline(
-            &format!(
-                "lev did not decide within {} s (the hook's deadline, under Codex's hook timeout){}",
-                deadline.as_secs(),
-                if fail_open {
-                    "; with --fail-open the hook says nothing and Codex goes on"
-                } else {
-                    ", so the call was not run"
-                }
-            ),
-            fail_open,
-        )
-    });
+    let missed = format!(
+        "{} (the hook's deadline, under Codex's hook timeout){}",
+        deadline.missed(),
+        if fail_open {
+            "; with --fail-open the hook says nothing and Codex goes on"
+        } else {
+            ", so the call was not run"
+        }
+    );
+    // Not even the event was read: a blocking error, or nothing (--fail-open).
+    answer::arm(
+        deadline,
+        missed.clone(),
+        if fail_open { 0 } else { BLOCKING_ERROR },
+    );
     let bytes = match read_event() {
         Ok(bytes) => bytes,
-        Err(code) => return Ok(code),
+        Err(code) => return answer::exit(code),
     };
     let parsed = hooks::parse_event(&bytes);
     // The shell Codex runs commands with: the argv of a compound command
@@ -309,10 +369,10 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
         Ok(both) => both,
         Err(e) => {
             report::message(&e);
-            return Ok(ExitCode::from(BLOCKING_ERROR));
+            return answer::exit(ExitCode::from(BLOCKING_ERROR));
         }
     };
-    let _ = codex_answer::EVENT.set(event.name);
+    answer::at_deadline((!fail_open).then(|| hooks::deny_output(event.name, &missed)));
     let gate_call = GateCall {
         session: event.session_id.clone(),
         conversation: event.session_id.clone(),
@@ -334,7 +394,7 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
         Ok(pinned) => pinned,
         Err(e) => {
             report::message(&format!("{e:#}"));
-            return Ok(ExitCode::from(BLOCKING_ERROR));
+            return answer::exit(ExitCode::from(BLOCKING_ERROR));
         }
     };
     let verdict = match args.client.client() {
@@ -342,6 +402,7 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
             &client,
             pinned.as_ref(),
             &gate_call,
+            deadline,
             |_| {},
         )),
         Err(e) => Verdict::Defer {
@@ -383,8 +444,14 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
         }),
         Verdict::Deny { message } => Some(hooks::deny_output(event.name, &message)),
         Verdict::Defer { reason } => {
-            report::message(&reason);
-            (!args.fail_open).then(|| {
+            if fail_open {
+                report::message(&format!(
+                    "{reason}; with --fail-open the hook says nothing and Codex goes on"
+                ));
+            } else {
+                report::message(&reason);
+            }
+            (!fail_open).then(|| {
                 hooks::deny_output(
                     event.name,
                     &format!("{reason} (the hook fails closed); the call was not run."),
@@ -392,6 +459,6 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
             })
         }
     };
-    codex_answer::give(output.as_ref())?;
+    answer::give(output.as_ref())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -92,10 +92,10 @@ impl KeyFile {
     /// A file that cannot be read, is not a key, or that others may read.
     pub fn load(&self) -> anyhow::Result<Option<(PathBuf, SigningKeyPair)>> {
         let path = self.path()?;
-        let text = match std::fs::read_to_string(&path) {
+        let text = match lev_client::files::read_text(&path, lev_client::files::limit::SECRET) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e).context("reading your signing key"),
         };
         check_private(&path)?;
         let key = SigningKeyPair::from_private_jwk(&text)
@@ -281,7 +281,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     )
                 })?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&done)?);
+                crate::out::print_json(&done)?;
             } else {
                 println!(
                     "{} your key as {} for {} ({}); lev respond signs your votes with it",
@@ -302,7 +302,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .block_on(client.anonymous_client()?.people_keys())
                 .context("reading people's keys")?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&people)?);
+                crate::out::print_json(&people)?;
             } else if people.keys.is_empty() {
                 println!(
                     "no person has registered a key (lev key init, or a passkey in the dashboard)"

@@ -87,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .block_on(client.client()?.rotate_key())
                 .context("rotating the signing key")?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&jwks)?);
+                crate::out::print_json(&jwks)?;
             } else {
                 let active = jwks.keys.first().map_or("", |k| k.kid.as_str());
                 eprintln!(
@@ -120,7 +120,7 @@ fn list(client: &ClientArgs, json: bool) -> anyhow::Result<ExitCode> {
         .block_on(client.keys())
         .context("reading the server's keys")?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&jwks)?);
+        crate::out::print_json(&jwks)?;
     } else {
         print_keys(&jwks);
     }

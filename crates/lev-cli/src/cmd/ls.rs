@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::Ok(items)
     })?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&items)?);
+        crate::out::print_json(&items)?;
         return Ok(ExitCode::SUCCESS);
     }
     let style = Style::stdout();

@@ -42,8 +42,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         PolicyCommand::Check { file } => {
             let shown = file.display().to_string();
-            let text =
-                std::fs::read_to_string(&file).with_context(|| format!("reading {shown}"))?;
+            let text = lev_client::files::read_text(&file, lev_client::files::limit::CONFIG)
+                .context("reading the policy")?;
             let policy = Policy::parse(&text).with_context(|| shown.clone())?;
             for warning in policy.warnings() {
                 eprintln!("{shown}: warning: {warning}");

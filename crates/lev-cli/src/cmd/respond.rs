@@ -6,15 +6,13 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::ValueEnum;
+use lev_client::files;
 use lev_protocol::{ApprovalScope, InboundPart, InteractionResponse};
 
 use crate::connect::{ClientArgs, runtime};
 use crate::describe;
 use crate::report::HINT;
 use crate::term::{self, Style};
-
-/// The most a part may weigh (SPEC section 9).
-const MAX_PART_BYTES: u64 = 10 * 1024 * 1024;
 
 /// Answer an interaction: text (with files), a choice, or a decision on a tool call.
 #[derive(Debug, clap::Args)]
@@ -189,7 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e).with_context(|| format!("respond {shown_id}")),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::out::print_json(&result)?;
         return Ok(ExitCode::SUCCESS);
     }
     let style = Style::stdout();
@@ -383,7 +381,7 @@ fn wire_index(n: u32) -> usize {
 fn edited_args(value: &str) -> anyhow::Result<String> {
     let text = match value.strip_prefix('@') {
         Some(path) => {
-            std::fs::read_to_string(path).with_context(|| format!("--edit-args: reading {path}"))?
+            files::read_text(Path::new(path), files::limit::ARGS).context("--edit-args")?
         }
         None => value.to_owned(),
     };
@@ -494,14 +492,8 @@ pub(crate) fn read_part(path: &Path) -> anyhow::Result<InboundPart> {
             path.display()
         );
     }
-    if meta.len() > MAX_PART_BYTES {
-        bail!(
-            "attach {}: expected at most 10 MiB, found {} bytes",
-            path.display(),
-            meta.len()
-        );
-    }
-    let bytes = std::fs::read(path).with_context(|| format!("attach {}", path.display()))?;
+    // Read under the limit: the file may grow after its size was read.
+    let bytes = files::read(path, files::limit::PART).context("attach")?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -7,12 +7,14 @@
 //! published when the run started (pinned for the run); it must authorize
 //! exactly this call in this session, and its nonce is spent before anything
 //! runs. What runs is the effective argv: the person's edit
-//! when there is one.
+//! when there is one. It takes lev's place (`exec`), so a signal for `lev
+//! run` reaches the command and nothing is left running without its parent.
 //!
 //! Exit codes, kept out of the command's way like `timeout` and the shells:
 //! the command's own code when it ran (128 + N for a signal); 126 denied; 124
 //! nobody decided in time (or the question was cancelled); 127 the approved
-//! program does not exist; 130 interrupted while waiting; 1 any other error.
+//! program does not exist; 130 interrupted while waiting (Ctrl-C, SIGTERM,
+//! SIGHUP: the question is cancelled); 1 any other error.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -23,6 +25,7 @@ use lev_client::gate::{ApprovedCall, GateOutcome, Gatekeeper, RefusalKind, Submi
 use serde_json::{Value, json};
 
 use crate::connect::{ClientArgs, runtime};
+use crate::deadline::Deadline;
 use crate::term;
 use crate::trust::TrustArgs;
 
@@ -52,7 +55,9 @@ pub struct Args {
     /// The sandbox mode the command runs under (the policy says what it grants).
     #[arg(long, default_value = "workspace-write", value_name = "MODE")]
     sandbox_mode: String,
-    /// Give up after this many seconds without a decision (exit 124).
+    /// Give up after this many seconds without a decision (exit 124); a
+    /// server that does not answer (hangs, trickles) counts as no decision
+    /// by then and a tenth of it (1 to 15 s).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
     /// The command and its arguments.
@@ -96,7 +101,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let pinned = args.trust.pinned()?;
     let client = args.client.client()?;
     let rt = runtime()?;
-    let outcome = rt.block_on(async {
+    // With --timeout, one deadline for all of it from the start: a lev that
+    // hangs or trickles is "nobody decided in time", not a wait for ever.
+    let deadline = args
+        .timeout
+        .map(|t| Deadline::from_start(Duration::from_secs(t)));
+    let decided = async {
         let gatekeeper = match pinned {
             Some(keys) => Gatekeeper::new(client, keys),
             None => Gatekeeper::pinned(client)
@@ -112,7 +122,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .map(Some)
                 .context("checking the decision"),
         }
-    })?;
+    };
+    let outcome = match deadline {
+        Some(deadline) => match rt.block_on(deadline.run(decided)) {
+            Some(outcome) => outcome?,
+            None => {
+                say(&format!(
+                    "{}; the command was not run (the question, if lev holds one, ends at --timeout)",
+                    deadline.missed()
+                ));
+                return Ok(ExitCode::from(TIMED_OUT));
+            }
+        },
+        None => rt.block_on(decided)?,
+    };
     let Some(outcome) = outcome else {
         return Ok(ExitCode::from(INTERRUPTED));
     };
@@ -169,7 +192,9 @@ async fn wait(
             })?))
         }
         None => {
-            let _ = gatekeeper.client().cancel(&id).await;
+            // Bounded: a lev that hangs does not keep an interrupted run alive.
+            let cancel = gatekeeper.client().cancel(&id);
+            let _ = tokio::time::timeout(Duration::from_secs(5), cancel).await;
             eprintln!("lev: interrupted; cancelled {shown_id}");
             Ok(None)
         }
@@ -192,19 +217,26 @@ fn execute(approved: &ApprovedCall, default_cwd: &str) -> anyhow::Result<ExitCod
     let Some((program, rest)) = argv.split_first() else {
         bail!("the approved args hold an empty argv");
     };
-    let status = match std::process::Command::new(program)
-        .args(rest)
-        .current_dir(&cwd)
-        .status()
-    {
-        Ok(status) => status,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            say(&format!("{program}: command not found (in {cwd})"));
-            return Ok(ExitCode::from(NOT_FOUND));
-        }
-        Err(e) => return Err(e).with_context(|| format!("running {program}")),
+    let mut command = std::process::Command::new(program);
+    command.args(rest).current_dir(&cwd);
+    // The command takes this process's place: nothing of lev is left to do,
+    // and a signal for `lev run` (SIGTERM, SIGHUP) reaches the command
+    // itself rather than leaving it running without its parent.
+    #[cfg(unix)]
+    let failed = {
+        use std::os::unix::process::CommandExt as _;
+        command.exec()
     };
-    Ok(ExitCode::from(exit_code(status)))
+    #[cfg(not(unix))]
+    let failed = match command.status() {
+        Ok(status) => return Ok(ExitCode::from(exit_code(status))),
+        Err(e) => e,
+    };
+    if failed.kind() == std::io::ErrorKind::NotFound {
+        say(&format!("{program}: command not found (in {cwd})"));
+        return Ok(ExitCode::from(NOT_FOUND));
+    }
+    Err(failed).with_context(|| format!("running {program}"))
 }
 
 /// The argv and working directory of `{"argv": [...], "cwd": "..."}`; a
@@ -229,18 +261,11 @@ fn command_of(args: &Value, default_cwd: &str) -> anyhow::Result<(Vec<String>, S
     Ok((argv, cwd))
 }
 
+#[cfg(not(unix))]
 fn exit_code(status: std::process::ExitStatus) -> u8 {
-    if let Some(code) = status.code() {
-        return u8::try_from(code & 0xff).unwrap_or(1);
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt as _;
-        if let Some(signal) = status.signal() {
-            return u8::try_from((128 + signal) & 0xff).unwrap_or(1);
-        }
-    }
-    1
+    status
+        .code()
+        .map_or(1, |code| u8::try_from(code & 0xff).unwrap_or(1))
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! Everything but flag parsing lives in `lev-server`; this module turns flags
 //! into a [`lev_server::Config`], runs it on a tokio runtime, and stops it
 //! gracefully on SIGINT or SIGTERM (new requests get 503, waiters are told to
-//! retry, then exit 0).
+//! retry, then exit 0), and, with the hidden `--exit-on-stdin-close`, when
+//! its standard input ends (its parent gone).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -140,6 +141,11 @@ pub struct Args {
         value_name = "SECONDS"
     )]
     pub write_timeout: u64,
+    /// Stop (as on SIGTERM) when standard input ends: the process that
+    /// started this server holds the other end of a pipe, so the server
+    /// stops with it however it ends, SIGKILL included (`lev bench`, tests).
+    #[arg(long, hide = true)]
+    pub exit_on_stdin_close: bool,
 }
 
 /// `$XDG_DATA_HOME/lev`, else `~/.local/share/lev`.
@@ -248,6 +254,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(lev_server::run(config, lev_server::shutdown_signal()))?;
+    let stdin_closed = args.exit_on_stdin_close.then(stdin_closed);
+    runtime.block_on(lev_server::run(config, async move {
+        match stdin_closed {
+            Some(closed) => tokio::select! {
+                () = lev_server::shutdown_signal() => {}
+                _ = closed => {}
+            },
+            None => lev_server::shutdown_signal().await,
+        }
+    }))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves when standard input reaches its end (or fails): a thread reads
+/// and drops whatever comes, so a parent that writes cannot fill the pipe.
+fn stdin_closed() -> tokio::sync::oneshot::Receiver<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = tx.send(());
+    });
+    rx
 }

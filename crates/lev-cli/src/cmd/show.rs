@@ -40,9 +40,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 crate::report::HINT
             );
         };
-        println!("{}", serde_json::to_string_pretty(envelope)?);
+        crate::out::print_json(envelope)?;
     } else if args.json {
-        println!("{}", serde_json::to_string_pretty(&view)?);
+        crate::out::print_json(&view)?;
     } else {
         print!(
             "{}",

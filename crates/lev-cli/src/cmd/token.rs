@@ -145,7 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "token": created.token,
                     "login_url": login_url,
                 });
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                crate::out::print_json(&out)?;
             } else {
                 println!(
                     "created {} token {}",
@@ -169,7 +169,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .block_on(client.list_tokens())
                 .context("token ls")?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&tokens)?);
+                crate::out::print_json(&tokens)?;
             } else {
                 let width = tokens
                     .iter()

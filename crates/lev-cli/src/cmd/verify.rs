@@ -1,6 +1,5 @@
 //! `lev verify`: offline verification of a signed approval (SPEC sections 5 and 7).
 
-use std::io::Read as _;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
@@ -8,6 +7,7 @@ use lev_approval::{
     Call, Clock as _, NotAuthorized, PeopleKeys, SystemClock, TrustedKeys, VerifiedResponse,
     VerifyError, verify_json,
 };
+use lev_client::files;
 use time::OffsetDateTime;
 
 use crate::exit;
@@ -81,16 +81,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ));
     }
     let keys = crate::trust::load_keys(&args.key)?;
-    let envelope = read_input(&args.envelope).context("reading the envelope")?;
+    let envelope =
+        read_input(&args.envelope, files::limit::ENVELOPE).context("reading the envelope")?;
     let call_args = match (&args.args_file, &args.args) {
-        (Some(file), _) => read_input(file).context("reading --args-file")?,
+        (Some(file), _) => read_input(file, files::limit::ARGS).context("reading --args-file")?,
         (None, Some(inline)) => inline.clone().into_bytes(),
         (None, None) => return Err(anyhow!("expected --args-file or --args")),
     };
     let now = args.at.unwrap_or_else(|| SystemClock.now());
     let people = match &args.people_keys {
         Some(file) => {
-            let text = read_input(file).context("reading --people-keys")?;
+            let text = read_input(file, files::limit::KEYS).context("reading --people-keys")?;
             let text = String::from_utf8(text).context("--people-keys: not UTF-8")?;
             Some(PeopleKeys::parse(&text).context("--people-keys")?)
         }
@@ -180,9 +181,7 @@ enum Verdict {
 }
 
 fn print_verdict(verdict: &Verdict) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(verdict).context("writing the verdict as JSON")?;
-    println!("{text}");
-    Ok(())
+    crate::out::print_json(verdict).context("writing the verdict as JSON")
 }
 
 /// What `lev verify` prints: the verified approval and the args to run.
@@ -196,24 +195,16 @@ struct Output<'a> {
 
 /// The verified approval as JSON, with the args to run in `effective_args_json`.
 fn output(verified: &VerifiedResponse) -> anyhow::Result<String> {
-    serde_json::to_string_pretty(&Output {
+    crate::out::json_pretty(&Output {
         approval: verified,
         effective_args_json: verified.resolve_approved_call(),
     })
     .context("writing the approval as JSON")
 }
 
-/// Standard input for `-`, else the file's bytes.
-fn read_input(path: &str) -> anyhow::Result<Vec<u8>> {
-    if path == "-" {
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .context("standard input")?;
-        Ok(bytes)
-    } else {
-        std::fs::read(path).with_context(|| path.to_owned())
-    }
+/// Standard input for `-`, else the file's bytes; at most `limit` of them.
+fn read_input(path: &str, limit: u64) -> anyhow::Result<Vec<u8>> {
+    Ok(files::read_or_stdin(std::path::Path::new(path), limit)?)
 }
 
 /// The verification error, with a hint where one helps.

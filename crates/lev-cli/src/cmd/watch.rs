@@ -58,6 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     rt.spawn(follow(client.clone(), tx.clone()));
     rt.spawn(signals(Arc::clone(&stop)));
+    std::thread::spawn(watch_terminal);
 
     let mut app = App::new(client.base_url(), time::OffsetDateTime::now_utc());
     if let Some(session) = args.session {
@@ -281,11 +282,11 @@ async fn follow(client: Client, tx: mpsc::Sender<Msg>) {
                         }
                     }
                 }
-                attempt = 0;
                 if tx.send(Msg::Connected).is_err() {
                     return;
                 }
-                loop {
+                let connected = tokio::time::Instant::now();
+                let error = loop {
                     match tokio::time::timeout(SILENCE, stream.next()).await {
                         Ok(Ok(Some(ev))) => {
                             if ev.id.is_some() {
@@ -309,7 +310,13 @@ async fn follow(client: Client, tx: mpsc::Sender<Msg>) {
                         Ok(Err(e)) => break first_line(&e.to_string()),
                         Err(_) => break "no word from the server for 45s".to_owned(),
                     }
+                };
+                // From the first delay again only after a stream that held:
+                // one the server closes at once is a failed attempt.
+                if connected.elapsed() >= MAX_BACKOFF {
+                    attempt = 0;
                 }
+                error
             }
             Err(e) => first_line(&e.to_string()),
         };
@@ -321,13 +328,24 @@ async fn follow(client: Client, tx: mpsc::Sender<Msg>) {
     }
 }
 
-/// 0.5 s, 1 s, 2 s, then every 5 s.
+/// The longest wait between two attempts to follow the event stream.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// 0.5 s, 1 s, 2 s, then every 5 s, each with jitter (up to half less), so
+/// that many watchers do not come back in step.
 fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis((500u64 << attempt.saturating_sub(1).min(4)).min(5000))
+    let base = Duration::from_millis(500u64 << attempt.saturating_sub(1).min(4));
+    lev_client::backoff::jittered(base.min(MAX_BACKOFF))
 }
 
+/// How long the watcher may take to end by itself once told to (it looks at
+/// `stop` every 100 ms), before it is made to.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
 /// SIGTERM and SIGHUP (the SSH session or the terminal gone) end the watcher
-/// as `q` does, restoring the terminal. Ctrl-C arrives as a key in raw mode.
+/// as `q` does, restoring the terminal; if it has not ended within
+/// [`STOP_GRACE`] (its terminal gone, a read of it stuck), the process ends
+/// here (128 + the signal). Ctrl-C arrives as a key in raw mode.
 async fn signals(stop: Arc<AtomicBool>) {
     #[cfg(unix)]
     {
@@ -338,16 +356,44 @@ async fn signals(stop: Arc<AtomicBool>) {
         ) else {
             return;
         };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-        }
+        let code = tokio::select! {
+            _ = term.recv() => 128 + 15,
+            _ = hup.recv() => 128 + 1,
+        };
         stop.store(true, Ordering::Relaxed);
+        tokio::time::sleep(STOP_GRACE).await;
+        restore();
+        std::process::exit(code);
     }
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
         stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How often [`watch_terminal`] looks.
+const TERMINAL_CHECK: Duration = Duration::from_millis(250);
+
+/// End the process when its terminal goes away (the terminal emulator or
+/// tmux killed, the SSH connection gone) even if no SIGHUP comes: a hung-up
+/// terminal reads end-of-file for ever, and crossterm's reader would spin on
+/// it at 100% CPU inside `event::poll`, never returning to the loop. A
+/// terminal that hung up is no longer a terminal (its ioctls fail with EIO),
+/// which this thread sees within [`TERMINAL_CHECK`].
+fn watch_terminal() {
+    loop {
+        std::thread::sleep(TERMINAL_CHECK);
+        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+            restore();
+            // Not eprintln!: stderr is most likely that terminal, and a
+            // failed write must not stop this thread short of the exit.
+            let _ = writeln!(
+                std::io::stderr(),
+                "lev: the terminal went away; lev watch stops"
+            );
+            std::process::exit(i32::from(crate::exit::ERROR));
+        }
     }
 }
 
@@ -378,8 +424,8 @@ fn edit_in_editor(text: &str) -> Result<String, String> {
     if !status.success() {
         return Err(format!("{editor} exited with {status}; nothing changed"));
     }
-    std::fs::read_to_string(file.path())
-        .map_err(|e| format!("reading {}: {e}", file.path().display()))
+    lev_client::files::read_text(file.path(), lev_client::files::limit::ARGS)
+        .map_err(|e| e.to_string())
 }
 
 /// The terminal in raw mode on the alternate screen; restored when dropped.

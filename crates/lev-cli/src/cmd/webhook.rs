@@ -99,8 +99,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("--{}", term::one_line(&e)))?;
             let secret = match secret_file {
                 Some(path) => {
-                    let text = std::fs::read_to_string(&path)
-                        .with_context(|| format!("--secret-file {}", path.display()))?;
+                    let text =
+                        lev_client::files::read_text(&path, lev_client::files::limit::SECRET)
+                            .context("--secret-file")?;
                     let text = text.trim().to_owned();
                     if text.is_empty() {
                         anyhow::bail!("--secret-file {}: the file is empty", path.display());
@@ -123,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .block_on(client.create_webhook(&req))
                 .context("webhook add")?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&created)?);
+                crate::out::print_json(&created)?;
             } else {
                 println!(
                     "added webhook {} -> {}",
@@ -142,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .block_on(client.list_webhooks())
                 .context("webhook ls")?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                crate::out::print_json(&list)?;
             } else if list.is_empty() {
                 println!("no webhooks (lev webhook add URL adds one)");
             } else {
@@ -190,7 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .block_on(client.webhook_deliveries(&id, limit))
                 .with_context(|| format!("webhook deliveries {}", term::one_line(&id)))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                crate::out::print_json(&list)?;
                 return Ok(ExitCode::SUCCESS);
             }
             if list.is_empty() {

@@ -14,7 +14,7 @@
 //! | approve with injected context | `turn/steer` with the context, then the accept |
 //! | approve with an edit | `turn/steer` with the exact edited call, then `decline`; the re-issued call that matches the signed edit exactly is accepted at once (a one-shot approval) |
 //! | deny, a policy rule's deny | `turn/steer` with the feedback, context or reason, then `decline` |
-//! | nobody decided in time, cancelled, lev unreachable | `cancel` (the turn ends) |
+//! | nobody decided in time, cancelled, lev unreachable or silent past the call's deadline | `cancel` (the turn ends) |
 //! | a decision that does not verify, a refusal | `decline`, with the reason steered to the model |
 //!
 //! When someone else answers first (the person in Codex's terminal UI, or an
@@ -369,6 +369,12 @@ impl Bridge {
                 );
                 self.state().unreachable = Some(why.clone());
                 return (Reply::Cancel, None, format!("{why}; nothing runs"));
+            }
+            // A server that accepts and never answers (or trickles, or stalls)
+            // is as good as unreachable once the call's deadline passed.
+            Err(GateError::Deadline(missed)) => {
+                self.state().unreachable = Some(missed.clone());
+                return (Reply::Cancel, None, format!("{missed}; nothing runs"));
             }
             Err(e) => {
                 let why = gatekeep::first_line(&e.to_string()).to_owned();

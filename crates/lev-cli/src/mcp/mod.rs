@@ -31,7 +31,9 @@ use std::time::Duration;
 
 use lev_approval::TrustedKeys;
 use lev_client::Client;
-use lev_protocol::claude_code::{APPROVAL_PROMPT_TOOL, ASK_HUMAN_TOOL, PermissionPromptResult};
+use lev_protocol::claude_code::{
+    APPROVAL_PROMPT_TOOL, ASK_HUMAN_TOOL, PermissionPromptResult, Verdict,
+};
 use lev_protocol::{InteractionKind, InteractionRequest};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
@@ -43,7 +45,11 @@ use rmcp::transport::IntoTransport as _;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::Value;
 
+use crate::deadline::Deadline;
 use crate::gatekeep::{self, GateCall};
+
+/// The longest a cancel of a question nobody waits for may take.
+const CANCEL_WITHIN: Duration = Duration::from_secs(5);
 
 /// What `lev mcp`'s requests carry, and how long they wait.
 #[derive(Debug, Clone)]
@@ -121,14 +127,16 @@ impl Inner {
         request
     }
 
+    /// Cancel every question still waited for, all at once and for at most
+    /// [`CANCEL_WITHIN`]: a lev that hangs does not keep `lev mcp` running.
     async fn cancel_all(&self) {
         let ids: Vec<String> = match self.in_flight.lock() {
             Ok(mut map) => map.drain().map(|(_, id)| id).collect(),
             Err(_) => Vec::new(),
         };
-        for id in ids {
-            let _ = self.config.client.cancel(&id).await;
-        }
+        let client = &self.config.client;
+        let all = futures_util::future::join_all(ids.iter().map(|id| client.cancel(id)));
+        let _ = tokio::time::timeout(CANCEL_WITHIN, all).await;
     }
 }
 
@@ -163,10 +171,23 @@ impl Pending {
             .and_then(|mut map| map.remove(&self.call))
     }
 
-    /// Cancel the interaction on the server, if there is one.
+    /// Cancel the interaction on the server, if there is one, for at most
+    /// [`CANCEL_WITHIN`].
     async fn cancel(&self) {
         if let Some(id) = self.take() {
-            let _ = self.inner.config.client.cancel(&id).await;
+            let client = &self.inner.config.client;
+            let _ = tokio::time::timeout(CANCEL_WITHIN, client.cancel(&id)).await;
+        }
+    }
+
+    /// [`Self::cancel`] on a task of its own: after the deadline, a lev that
+    /// did not answer must not hold the call's answer up any longer.
+    fn cancel_in_background(&self) {
+        if let Some(id) = self.take() {
+            let client = self.inner.config.client.clone();
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(CANCEL_WITHIN, client.cancel(&id)).await;
+            });
         }
     }
 }
@@ -268,19 +289,30 @@ impl LevMcp {
             reason: None,
             required_capabilities: Vec::new(),
         };
+        // One deadline for the whole call, the keys included: a lev that
+        // hangs or trickles is a deny by then, not a call held for ever.
+        let deadline = Deadline::from_now(config.timeout);
         // Not pinned yet (lev unreachable): `verdict` tries again itself, and
         // the next call tries to pin them again.
         let keys = match &config.pinned {
             Some(keys) => Some(keys),
-            None => self
-                .inner
-                .keys
-                .get_or_try_init(|| gatekeep::pinned_keys(&config.client))
+            None => deadline
+                .run(
+                    self.inner
+                        .keys
+                        .get_or_try_init(|| gatekeep::pinned_keys(&config.client)),
+                )
                 .await
-                .ok(),
+                .and_then(Result::ok),
         };
-        let verdict =
-            gatekeep::verdict(&config.client, keys, &call, |id| pending.waiting_for(id)).await;
+        let verdict = gatekeep::verdict(&config.client, keys, &call, deadline, |id| {
+            pending.waiting_for(id);
+        })
+        .await;
+        if matches!(verdict, Verdict::Defer { .. }) {
+            // Nobody waits for its question any more.
+            pending.cancel_in_background();
+        }
         let result = PermissionPromptResult::from_verdict(&input.tool_name, &verdict);
         CallToolResult::success(vec![ContentBlock::text(result.to_json_text())])
     }
@@ -292,19 +324,26 @@ impl LevMcp {
         };
         let client = &self.inner.config.client;
         let request = self.inner.interaction(kind);
-        let interaction = match client.create_interaction(&request).await {
-            Ok(interaction) => interaction,
-            Err(e) => return lev_error("ask_human", &e),
-        };
-        pending.waiting_for(interaction.id());
-        let answer = match client
-            .wait_for_answer(interaction.id(), Some(self.inner.config.timeout))
-            .await
-        {
-            Ok(answer) => answer,
-            Err(e) => {
+        let deadline = Deadline::from_now(self.inner.config.timeout);
+        let asked = deadline.run(async {
+            let interaction = client.create_interaction(&request).await?;
+            pending.waiting_for(interaction.id());
+            client
+                .wait_for_answer(interaction.id(), Some(self.inner.config.timeout))
+                .await
+        });
+        let answer = match asked.await {
+            Some(Ok(answer)) => answer,
+            Some(Err(e)) => {
                 pending.cancel().await;
                 return lev_error("ask_human", &e);
+            }
+            None => {
+                pending.cancel_in_background();
+                return CallToolResult::error(vec![ContentBlock::text(format!(
+                    "ask_human: lev did not answer within {} s; nobody answered the question",
+                    deadline.secs()
+                ))]);
             }
         };
         if answer.is_unanswered() {

@@ -75,6 +75,7 @@ pub fn describe(args_json: &str) -> Option<Call> {
             .filter(|v| !v.is_null())
             .map(|v| match v {
                 Value::String(s) => s.clone(),
+                // Raw, not inert: the view spells hidden characters out and flags them.
                 other => serde_json::to_string_pretty(other).unwrap_or_default(),
             });
         let method = text_of(&["method"])

@@ -157,3 +157,58 @@ fn ask_times_out_with_4_and_declines_with_3() {
     let run = server.lev(&["ask", "x", "--on-timeout", "deny"]);
     assert_code(&run, 2);
 }
+
+/// SIGHUP (the terminal gone) and SIGTERM end a waiting `lev ask` as Ctrl-C
+/// does: the question is cancelled, not left for someone to answer after
+/// nobody waits for it (exit 130).
+#[test]
+fn a_hangup_or_sigterm_cancels_the_question() {
+    let server = LevServer::start("ask-hup");
+    for (signal, session) in [("HUP", "ask-hup"), ("TERM", "ask-term")] {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_lev"))
+            .args(["ask", "Still there?", "--session", session])
+            .env("LEV_URL", &server.url)
+            .env("LEV_TOKEN", &server.admin)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let client = server.client();
+        let id = block_on(async {
+            for _ in 0..500 {
+                let page = client
+                    .list_interactions(&ListQuery {
+                        session_id: Some(session.into()),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                if let Some(view) = page.items.first() {
+                    return view.request.id().to_owned();
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("nothing was asked in session {session}");
+        });
+        // Past the point where it waits (its line on stderr).
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "SIG{signal}: {stderr}");
+        assert!(
+            stderr.contains("interrupted; cancelled"),
+            "SIG{signal}: {stderr}"
+        );
+        let status = block_on(client.get_interaction(&id))
+            .unwrap()
+            .request
+            .status;
+        assert_eq!(status, InteractionStatus::Cancelled, "SIG{signal}");
+    }
+}

@@ -137,3 +137,96 @@ fn a_short_soak_samples_and_reports_no_errors() {
         run.stdout
     );
 }
+
+/// Whether process `pid` is gone (or a zombie waiting to be reaped).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(") ")
+            .next()
+            .is_some_and(|rest| rest.starts_with('Z')),
+    }
+}
+
+/// `lev bench cycles` for a minute, and the pid of the `lev serve` it
+/// started (from its "server pid N" line).
+fn bench_with_server() -> (std::process::Child, u32) {
+    use std::io::{BufRead as _, BufReader};
+    let mut bench = std::process::Command::new(env!("CARGO_BIN_EXE_lev"))
+        .args([
+            "bench",
+            "cycles",
+            "--workers",
+            "1",
+            "--duration",
+            "60",
+            "--warmup",
+            "0",
+        ])
+        .env_remove("LEV_URL")
+        .env_remove("LEV_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = bench.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let pid = loop {
+        let line = lines
+            .next()
+            .expect("lev bench says its server's pid")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("lev bench: server pid ") {
+            break rest.split(' ').next().unwrap().parse::<u32>().unwrap();
+        }
+    };
+    // Keep draining its stderr so that it never blocks on the pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (bench, pid)
+}
+
+fn wait_gone(pid: u32, within: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if gone(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    gone(pid)
+}
+
+/// `lev bench` stopped by SIGTERM, SIGINT or SIGHUP stops the `lev serve` it
+/// started (and says so, exit 128 + the signal); killed outright (SIGKILL,
+/// no handler runs), its server stops by itself when its stdin closes.
+#[test]
+fn a_stopped_bench_leaves_no_server_running() {
+    for (signal, code) in [
+        ("TERM", Some(143)),
+        ("INT", Some(130)),
+        ("HUP", Some(129)),
+        ("KILL", None),
+    ] {
+        let (mut bench, server) = bench_with_server();
+        assert!(!gone(server), "the server runs");
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &bench.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = bench.wait().unwrap();
+        assert_eq!(status.code(), code, "SIG{signal}: {status:?}");
+        let stopped = wait_gone(server, std::time::Duration::from_secs(10));
+        if !stopped {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &server.to_string()])
+                .status();
+        }
+        assert!(
+            stopped,
+            "SIG{signal}: lev serve {server} still runs after its bench ended"
+        );
+    }
+}

@@ -213,3 +213,40 @@ fn demo_agent_goes_through_the_gate() {
         "{out}"
     );
 }
+
+/// The terminal closed (SIGHUP), like Ctrl-C and SIGTERM, stops the demo and
+/// deletes its data dir, admin token included.
+#[test]
+fn demo_stops_and_deletes_its_data_on_a_hangup() {
+    for signal in ["HUP", "TERM"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lev"))
+            .args(["demo", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+        for line in lines.by_ref() {
+            if line.contains("Ctrl-C stops the demo") {
+                break;
+            }
+        }
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = child.wait().unwrap();
+        let rest: Vec<String> = lines.collect();
+        let removed = rest
+            .iter()
+            .find_map(|l| l.strip_prefix("lev demo: stopped; removed "))
+            .unwrap_or_else(|| panic!("SIG{signal}: {status:?} {rest:?}"));
+        assert!(status.success(), "SIG{signal}: {status:?}");
+        assert!(
+            !std::path::Path::new(removed).exists(),
+            "SIG{signal}: {removed} is still there"
+        );
+    }
+}

@@ -417,3 +417,72 @@ fn watch_restores_the_terminal_on_hangup_and_on_a_panic() {
     );
     tmux.keep("after_panic");
 }
+
+/// Whether process `pid` is gone (or a zombie waiting to be reaped).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(") ")
+            .next()
+            .is_some_and(|rest| rest.starts_with('Z')),
+    }
+}
+
+/// A terminal that goes away with nobody sending SIGHUP (the tmux server
+/// killed outright, its lev server gone too) reads end-of-file for ever:
+/// `lev watch` stops within a few seconds instead of spinning on it at 100%
+/// CPU. The pane's shell leads the session, so the kernel's SIGHUP goes to
+/// it alone, not to `lev watch`.
+#[test]
+fn watch_exits_when_its_terminal_goes_away_without_a_sighup() {
+    let mut server = LevServer::start("watch-gone");
+    server.create("s-gone", text("Anyone there?"));
+    let scratch = Scratch::new("watch-gone-pty");
+    let script = scratch.write(
+        "watch.sh",
+        format!(
+            "export LEV_URL='{url}' LEV_TOKEN='{token}' HOME='{home}' TERM=xterm-256color\n\
+             unset NO_COLOR LEV_DATA_DIR VISUAL\n\
+             '{lev}' watch\n\
+             sleep 600\n",
+            url = server.url,
+            token = server.admin,
+            home = scratch.path("").display(),
+            lev = env!("CARGO_BIN_EXE_lev"),
+        ),
+    );
+    let tmux = Tmux::start("gone", &script);
+    tmux.wait_for("1 pending");
+    let display = |format: &str| {
+        let out = tmux
+            .cmd()
+            .args(["display", "-p", "-t", "w", format])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let shell = display("#{pane_pid}");
+    let tmux_server = display("#{pid}");
+    let out = Command::new("pgrep").args(["-P", &shell]).output().unwrap();
+    let watch = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(!watch.is_empty(), "lev watch runs under the pane's shell");
+
+    // The server goes first (the watcher is now reconnecting), then the
+    // terminal, with no signal from tmux.
+    server.stop();
+    let killed = Command::new("kill")
+        .args(["-KILL", &tmux_server])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(&watch) {
+        if Instant::now() > deadline {
+            let stat = std::fs::read_to_string(format!("/proc/{watch}/stat")).unwrap_or_default();
+            let _ = Command::new("kill").args(["-KILL", &watch]).status();
+            panic!("lev watch still runs 10 s after its terminal went away: {stat}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -66,7 +66,8 @@ pub fn load_policy(
         }
     };
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("--policy {shown}: {e}"))?;
+    let text = lev_client::files::read_text(&path, lev_client::files::limit::CONFIG)
+        .map_err(|e| format!("--policy {e}"))?;
     let policy = Policy::parse(&text).map_err(|e| format!("policy {shown}: {e}"))?;
     Ok(Some((policy, shown)))
 }

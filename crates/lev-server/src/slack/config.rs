@@ -16,7 +16,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use lev_protocol::api::InteractionView;
@@ -260,15 +259,7 @@ fn read_secret(name: &str, field: &str, file: &str, base: &Path) -> Result<Strin
 /// At most `limit` bytes of `path`; a longer file (or a device that never
 /// ends) is an error rather than a hang.
 fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > limit {
-        return Err(format!("larger than {limit} bytes"));
-    }
-    Ok(bytes)
+    lev_client::files::read(path, limit).map_err(|e| e.reason())
 }
 
 /// A non-empty list of non-empty names.
@@ -605,7 +596,10 @@ mod tests {
             "bot_token_file = \"big\"\nsigning_secret_file = \"bot-token\"\nchannel = \"C1\"\n",
         );
         let e = SlackConfig::from_file(&path).unwrap_err();
-        assert!(e.contains("larger than"), "{e}");
+        assert!(
+            e.contains("expected at most") && e.contains("found 71680 bytes"),
+            "{e}"
+        );
 
         let e = SlackConfig::from_file(&dir.0.join("absent.toml")).unwrap_err();
         assert!(e.contains("absent.toml: "), "{e}");

@@ -6,6 +6,6 @@
 
 mod codex;
 mod driver;
-mod hook;
+pub(crate) mod hook;
 mod mcp;
 mod served;
