@@ -168,6 +168,18 @@ pub fn names_alike(a: &str, b: &str) -> bool {
     a == b || fold_name(a) == fold_name(b)
 }
 
+/// The names lev writes itself exactly as SPEC section 12 first listed them
+/// (`policy`, `timeout`, `system`, `operator`, and `person:`, `group:` and
+/// `task:` names): what a name already in use (a token made before look-alikes
+/// were refused, which keeps working, or slack.toml's mapping to it) is
+/// checked against. New names are checked with [`is_reserved_token_name`].
+pub fn is_lev_name(name: &str) -> bool {
+    matches!(name, "policy" | "timeout" | "system" | "operator")
+        || name.starts_with("person:")
+        || name.starts_with("group:")
+        || name.starts_with("task:")
+}
+
 /// Token names the control plane writes itself (SPEC section 12), and
 /// names that read like them: an approver named like them would pass for
 /// the policy, a timeout or a group. Compared folded ([`fold_name`]): one of

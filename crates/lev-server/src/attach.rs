@@ -88,21 +88,46 @@ fn resolve_below(root: &Path, candidate: &str) -> Option<PathBuf> {
     (path.starts_with(root) && path != root && path.is_file()).then_some(path)
 }
 
+/// Why a file named by `@name` could not be read: 503 `store_unavailable`
+/// when the cause may pass (an IO error, no file handles or memory left),
+/// else 422 naming it (it vanished since it was found, or is unreadable).
+fn unreadable(name: &str, path: &Path, e: &std::io::Error) -> ApiError {
+    if lev_store::io_may_pass(e) {
+        crate::log::error(&format!("attach {}: {e}", path.display()));
+        ApiError::StoreUnavailable
+    } else {
+        ApiError::Invalid(format!(
+            "value: @{name} names a file below the server's attach root that cannot be read: {e}"
+        ))
+    }
+}
+
 fn read_part(path: &Path, max_bytes: usize) -> ApiResult<InboundPart> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "attachment".to_owned());
     let len = std::fs::metadata(path)
-        .map_err(|e| ApiError::Internal(format!("attach {}: {e}", path.display())))?
+        .map_err(|e| unreadable(&name, path, &e))?
         .len();
     if len > max_bytes as u64 {
         return Err(ApiError::TooLarge(format!(
             "value: @{name} is {len} bytes, more than the {max_bytes} one part may be"
         )));
     }
-    let bytes = std::fs::read(path)
-        .map_err(|e| ApiError::Internal(format!("attach {}: {e}", path.display())))?;
+    // At most one byte past the limit, also when the file grew since.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            use std::io::Read as _;
+            f.take(max_bytes as u64 + 1).read_to_end(&mut bytes)
+        })
+        .map_err(|e| unreadable(&name, path, &e))?;
+    if bytes.len() > max_bytes {
+        return Err(ApiError::TooLarge(format!(
+            "value: @{name} grew past the {max_bytes} bytes one part may be"
+        )));
+    }
     Ok(InboundPart {
         media_type: media_type(path, &bytes).to_owned(),
         name,

@@ -309,3 +309,21 @@ impl<'a> Tx<'a> {
         Ok(staged)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::unavailable_code;
+
+    #[test]
+    fn a_full_disk_and_its_kin_are_unavailable() {
+        for code in [
+            "08006", "53100", "53200", "53300", "57P01", "57P03", "58030", "25006", "40001",
+            "40P01",
+        ] {
+            assert!(unavailable_code(code), "{code}");
+        }
+        for code in ["23505", "42P01", "22P02", "XX000", "57014"] {
+            assert!(!unavailable_code(code), "{code}");
+        }
+    }
+}

@@ -519,3 +519,29 @@ pub fn audit_summary(view: &InteractionView) -> serde_json::Map<String, Value> {
     }
     m
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{StoreError, io_may_pass};
+
+    #[test]
+    fn io_errors_that_may_pass_are_unavailable() {
+        use std::io::{Error, ErrorKind};
+        for raw in [5, 12, 23, 24, 28, 30] {
+            let e = Error::from_raw_os_error(raw);
+            assert!(io_may_pass(&e), "{raw}: {e}");
+            assert!(
+                matches!(StoreError::io("blobs/x", e), StoreError::Unavailable(m) if m.starts_with("blobs/x: ")),
+                "{raw}"
+            );
+        }
+        for e in [
+            Error::from(ErrorKind::NotFound),
+            Error::from(ErrorKind::PermissionDenied),
+            Error::from(ErrorKind::InvalidData),
+        ] {
+            assert!(!io_may_pass(&e), "{e}");
+            assert!(matches!(StoreError::io("x", e), StoreError::Io { .. }));
+        }
+    }
+}

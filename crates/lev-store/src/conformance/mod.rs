@@ -107,6 +107,7 @@ macro_rules! conformance_suite {
             a_vote_is_recorded_only_while_its_authority_holds,
             signing_keys_are_never_a_persons,
             approvals_note_whose_nonce_they_carry,
+            a_revocation_racing_a_vote_is_never_outlived,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

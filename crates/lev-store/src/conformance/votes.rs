@@ -573,8 +573,14 @@ pub async fn a_vote_is_recorded_only_while_its_authority_holds(b: &dyn Backend) 
 pub async fn signing_keys_are_never_a_persons(b: &dyn Backend) {
     let store = b.open().await;
     let kid = "0123456789abcdef".to_owned();
-    store.note_signing_keys(&[kid.clone()]).await.unwrap();
-    store.note_signing_keys(&[kid.clone()]).await.unwrap();
+    store
+        .note_signing_keys(std::slice::from_ref(&kid))
+        .await
+        .unwrap();
+    store
+        .note_signing_keys(std::slice::from_ref(&kid))
+        .await
+        .unwrap();
     let mut key = register("ann", 1, 4);
     key.fingerprint = format!("{kid}{}", "0".repeat(48));
     assert_eq!(
@@ -591,4 +597,55 @@ pub async fn signing_keys_are_never_a_persons(b: &dyn Backend) {
         store.add_person_key(key).await.unwrap(),
         PersonKeyOutcome::SigningKey { .. }
     ));
+}
+
+pub async fn a_revocation_racing_a_vote_is_never_outlived(b: &dyn Backend) {
+    use lev_protocol::api::Role;
+    let stores = handles(b).await;
+    for i in 0..24 {
+        let name = format!("racer-{i}");
+        let id = format!("ir_race{i}");
+        stores[0]
+            .create_token(
+                super::fixtures::token(&name, Role::Approver, &format!("h-race-{i}")),
+                "admin",
+                AlikeNames::Refuse,
+            )
+            .await
+            .unwrap();
+        stores[0]
+            .create_interaction(tool_approval(&id, "s-race"))
+            .await
+            .unwrap();
+        // The vote on one handle, the revocation on the other, at once.
+        let voter = Arc::clone(&stores[i % stores.len()]);
+        let revoker = Arc::clone(&stores[(i + 1) % stores.len()]);
+        let (v_id, v_name) = (id.clone(), name.clone());
+        let vote_task = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let mut v = vote(&v_id, &v_name, true, &seen);
+                v.authority.tokens = vec![v_name.clone()];
+                match voter.cast_vote(v).await.unwrap() {
+                    VoteOutcome::Stale(view) if view.request.votes != seen => {
+                        seen = view.request.votes;
+                    }
+                    // Its token is gone: nothing recorded.
+                    VoteOutcome::Stale(_) => return false,
+                    VoteOutcome::Recorded(_) => return true,
+                    other => panic!("{other:?}"),
+                }
+            }
+        });
+        let r_name = name.clone();
+        let revoke_task =
+            tokio::spawn(async move { revoker.revoke_token(&r_name, "admin").await.unwrap() });
+        let recorded = vote_task.await.unwrap();
+        assert!(revoke_task.await.unwrap());
+        let view = stores[0].get_interaction(&id).await.unwrap().unwrap();
+        assert!(
+            view.request.votes.iter().all(|v| v.voter != name),
+            "a vote outlived its token's revocation (recorded first: {recorded})"
+        );
+    }
 }
