@@ -37,8 +37,8 @@ pub use grant::{ArgsMatcher, GrantMatch, GrantRule, PatternError, shortfall};
 pub use keys::{KeyError, SigningKeyPair, TrustedKeys, key_id};
 pub use ledger::{InMemoryNonceLedger, NonceLedger, NonceSpent};
 pub use payload::{
-    ApprovalPayload, PAYLOAD_VERSION, PAYLOAD_VERSION_VOTES, TimestampError, new_nonce,
-    parse_timestamp,
+    ApprovalPayload, PAYLOAD_VERSION, PAYLOAD_VERSION_VOTES, TimestampError, approving_payload,
+    new_nonce, parse_timestamp,
 };
 pub use verify::{
     Call, ContextMismatch, MAX_SIGNATURES, NotAuthorized, VerifiedResponse, VerifyError,

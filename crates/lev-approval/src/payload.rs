@@ -94,6 +94,16 @@ impl ApprovalPayload {
     }
 }
 
+/// The payload of the approval `envelope` carries, when it parses and
+/// approves (a denial authorizes nothing, so its nonce guards nothing). The
+/// signature is not checked: this reads an envelope its own signer is about
+/// to store, to note whose approval its nonce is.
+pub fn approving_payload(envelope: &lev_protocol::Envelope) -> Option<ApprovalPayload> {
+    let bytes = crate::decode_base64(&envelope.payload).ok()?;
+    let payload = ApprovalPayload::from_bytes(&bytes).ok()?;
+    payload.approved.then_some(payload)
+}
+
 /// Why a timestamp is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("expected an RFC 3339 time such as 2026-01-01T12:00:00Z, found {found:?}: {why}")]

@@ -258,6 +258,8 @@ pub struct Policy {
     sandbox_modes: BTreeMap<String, BTreeSet<String>>,
     tools: Vec<ToolNeeds>,
     rules: Vec<Rule>,
+    /// Names that read alike or like lev's own ([`name_warnings`]).
+    name_warnings: Vec<String>,
 }
 
 impl Policy {
@@ -279,6 +281,70 @@ impl Policy {
     }
 }
 
+/// Names in `[groups]`, `approvers` and `escalate_to` that mislead: two
+/// group names, or two people in one list, that read alike
+/// (`lev_protocol::ids::fold_name`) but are told apart exactly; and people
+/// named like lev's own names (`policy`, `Policy`, `person:x`...), which no
+/// token may be made with, so they never vote. Warnings, not errors: a
+/// policy that loaded before keeps loading.
+fn name_warnings(
+    groups: &BTreeMap<String, Vec<String>>,
+    group_lines: &BTreeMap<String, usize>,
+    quorums: &[&QuorumRule],
+) -> Vec<String> {
+    use lev_protocol::ids::{fold_name, is_reserved_token_name};
+    let mut out = Vec::new();
+    let alike = |names: &mut dyn Iterator<Item = &String>| -> Vec<(String, String)> {
+        let mut seen: BTreeMap<String, &String> = BTreeMap::new();
+        let mut pairs = Vec::new();
+        for n in names {
+            match seen.get(&fold_name(n)) {
+                Some(first) if *first != n => pairs.push(((*first).clone(), n.clone())),
+                Some(_) => {}
+                None => {
+                    seen.insert(fold_name(n), n);
+                }
+            }
+        }
+        pairs
+    };
+    for (a, b) in alike(&mut groups.keys()) {
+        out.push(format!(
+            "line {}: groups {a:?} and {b:?} read alike (names are compared ignoring case and \
+             . _ : -), yet group:{a} and group:{b} are two groups; rename one",
+            group_lines.get(&b).copied().unwrap_or_default()
+        ));
+    }
+    let reserved = |line: usize, what: &str, names: &[String], out: &mut Vec<String>| {
+        for n in names.iter().filter(|n| is_reserved_token_name(n)) {
+            out.push(format!(
+                "line {line}: {what} names {n:?}, which reads like a name lev writes itself: no \
+                 token may be made with it, so it never votes"
+            ));
+        }
+        for (a, b) in alike(&mut names.iter()) {
+            out.push(format!(
+                "line {line}: {what} names {a:?} and {b:?}, which read alike but are two tokens; \
+                 a person holding one cannot vote as the other"
+            ));
+        }
+    };
+    for (name, members) in groups {
+        let line = group_lines.get(name).copied().unwrap_or_default();
+        reserved(line, &format!("group {name}"), members, &mut out);
+    }
+    for q in quorums {
+        let mut voters = q.approvers.clone();
+        voters.extend(q.escalate_to.iter().cloned());
+        voters.sort();
+        voters.dedup();
+        reserved(q.line, "the quorum", &voters, &mut out);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 impl Default for Policy {
     /// The policy in force without a file: one rule `tool = "*"`,
     /// `decision = "ask"`.
@@ -289,6 +355,7 @@ impl Default for Policy {
             default_set: true,
             sandbox_modes: BTreeMap::new(),
             tools: Vec::new(),
+            name_warnings: Vec::new(),
             rules: vec![Rule {
                 tool: "*".into(),
                 glob: Glob::Any,
@@ -380,7 +447,9 @@ impl Policy {
                 None => Ok(()),
             };
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut group_lines: BTreeMap<String, usize> = BTreeMap::new();
         for (name, members) in &raw.groups {
+            group_lines.insert(name.clone(), line_of(text, members.span().start));
             let span = members.span();
             if !lev_protocol::ids::is_valid_id(name) || name.contains(':') {
                 return Err(at(
@@ -607,6 +676,10 @@ impl Policy {
                 quorum,
             });
         }
+        let mut quorums: Vec<&QuorumRule> =
+            rules.iter().filter_map(|r| r.quorum.as_ref()).collect();
+        quorums.extend(tools.iter().filter_map(|t| t.quorum.as_ref()));
+        let name_warnings = name_warnings(&groups, &group_lines, &quorums);
         Ok(Self {
             self_approval: raw.self_approval,
             default: raw.default.unwrap_or(RuleDecision::Allow),
@@ -614,6 +687,7 @@ impl Policy {
             sandbox_modes,
             tools,
             rules,
+            name_warnings,
         })
     }
 
@@ -633,11 +707,11 @@ impl Policy {
     }
 
     /// What a person should know about this policy before trusting it: a
-    /// missing `default`, and command patterns that a path prefix bypasses
-    /// (`^(rm|dd)$` on `/argv/0` does not match `/bin/rm`). Each names the
-    /// rule's line.
+    /// missing `default`, command patterns that a path prefix bypasses
+    /// (`^(rm|dd)$` on `/argv/0` does not match `/bin/rm`), and names that
+    /// read alike or like lev's own. Each names the rule's line.
     pub fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = self.name_warnings.clone();
         if !self.default_set {
             out.push(
                 "no top-level `default`: a call that no rule matches is allowed whenever its \
@@ -929,6 +1003,22 @@ mod tests {
             decide(&p, &call("Bash", &bash, "danger-full-access", &[]), &[]),
             GateVerdict::Ask { .. }
         ));
+    }
+
+    #[test]
+    fn names_that_read_alike_or_like_levs_own_are_warned_about() {
+        let text = "default = \"ask\"\n\n[groups]\nops = [\"ann\", \"Ann\"]\nOPS = [\"bob\"]\n\n\
+                    [[rule]]\ntool = \"x\"\ndecision = \"ask\"\napprovers = [\"group:ops\", \"Policy\"]\n";
+        let warnings = Policy::parse(text).unwrap().warnings();
+        let all = warnings.join("\n");
+        assert!(
+            all.contains("groups \"OPS\" and \"ops\" read alike"),
+            "{all}"
+        );
+        assert!(all.contains("group ops names \"Ann\" and \"ann\""), "{all}");
+        assert!(all.contains("line 7: the quorum names \"Policy\""), "{all}");
+        let fine = "default = \"ask\"\n[groups]\nops = [\"ann\", \"bob\"]\n";
+        assert!(Policy::parse(fine).unwrap().warnings().is_empty());
     }
 
     #[test]

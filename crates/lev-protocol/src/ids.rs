@@ -125,13 +125,84 @@ pub fn session_pattern_matches(pattern: &str, session_id: &str) -> bool {
     p[pi..].iter().all(|&b| b == b'*')
 }
 
-/// Token names the control plane writes itself (SPEC section 12): an
-/// approver named like them would pass for the policy, a timeout or a group.
-pub fn is_reserved_token_name(name: &str) -> bool {
+/// The names lev writes itself as an approver or an actor: `policy` (a
+/// rule's decision), `timeout` (an `on_timeout` answer), `system` (what no
+/// token did), `operator`, and `lev` (an operator's escalation, a task's
+/// start).
+pub const RESERVED_NAMES: [&str; 5] = ["policy", "timeout", "system", "operator", "lev"];
+
+/// The prefixes of names lev writes itself: `person:NAME:N` (a person's key),
+/// `group:NAME` (a policy group), `task:ID`.
+pub const RESERVED_PREFIXES: [&str; 3] = ["person", "group", "task"];
+
+/// Whether `c` is one of the punctuation characters an identifier may hold.
+fn is_name_punct(c: char) -> bool {
+    matches!(c, '.' | '_' | ':' | '-')
+}
+
+/// The form in which names are compared for look-alikes: lower case (full
+/// Unicode lower case, though an identifier is ASCII), every run of `.` `_`
+/// `:` `-` written as one `-`, and such runs at either end dropped. So
+/// `Policy`, `policy.` and `_POLICY_` all fold to `policy`, and `ops_team`,
+/// `OPS.team` and `ops--team` to `ops-team`. Two names that fold alike read
+/// alike to a person, so lev refuses to make a second one (SPEC section 12).
+pub fn fold_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut pending_punct = false;
+    for c in name.chars() {
+        if is_name_punct(c) {
+            pending_punct = !out.is_empty();
+            continue;
+        }
+        if pending_punct {
+            out.push('-');
+            pending_punct = false;
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+/// Whether two names fold alike ([`fold_name`]).
+pub fn names_alike(a: &str, b: &str) -> bool {
+    a == b || fold_name(a) == fold_name(b)
+}
+
+/// The names lev writes itself exactly as SPEC section 12 first listed them
+/// (`policy`, `timeout`, `system`, `operator`, and `person:`, `group:` and
+/// `task:` names): what a name already in use (a token made before look-alikes
+/// were refused, which keeps working, or slack.toml's mapping to it) is
+/// checked against. New names are checked with [`is_reserved_token_name`].
+pub fn is_lev_name(name: &str) -> bool {
     matches!(name, "policy" | "timeout" | "system" | "operator")
         || name.starts_with("person:")
         || name.starts_with("group:")
         || name.starts_with("task:")
+}
+
+/// Token names the control plane writes itself (SPEC section 12), and
+/// names that read like them: an approver named like them would pass for
+/// the policy, a timeout or a group. Compared folded ([`fold_name`]): one of
+/// [`RESERVED_NAMES`] in any case or with punctuation at its ends
+/// (`Policy`, `policy.`), or one of [`RESERVED_PREFIXES`] in any case
+/// followed by a run of punctuation holding a `:` (`person:ann`,
+/// `Person:ann`, `.group::x`). `person-ann` and `task-runner` are names
+/// like any other.
+pub fn is_reserved_token_name(name: &str) -> bool {
+    let folded = fold_name(name);
+    if RESERVED_NAMES.contains(&folded.as_str()) {
+        return true;
+    }
+    let trimmed = name.trim_start_matches(is_name_punct);
+    RESERVED_PREFIXES.iter().any(|word| {
+        trimmed
+            .get(..word.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(word))
+            && trimmed[word.len()..]
+                .chars()
+                .take_while(|c| is_name_punct(*c))
+                .any(|c| c == ':')
+    })
 }
 
 #[cfg(test)]
@@ -182,5 +253,61 @@ mod session_tests {
         for name in ["ann", "policy-bot", "operators"] {
             assert!(!is_reserved_token_name(name), "{name}");
         }
+    }
+
+    #[test]
+    fn names_that_read_like_reserved_ones_are_reserved() {
+        for name in [
+            "Policy",
+            "POLICY",
+            "policy.",
+            "policy-",
+            "_policy_",
+            ":timeout:",
+            "System",
+            "Operator.",
+            "lev",
+            "LEV",
+            "Person:ann",
+            "PERSON:ann",
+            ".person:ann",
+            "person.:ann",
+            "Group:oncall",
+            "group::oncall",
+            "Task:1",
+        ] {
+            assert!(is_reserved_token_name(name), "{name}");
+        }
+        for name in [
+            "person-ann",
+            "task-runner",
+            "group.leads",
+            "persona",
+            "policy.bot",
+            "levy",
+            "tasks:1",
+            "person",
+        ] {
+            assert!(!is_reserved_token_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn names_fold_by_case_and_punctuation() {
+        for (a, b) in [
+            ("OPS", "ops"),
+            ("ops.", "ops"),
+            ("ops_team", "OPS-team"),
+            ("ops--team", "ops:team"),
+            ("-ops-", "ops"),
+        ] {
+            assert!(names_alike(a, b), "{a} {b}");
+            assert_eq!(fold_name(a), fold_name(b));
+        }
+        for (a, b) in [("ops", "op-s"), ("ann", "anna"), ("a1", "al")] {
+            assert!(!names_alike(a, b), "{a} {b}");
+        }
+        assert_eq!(fold_name("..."), "");
+        assert_eq!(fold_name("A.b__C"), "a-b-c");
     }
 }

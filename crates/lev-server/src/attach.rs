@@ -88,6 +88,20 @@ fn resolve_below(root: &Path, candidate: &str) -> Option<PathBuf> {
     (path.starts_with(root) && path != root && path.is_file()).then_some(path)
 }
 
+/// Why a file named by `@name` could not be read: 503 `store_unavailable`
+/// when the cause may pass (an IO error, no file handles or memory left),
+/// else 422 naming it (it vanished since it was found, or is unreadable).
+fn unreadable(name: &str, path: &Path, e: &std::io::Error) -> ApiError {
+    if lev_store::io_may_pass(e) {
+        crate::log::error(&format!("attach {}: {e}", path.display()));
+        ApiError::StoreUnavailable
+    } else {
+        ApiError::Invalid(format!(
+            "value: @{name} names a file below the server's attach root that cannot be read: {e}"
+        ))
+    }
+}
+
 fn read_part(path: &Path, max_bytes: usize) -> ApiResult<InboundPart> {
     let name = path
         .file_name()
@@ -98,7 +112,8 @@ fn read_part(path: &Path, max_bytes: usize) -> ApiResult<InboundPart> {
         lev_client::files::FileError::TooLarge { found, .. } => ApiError::TooLarge(format!(
             "value: @{name}: expected at most the {max_bytes} bytes one part may be, found {found}"
         )),
-        other => ApiError::Internal(format!("attach {other}")),
+        lev_client::files::FileError::Io { source, .. } => unreadable(&name, path, &source),
+        other => ApiError::Invalid(format!("value: @{name}: {other}")),
     })?;
     Ok(InboundPart {
         media_type: media_type(path, &bytes).to_owned(),

@@ -246,7 +246,13 @@ pub async fn ensure_admin_token(
             },
             hash: token_hash(&secret),
         };
-        if store.create_token(record, "system").await? == TokenCreateOutcome::NameTaken {
+        // `admin` is made even beside an `Admin` someone made before names
+        // were compared folded: a first start must not fail on it.
+        if store
+            .create_token(record, "system", lev_store::AlikeNames::Allow)
+            .await?
+            != TokenCreateOutcome::Created
+        {
             // Another server on the same database made it first (both
             // started on an empty database): its admin token stands, and
             // this file would name no token.

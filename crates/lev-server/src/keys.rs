@@ -98,11 +98,21 @@ pub async fn load_or_create(
         keys = store.signing_keys().await?;
     }
     let loaded = parse(keys, kek.as_deref())?;
+    note(store.as_ref(), &loaded).await?;
     Ok(KeyRing(Arc::new(RingInner {
         store,
         kek,
         loaded: RwLock::new(Arc::new(loaded)),
     })))
+}
+
+/// Note every signing key id in `loaded` with the people's keys, before
+/// it is served: no person may register a key the server signs with (or
+/// once did), whose private half the server holds.
+async fn note(store: &dyn Store, loaded: &Loaded) -> Result<(), KeyStoreError> {
+    let kids: Vec<String> = loaded.jwks.keys.iter().map(|k| k.kid.clone()).collect();
+    store.note_signing_keys(&kids).await?;
+    Ok(())
 }
 
 fn parse(keys: Vec<StoredSigningKey>, kek: Option<&Kek>) -> Result<Loaded, KeyStoreError> {
@@ -205,6 +215,7 @@ impl KeyRing {
     /// When the store refuses or a stored key is bad.
     pub async fn reload(&self) -> Result<(), KeyStoreError> {
         let loaded = parse(self.0.store.signing_keys().await?, self.0.kek.as_deref())?;
+        note(self.0.store.as_ref(), &loaded).await?;
         *self
             .0
             .loaded

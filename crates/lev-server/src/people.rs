@@ -47,7 +47,11 @@ fn registering(principal: &Principal) -> ApiResult<()> {
     Ok(())
 }
 
-/// Store `jwk` (checked) as a key of `person`: `true` when new.
+/// Store `jwk` (checked) as a key of `person`: `true` when new. A key the
+/// server signs with, or ever did (`/v1/keys`), is refused: the server
+/// holds its private half and could sign the person's votes. So is a key
+/// that is, or was, another person's, and one of the person's own that
+/// was revoked (its old signatures would count again).
 async fn add(
     state: &AppState,
     person: &str,
@@ -55,6 +59,25 @@ async fn add(
 ) -> ApiResult<(bool, PersonKeyRegistered)> {
     let fingerprint =
         PersonKey::fingerprint_of(&jwk).map_err(|e| ApiError::Invalid(format!("the key: {e}")))?;
+    let signing_key = |kid: &str| ApiError::Conflict {
+        code: "key_taken",
+        message: format!(
+            "this public key is the server's signing key {kid} (GET /v1/keys), or was: the \
+             server holds its private half, so it can never stand for a person; make a key of \
+             your own (lev key init)"
+        ),
+    };
+    // The keys in force now, also those another replica just rotated in
+    // and this one serves; the store refuses every one ever noted.
+    if let Some(own) = state
+        .keys()
+        .jwks()
+        .keys
+        .into_iter()
+        .find(|k| fingerprint.starts_with(&k.kid))
+    {
+        return Err(signing_key(&own.kid));
+    }
     let outcome = state
         .store()
         .add_person_key(NewPersonKey {
@@ -76,7 +99,16 @@ async fn add(
         PersonKeyOutcome::Taken { person: owner } => Err(ApiError::Conflict {
             code: "key_taken",
             message: format!(
-                "this public key is registered to {owner:?}; a key belongs to one person"
+                "this public key is (or was) registered to {owner:?}; a key belongs to one person"
+            ),
+        }),
+        PersonKeyOutcome::SigningKey { kid } => Err(signing_key(&kid)),
+        PersonKeyOutcome::Revoked { kid } => Err(ApiError::Conflict {
+            code: "key_revoked",
+            message: format!(
+                "this public key was {kid}, and was revoked: a revoked key stays revoked (its \
+                 old signatures would count again); make a new key (move the old key file \
+                 away, then lev key init)"
             ),
         }),
         PersonKeyOutcome::TooMany => Err(ApiError::TooMany(format!(

@@ -14,14 +14,17 @@ use crate::error::{ApiError, ApiResult};
 /// `by`; its secret is in the answer, and only its hash is stored.
 ///
 /// # Errors
-/// A name or session pattern that is not valid, a reserved name, a caller
-/// on a token that is not a worker's (422); a name taken (409).
+/// A name or session pattern that is not valid, a reserved name (or one
+/// that reads like it), a caller on a token that is not a worker's (422);
+/// a name taken, or one that reads like a token's name (409).
 pub async fn create(store: &dyn Store, req: TokenCreate, by: &str) -> ApiResult<TokenCreated> {
     check_id("name", &req.name)?;
     if lev_protocol::ids::is_reserved_token_name(&req.name) {
         return Err(ApiError::Invalid(format!(
-            "name: {:?} is reserved (policy, timeout, system, operator and names starting \
-             with person:, group: or task: are written by lev itself); choose another",
+            "name: {:?} is reserved or reads like a reserved name (policy, timeout, system, \
+             operator, lev, and names starting with person:, group: or task:, are written by \
+             lev itself; names are compared ignoring case and the . _ : - at their ends); \
+             choose another",
             req.name
         )));
     }
@@ -46,7 +49,10 @@ pub async fn create(store: &dyn Store, req: TokenCreate, by: &str) -> ApiResult<
         },
         hash: token_hash(&secret),
     };
-    match store.create_token(record, by).await? {
+    match store
+        .create_token(record, by, lev_store::AlikeNames::Refuse)
+        .await?
+    {
         TokenCreateOutcome::Created => Ok(TokenCreated {
             name: req.name,
             role: req.role,
@@ -55,6 +61,15 @@ pub async fn create(store: &dyn Store, req: TokenCreate, by: &str) -> ApiResult<
         TokenCreateOutcome::NameTaken => Err(ApiError::Conflict {
             code: "name_taken",
             message: format!("a token named {:?} exists; revoke it first", req.name),
+        }),
+        TokenCreateOutcome::LooksLike(existing) => Err(ApiError::Conflict {
+            code: "name_taken",
+            message: format!(
+                "a token named {existing:?} exists, and {:?} reads the same (names are compared \
+                 ignoring case, and each run of . _ : - counts as one, none at the ends); \
+                 choose another name, or revoke {existing:?} first",
+                req.name
+            ),
         }),
     }
 }

@@ -14,19 +14,30 @@
 //!   or none, and the same `grant_args`): `approvals` distinct voters
 //!   agreeing decide, with the narrowest scope among them. One deny by an
 //!   allowed voter decides.
+//! - Votes outlive no authority: the tally is made when a vote comes in,
+//!   from the votes whose voter's token still exists with a role that
+//!   votes and whose signed vote still verifies under the voter's keys in
+//!   force now ([`Standing`]). Revoking a token or a key voids, in the
+//!   store, the pending votes it backed (audited as `votes_voided`).
 //! - The store records a vote only against the votes it was counted with
-//!   (compare-and-set on their number): a vote that raced another is
-//!   counted again, so two concurrent approvals can neither both miss nor
-//!   both make the quorum.
+//!   (compare-and-set on the list) and while the tokens and keys it relies
+//!   on hold: a vote that raced another vote or a revocation is counted
+//!   again, so two concurrent approvals can neither both miss nor both
+//!   make the quorum, and a revocation is never outlived.
 //! - A decision with more than one vote, or with a signed vote, is signed
-//!   as payload version 2, carrying its votes.
+//!   as payload version 2, carrying its votes. Before it is stored, the
+//!   server checks it as `lev verify --require-votes` would, under the
+//!   people's keys in force ([`check_decision`]): it never signs a
+//!   decision its own offline check refuses.
+
+use std::collections::BTreeMap;
 
 use lev_approval::{PayloadVote, PeopleKeys, VoteEnvelope, VotePayload, verify_vote};
-use lev_protocol::api::{InteractionView, PeopleJwks, RespondResult};
+use lev_protocol::api::{InteractionView, PeopleJwks, RespondResult, Role};
 use lev_protocol::{
     ApprovalScope, Envelope, Interaction, InteractionStatus, StoredResponse, Vote, VoteBinding,
 };
-use lev_store::{NewAnswer, NewVote, TransitionOutcome, VoteOutcome};
+use lev_store::{NewAnswer, NewVote, TransitionOutcome, VoteAuthority, VoteOutcome};
 use serde_json::json;
 use time::OffsetDateTime;
 
@@ -274,6 +285,170 @@ async fn check_signed(
     Ok(())
 }
 
+/// The tokens and people's keys as they stand while a vote is counted:
+/// which votes still count, and what the vote relies on.
+struct Standing {
+    /// Every token's role, by name.
+    roles: BTreeMap<String, Role>,
+    /// The keys in force of the voters (and the caster) of the interaction.
+    people: PeopleKeys,
+}
+
+/// Whether a token of `role` votes: a person's (approver, admin) or a
+/// session's operator.
+fn votes_as(role: Role) -> bool {
+    matches!(role, Role::Approver | Role::Admin | Role::Operator)
+}
+
+impl Standing {
+    /// Read the tokens and the keys in force of everyone who voted on
+    /// `interaction` and of `caster`.
+    async fn read(state: &AppState, interaction: &Interaction, caster: &str) -> ApiResult<Self> {
+        let roles = state
+            .store()
+            .list_tokens()
+            .await?
+            .into_iter()
+            .map(|t| (t.name, t.role))
+            .collect();
+        let mut names: Vec<&str> = interaction
+            .votes
+            .iter()
+            .filter(|v| v.envelope.is_some())
+            .map(|v| v.voter.as_str())
+            .chain([caster])
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut keys = Vec::new();
+        for name in names {
+            keys.extend(
+                state
+                    .store()
+                    .person_keys(Some(name))
+                    .await?
+                    .into_iter()
+                    .map(|k| k.jwk),
+            );
+        }
+        let people = PeopleKeys::from_jwks(&PeopleJwks { keys })
+            .map_err(|e| ApiError::Internal(format!("people's keys in the store: {e}")))?;
+        Ok(Self { roles, people })
+    }
+
+    /// Whether `name`'s token exists with a role that votes.
+    fn votes(&self, name: &str) -> bool {
+        self.roles.get(name).is_some_and(|r| votes_as(*r))
+    }
+
+    /// The key `envelope` (a vote by `voter`) verifies under now, if any.
+    fn key_of(&self, voter: &str, envelope: &Envelope) -> Option<String> {
+        verify_vote(envelope, &self.people)
+            .ok()
+            .filter(|v| v.payload.voter == voter)
+            .map(|v| v.kid)
+    }
+
+    /// The votes of `votes` that still count, each with the key its
+    /// signature verifies under (none for an unsigned vote): the voter's
+    /// token exists with a role that votes, and a signed vote verifies
+    /// under a key in force.
+    fn counting<'v>(&self, votes: &'v [Vote]) -> Vec<(&'v Vote, Option<String>)> {
+        votes
+            .iter()
+            .filter(|v| self.votes(&v.voter))
+            .filter_map(|v| match &v.envelope {
+                None => Some((v, None)),
+                Some(e) => self.key_of(&v.voter, e).map(|kid| (v, Some(kid))),
+            })
+            .collect()
+    }
+}
+
+/// `envelope` (a vote by `voter`) with only the signature that verifies
+/// under `people`, its `keyid` that key's, and that key's id: what the
+/// server stores and signs into a decision, so a revocation finds every
+/// vote its key signed by the key id. `None` when no signature verifies.
+fn normalized(voter: &str, envelope: &Envelope, people: &PeopleKeys) -> Option<(Envelope, String)> {
+    envelope.signatures.iter().find_map(|s| {
+        let one = Envelope {
+            payload_type: envelope.payload_type.clone(),
+            payload: envelope.payload.clone(),
+            signatures: vec![s.clone()],
+        };
+        let verified = verify_vote(&one, people).ok()?;
+        if verified.payload.voter != voter {
+            return None;
+        }
+        let mut kept = one;
+        if let Some(sig) = kept.signatures.first_mut() {
+            sig.keyid.clone_from(&verified.kid);
+        }
+        Some((kept, verified.kid))
+    })
+}
+
+/// Check the decision `approval` (signed, not yet stored) as an offline
+/// verifier would with the people's keys in force: every vote it carries
+/// that is signed verifies and binds this call, and where the rule asks
+/// for signed votes, an approval carries `approvals_needed` of them. The
+/// server never stores a decision `lev verify --require-votes` would
+/// refuse.
+///
+/// # Errors
+/// 409 `decision_unverifiable`, naming each vote that fails; nothing is
+/// recorded.
+fn check_decision(
+    state: &AppState,
+    approval: &Envelope,
+    people: &PeopleKeys,
+    interaction: &Interaction,
+) -> ApiResult<()> {
+    let mut trusted = lev_approval::TrustedKeys::new();
+    for jwk in state.keys().jwks().keys {
+        if let Ok(raw) = lev_approval::decode_base64(&jwk.x) {
+            let _ = trusted.insert_bytes(&raw);
+        }
+    }
+    let decision =
+        lev_approval::verify(approval, &trusted, OffsetDateTime::now_utc()).map_err(|e| {
+            ApiError::Internal(format!("the decision just signed does not verify: {e}"))
+        })?;
+    let refuse = |why: String| ApiError::Conflict {
+        code: "decision_unverifiable",
+        message: format!(
+            "the votes would make a decision that does not verify offline under the people's \
+             keys in force ({why}); nothing was signed or recorded: vote again"
+        ),
+    };
+    let votes = decision.payload.votes.clone().unwrap_or_default();
+    let checks = decision.check_votes(people);
+    let failed: Vec<String> = votes
+        .iter()
+        .zip(&checks)
+        .filter(|(v, c)| v.envelope.is_some() && c.result.is_err())
+        .map(|(v, c)| match &c.result {
+            Err(e) => format!("{}: {e}", v.voter),
+            Ok(_) => v.voter.clone(),
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(refuse(failed.join("; ")));
+    }
+    let signed_required = interaction
+        .request
+        .quorum
+        .as_ref()
+        .is_some_and(|q| q.require_signed_votes);
+    if signed_required && decision.payload.approved {
+        let needed = usize::try_from(interaction.approvals_needed()).unwrap_or(usize::MAX);
+        decision
+            .require_signed_votes(people, needed)
+            .map_err(|e| refuse(e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// What approvals agree on: the args to run, the grant's patterns, and the
 /// context injected into the agent's conversation with the decision (so no
 /// voter's text reaches the model under a decision others made without
@@ -292,19 +467,23 @@ fn scope_rank(s: ApprovalScope) -> u8 {
     }
 }
 
-/// The decision `vote` makes on `interaction`, if it makes one: the answer
-/// to store and the votes that made it.
-fn tally(interaction: &Interaction, vote: &Vote) -> Option<(StoredResponse, Vec<Vote>)> {
+/// The decision `vote` makes on `interaction`, counting the votes of
+/// `standing` (those that still count), if it makes one: the answer to
+/// store and the votes that made it.
+fn tally(
+    interaction: &Interaction,
+    standing: &[&Vote],
+    vote: &Vote,
+) -> Option<(StoredResponse, Vec<Vote>)> {
     if !vote.approved {
-        let mut all = interaction.votes.clone();
+        let mut all: Vec<Vote> = standing.iter().map(|v| (*v).clone()).collect();
         all.push(vote.clone());
         return Some((vote.response.clone(), all));
     }
-    let mut counted: Vec<Vote> = interaction
-        .votes
+    let mut counted: Vec<Vote> = standing
         .iter()
         .filter(|v| v.approved && agrees(&v.response, &vote.response))
-        .cloned()
+        .map(|v| (*v).clone())
         .collect();
     counted.push(vote.clone());
     if counted.len() < usize::try_from(interaction.approvals_needed()).unwrap_or(usize::MAX) {
@@ -345,7 +524,8 @@ fn payload_votes(votes: &[Vote]) -> Option<Vec<PayloadVote>> {
 /// `pending`.
 ///
 /// # Errors
-/// 403 `vote_not_allowed` or `self_approval`; 409 `already_voted`, or
+/// 401 when the voter's token was revoked meanwhile; 403 `vote_not_allowed`
+/// or `self_approval`; 409 `already_voted`, `decision_unverifiable`, or
 /// `already_answered` with the winner; 410; 422 `invalid_vote`,
 /// `signed_vote_required`, or for an edit the policy denies. Nothing is
 /// recorded then.
@@ -365,17 +545,57 @@ pub async fn cast(
         let interaction = &view.request;
         let now = OffsetDateTime::now_utc();
         check_voter(interaction, voter, &response, envelope.is_some(), now)?;
+        // Tokens and keys as they stand now: the caster's own, and which
+        // of the votes cast before still count.
+        let standing = Standing::read(state, interaction, voter.name).await?;
+        if !standing.votes(voter.name) {
+            return Err(ApiError::Unauthorized(format!(
+                "the token {:?} was revoked (or no longer votes) while its vote was counted; \
+                 nothing was recorded",
+                voter.name
+            )));
+        }
+        let signed = match &envelope {
+            None => None,
+            Some(e) => Some(normalized(voter.name, e, &standing.people).ok_or_else(|| {
+                ApiError::Unprocessable {
+                    code: "invalid_vote",
+                    message: format!(
+                        "vote: no key in force of {:?} verifies it any more (revoked while the \
+                         vote was counted); nothing was recorded",
+                        voter.name
+                    ),
+                }
+            })?),
+        };
         let vote = Vote {
             voter: voter.name.to_owned(),
             approved: response.approved == Some(true),
             at: now,
-            signed: envelope.is_some(),
+            signed: signed.is_some(),
             response: response.clone(),
-            envelope: envelope.clone(),
+            envelope: signed.as_ref().map(|(e, _)| e.clone()),
         };
-        let decision = match tally(interaction, &vote) {
+        let counting = standing.counting(&interaction.votes);
+        let counted: Vec<&Vote> = counting.iter().map(|(v, _)| *v).collect();
+        let mut authority = VoteAuthority {
+            tokens: vec![voter.name.to_owned()],
+            keys: signed.iter().map(|(_, kid)| kid.clone()).collect(),
+        };
+        let decision = match tally(interaction, &counted, &vote) {
             None => None,
             Some((decided, votes)) => {
+                // The decision relies on every vote it carries.
+                for v in &votes {
+                    if v.voter == voter.name {
+                        continue;
+                    }
+                    authority.tokens.push(v.voter.clone());
+                    if let Some((_, Some(kid))) = counting.iter().find(|(c, _)| c.voter == v.voter)
+                    {
+                        authority.keys.push(kid.clone());
+                    }
+                }
                 let prepared = crate::gate::answer::prepare(
                     state,
                     voter.name,
@@ -384,6 +604,7 @@ pub async fn cast(
                     payload_votes(&votes),
                 )
                 .await?;
+                check_decision(state, &prepared.approval, &standing.people, interaction)?;
                 Some((
                     NewAnswer {
                         id: id.clone(),
@@ -406,7 +627,8 @@ pub async fn cast(
             .cast_vote(NewVote {
                 id: id.clone(),
                 vote: vote.clone(),
-                seen_votes: interaction.votes.len(),
+                seen_votes: interaction.votes.clone(),
+                authority,
                 audit,
                 decision,
             })

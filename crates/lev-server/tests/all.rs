@@ -19,6 +19,8 @@ mod mutate;
 
 #[path = "all/auth.rs"]
 mod auth;
+#[path = "all/authority.rs"]
+mod authority;
 #[path = "all/bad_input.rs"]
 mod bad_input;
 #[path = "all/connections.rs"]
@@ -27,6 +29,8 @@ mod connections;
 mod dashboard;
 #[path = "all/events.rs"]
 mod events;
+#[path = "all/full_disk.rs"]
+mod full_disk;
 #[path = "all/gate.rs"]
 mod gate;
 #[path = "all/hooks.rs"]
@@ -35,6 +39,8 @@ mod hooks;
 mod interactions;
 #[path = "all/listen.rs"]
 mod listen;
+#[path = "all/names.rs"]
+mod names;
 #[path = "all/observability.rs"]
 mod observability;
 #[path = "all/operators.rs"]

@@ -1,4 +1,4 @@
-//! The gate's tables: `gate_calls`, `grants`, `nonces`.
+//! The gate's tables: `gate_calls`, `grants`, `nonces`, `nonce_owners`.
 
 use async_trait::async_trait;
 use lev_protocol::ApprovalScope;
@@ -15,9 +15,104 @@ use crate::{
 use lev_protocol::InteractionStatus;
 use lev_store::gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
-    VoteOutcome,
+    NonceOwner, VoteAuthority, VoteOutcome,
 };
 use lev_store::{AuditRecord, Result, TransitionOutcome};
+
+/// Note whose approval `approval`'s nonce is (its session and caller), in
+/// the transaction that stores it; nothing for a denial.
+pub(crate) async fn note_nonce(
+    tx: &Tx<'_>,
+    approval: &lev_protocol::Envelope,
+    session_id: &str,
+) -> Result<()> {
+    if let Some(payload) = lev_approval::approving_payload(approval) {
+        tx.execute(
+            "INSERT INTO nonce_owners (nonce, session_id, caller) VALUES ($1, $2, $3)
+             ON CONFLICT (nonce) DO NOTHING",
+            &[&payload.nonce, &session_id, &payload.caller],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Whether every token of `authority` exists with a role that votes and
+/// every key of it is in force. Each row is read `FOR SHARE`, before the
+/// interaction's row is locked: a revocation (which changes these rows
+/// first, then the interactions) either commits before and is seen, or
+/// waits for this vote and then voids it; and both take the locks in the
+/// same order, so neither waits for the other in a circle.
+async fn authority_holds(tx: &Tx<'_>, authority: &VoteAuthority) -> Result<bool> {
+    let mut tokens: Vec<&String> = authority.tokens.iter().collect();
+    tokens.sort();
+    tokens.dedup();
+    for name in tokens {
+        let row = tx
+            .query_opt("SELECT role FROM tokens WHERE name = $1 FOR SHARE", &[name])
+            .await?;
+        let role = row.as_ref().map(|r| col::<String>(r, 0)).transpose()?;
+        if !role.is_some_and(|r| matches!(r.as_str(), "approver" | "admin" | "operator")) {
+            return Ok(false);
+        }
+    }
+    let mut keys: Vec<&String> = authority.keys.iter().collect();
+    keys.sort();
+    keys.dedup();
+    for kid in keys {
+        let row = tx
+            .query_opt(
+                "SELECT 1 FROM people_keys WHERE kid = $1 AND revoked_at IS NULL FOR SHARE",
+                &[kid],
+            )
+            .await?;
+        if row.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Void the votes `void` strikes out on every pending interaction, inside
+/// the open transaction (a revocation's, after it changed the token or key
+/// rows): each changed interaction's `interaction.voted` event, and the
+/// voided votes for the audit entry.
+pub(crate) async fn void_pending_votes(
+    tx: &mut Tx<'_>,
+    void: impl Fn(&lev_protocol::Vote) -> bool,
+) -> Result<Vec<Value>> {
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT {VIEW_COLUMNS} FROM interactions WHERE status = 'pending'
+                 AND votes_json IS NOT NULL AND votes_json <> '[]' ORDER BY id FOR UPDATE"
+            ),
+            &[],
+        )
+        .await?;
+    let mut all = Vec::new();
+    for row in rows {
+        let (_, view) = view_from_row(&row)?;
+        let id = view.request.id().to_owned();
+        let (kept, voided) = lev_store::void_votes(&id, &view.request.votes, &void);
+        if voided.is_empty() {
+            continue;
+        }
+        let text = serde_json::to_string(&kept).map_err(|e| corrupt(&id, e))?;
+        let row = tx
+            .query_one(
+                &format!(
+                    "UPDATE interactions SET votes_json = $2 WHERE id = $1 RETURNING {VIEW_COLUMNS}"
+                ),
+                &[&id, &text],
+            )
+            .await?;
+        let (_, after) = view_from_row(&row)?;
+        tx.event("interaction.voted", &view_json(&after));
+        all.extend(voided);
+    }
+    Ok(all)
+}
 
 const GATE_COLUMNS: &str = "session_id, request_id, call_json, decision_json, created_at";
 
@@ -269,6 +364,9 @@ impl GateStore for PostgresStore {
             .ok_or_else(|| corrupt(&record.request_id, "conflicting gate call vanished"))?;
             return Ok(replay(gate_from_row(&row)?));
         }
+        if let GateResponse::Allow { approval } = &record.decision {
+            note_nonce(&tx, approval, &record.session_id).await?;
+        }
         tx.audit(&audit);
         let staged = tx.commit().await?.any();
         drop(client);
@@ -298,6 +396,7 @@ impl GateStore for PostgresStore {
     async fn cast_vote(&self, new: NewVote) -> Result<VoteOutcome> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
+        let authority = authority_holds(&tx, &new.authority).await?;
         // The row lock orders concurrent votes (and answers) on one
         // interaction: each reads the votes the one before it committed.
         let row = tx
@@ -323,7 +422,7 @@ impl GateStore for PostgresStore {
             {
                 Some(VoteOutcome::AlreadyVoted(Box::new(view.clone())))
             }
-            InteractionStatus::Pending if view.request.votes.len() != new.seen_votes => {
+            InteractionStatus::Pending if view.request.votes != new.seen_votes || !authority => {
                 Some(VoteOutcome::Stale(Box::new(view.clone())))
             }
             InteractionStatus::Pending => None,
@@ -445,5 +544,22 @@ impl GateStore for PostgresStore {
         } else {
             NonceOutcome::AlreadySpent
         })
+    }
+
+    async fn nonce_owner(&self, nonce: &str) -> Result<Option<NonceOwner>> {
+        let client = self.client().await?;
+        sql::query_opt(
+            &client,
+            "SELECT session_id, caller FROM nonce_owners WHERE nonce = $1",
+            &[&nonce],
+        )
+        .await?
+        .map(|row| {
+            Ok(NonceOwner {
+                session_id: col(&row, 0)?,
+                caller: col(&row, 1)?,
+            })
+        })
+        .transpose()
     }
 }

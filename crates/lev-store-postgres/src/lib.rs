@@ -72,8 +72,8 @@ use tokio_postgres::{NoTls, Row};
 use crate::sequencer::Sequencer;
 use crate::sql::{Tx, chain, col, corrupt, describe, millis, parse_time, rfc3339};
 use lev_store::{
-    AuditRecord, CreateOutcome, ListFilter, ListPage, NewAnswer, NewInteraction, Result, Store,
-    StoreError, StoredEvent, TokenCreateOutcome, TokenRecord, TransitionOutcome,
+    AlikeNames, AuditRecord, CreateOutcome, ListFilter, ListPage, NewAnswer, NewInteraction,
+    Result, Store, StoreError, StoredEvent, TokenCreateOutcome, TokenRecord, TransitionOutcome,
 };
 
 /// How a [`PostgresStore`] connects.
@@ -520,6 +520,9 @@ pub(crate) async fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<Tran
         )
         .await?;
     }
+    if let Some(approval) = &answer.approval {
+        crate::gate::note_nonce(tx, approval, &view.request.request.session_id).await?;
+    }
     tx.event("interaction.answered", &view_json(&view));
     let mut data = audit_summary(&view);
     data.insert("answered_by".into(), json!(answer.answered_by));
@@ -899,7 +902,12 @@ impl Store for PostgresStore {
         col(&row, 0)
     }
 
-    async fn create_token(&self, token: TokenRecord, actor: &str) -> Result<TokenCreateOutcome> {
+    async fn create_token(
+        &self,
+        token: TokenRecord,
+        actor: &str,
+        alike: AlikeNames,
+    ) -> Result<TokenCreateOutcome> {
         let info = &token.info;
         let sessions = info
             .sessions
@@ -909,6 +917,22 @@ impl Store for PostgresStore {
             .map_err(|e| corrupt("token sessions", e))?;
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
+        if alike == AlikeNames::Refuse {
+            // Names are compared folded under one lock, so two replicas
+            // cannot both make `OPS` and `ops`.
+            tx.lock("lev:token-names").await?;
+            let folded = lev_protocol::ids::fold_name(&info.name);
+            for row in tx
+                .query("SELECT name FROM tokens ORDER BY name", &[])
+                .await?
+            {
+                let name: String = col(&row, 0)?;
+                if name != info.name && lev_protocol::ids::fold_name(&name) == folded {
+                    tx.rollback().await?;
+                    return Ok(TokenCreateOutcome::LooksLike(name));
+                }
+            }
+        }
         let n = tx
             .execute(
                 "INSERT INTO tokens (name, role, caller, hash, created_at, sessions_json)
@@ -959,10 +983,11 @@ impl Store for PostgresStore {
             .await?;
         if n > 0 {
             let keys = crate::people::revoke_all_of(&mut tx, name, actor).await?;
+            let voided = crate::gate::void_pending_votes(&mut tx, |v| v.voter == name).await?;
             tx.audit(&AuditRecord {
                 action: "token.revoked".into(),
                 actor: actor.to_owned(),
-                data: json!({"name": name, "person_keys_revoked": keys}),
+                data: json!({"name": name, "person_keys_revoked": keys, "votes_voided": voided}),
             });
         }
         let staged = tx.commit().await?.any();

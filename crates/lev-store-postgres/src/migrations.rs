@@ -289,6 +289,35 @@ CREATE INDEX people_keys_in_force ON people_keys (person) WHERE revoked_at IS NU
 CREATE INDEX people_keys_by_fingerprint ON people_keys (fingerprint) WHERE revoked_at IS NULL;
 ",
     ),
+    (
+        5,
+        // Whose approval each nonce is (the session and caller it names), so
+        // that only a worker covering them spends it; every signing key id
+        // the server ever had, so that none becomes a person's key (those
+        // removed before this migration, from the audit log); and a key's
+        // rows, revoked ones included, by fingerprint: a key belongs to one
+        // person for ever.
+        r"
+CREATE TABLE nonce_owners (
+    nonce      text PRIMARY KEY,
+    session_id text NOT NULL,
+    caller     text NOT NULL
+);
+CREATE TABLE signing_kids (
+    kid text PRIMARY KEY
+);
+INSERT INTO signing_kids (kid)
+    SELECT k FROM (
+        SELECT data_json::json ->> 'kid' AS k
+        FROM audit WHERE action IN ('key.rotated', 'key.removed')
+        UNION
+        SELECT data_json::json ->> 'previous'
+        FROM audit WHERE action = 'key.rotated'
+    ) AS seen WHERE k IS NOT NULL
+    ON CONFLICT (kid) DO NOTHING;
+CREATE INDEX people_keys_by_fingerprint_all ON people_keys (fingerprint);
+",
+    ),
 ];
 
 /// The newest schema version this build knows.

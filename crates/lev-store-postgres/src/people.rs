@@ -73,10 +73,22 @@ impl PeopleKeyStore for PostgresStore {
             )
             .await?;
         }
+        // The signing key ids noted are the fingerprints' first 16.
+        let signing = tx
+            .query_opt(
+                "SELECT kid FROM signing_kids WHERE kid = $1",
+                &[&new.fingerprint.get(..16).unwrap_or_default()],
+            )
+            .await?
+            .map(|r| col::<String>(&r, 0))
+            .transpose()?;
+        // Every row of this key, in force first: one in force for this
+        // person is the registration again; any other refuses.
         let owner = tx
             .query_opt(
                 &format!(
-                    "SELECT {COLUMNS} FROM people_keys WHERE fingerprint = $1 AND revoked_at IS NULL"
+                    "SELECT {COLUMNS} FROM people_keys WHERE fingerprint = $1
+                     ORDER BY revoked_at IS NULL DESC, created_at LIMIT 1"
                 ),
                 &[&new.fingerprint],
             )
@@ -84,12 +96,16 @@ impl PeopleKeyStore for PostgresStore {
             .as_ref()
             .map(from_row)
             .transpose()?;
-        let early = match owner {
-            Some(key) if key.person == new.person => {
-                Some(PersonKeyOutcome::Existing(Box::new(key)))
+        let early = match (signing, owner) {
+            (Some(kid), _) => Some(PersonKeyOutcome::SigningKey { kid }),
+            (None, Some(key)) if key.person != new.person => {
+                Some(PersonKeyOutcome::Taken { person: key.person })
             }
-            Some(key) => Some(PersonKeyOutcome::Taken { person: key.person }),
-            None => None,
+            (None, Some(key)) if key.revoked_at.is_some() => {
+                Some(PersonKeyOutcome::Revoked { kid: key.jwk.kid })
+            }
+            (None, Some(key)) => Some(PersonKeyOutcome::Existing(Box::new(key))),
+            (None, None) => None,
         };
         if let Some(outcome) = early {
             tx.rollback().await?;
@@ -178,14 +194,31 @@ impl PeopleKeyStore for PostgresStore {
             return Ok(None);
         };
         let key = from_row(&row)?;
+        let voided = crate::gate::void_pending_votes(&mut tx, |v| {
+            v.voter == key.person && lev_store::signed_with(v, kid)
+        })
+        .await?;
         tx.audit(&AuditRecord {
             action: "person_key.revoked".into(),
             actor: actor.to_owned(),
-            data: json!({"kid": kid, "person": key.person}),
+            data: json!({"kid": kid, "person": key.person, "votes_voided": voided}),
         });
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
         Ok(Some(key))
+    }
+
+    async fn note_signing_keys(&self, kids: &[String]) -> Result<()> {
+        let client = self.client().await?;
+        for kid in kids {
+            sql::execute(
+                &client,
+                "INSERT INTO signing_kids (kid) VALUES ($1) ON CONFLICT (kid) DO NOTHING",
+                &[kid],
+            )
+            .await?;
+        }
+        Ok(())
     }
 }

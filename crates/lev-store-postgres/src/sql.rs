@@ -13,10 +13,20 @@ use tokio_postgres::types::{FromSql, ToSql};
 pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
 /// SQLSTATE classes and codes that mean "the server cannot serve now":
-/// connection exceptions (08), operator intervention (57P01..57P03: shut
-/// down, crashed, starting up), too many connections (53300).
+/// connection exceptions (08), insufficient resources (53: disk full
+/// 53100, out of memory 53200, too many connections 53300), operator
+/// intervention (57P01..57P03: shut down, crashed, starting up; 57P05 idle
+/// session timeout), an IO error (58030), a read-only transaction on a
+/// standby after a failover (25006), and a transaction rolled back by a
+/// serialization failure or a deadlock (40001, 40P01): in each, nothing
+/// committed and a retry may succeed.
 fn unavailable_code(code: &str) -> bool {
-    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "57P05")
+    code.starts_with("08")
+        || code.starts_with("53")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "57P05" | "58030" | "25006" | "40001" | "40P01"
+        )
 }
 
 /// `e` and its causes, as one line.
@@ -297,5 +307,23 @@ impl<'a> Tx<'a> {
         }
         self.t.commit().await.map_err(pg)?;
         Ok(staged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unavailable_code;
+
+    #[test]
+    fn a_full_disk_and_its_kin_are_unavailable() {
+        for code in [
+            "08006", "53100", "53200", "53300", "57P01", "57P03", "58030", "25006", "40001",
+            "40P01",
+        ] {
+            assert!(unavailable_code(code), "{code}");
+        }
+        for code in ["23505", "42P01", "22P02", "XX000", "57014"] {
+            assert!(!unavailable_code(code), "{code}");
+        }
     }
 }

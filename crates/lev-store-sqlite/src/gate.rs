@@ -1,9 +1,10 @@
-//! The gate's tables in SQLite (migration 2): `gate_calls`, `grants`, `nonces`.
+//! The gate's tables in SQLite (migration 2): `gate_calls`, `grants`,
+//! `nonces`; and `nonce_owners` (migration 8).
 
 use async_trait::async_trait;
 use lev_protocol::ApprovalScope;
 use lev_protocol::api::{GateResponse, Grant};
-use rusqlite::{Connection, Row, params};
+use rusqlite::{Connection, OptionalExtension as _, Row, params};
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -11,9 +12,86 @@ use crate::writer::{Tx, rfc3339};
 use crate::{SqliteStore, audit_summary, corrupt, load_view, millis, parse_time, view_json};
 use lev_store::gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
-    VoteOutcome,
+    NonceOwner, VoteAuthority, VoteOutcome,
 };
 use lev_store::{AuditRecord, NewInteraction, Result, TransitionOutcome};
+
+/// Note whose approval `approval`'s nonce is (its session and caller), in
+/// the transaction that stores it; nothing for a denial.
+pub(crate) fn note_nonce(
+    tx: &mut Tx<'_>,
+    approval: &lev_protocol::Envelope,
+    session_id: &str,
+) -> Result<()> {
+    if let Some(payload) = lev_approval::approving_payload(approval) {
+        tx.conn
+            .prepare_cached(
+                "INSERT INTO nonce_owners (nonce, session_id, caller) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (nonce) DO NOTHING",
+            )?
+            .execute(params![payload.nonce, session_id, payload.caller])?;
+    }
+    Ok(())
+}
+
+/// Whether every token of `authority` exists with a role that votes and
+/// every key of it is in force, read in the open transaction.
+fn authority_holds(conn: &Connection, authority: &VoteAuthority) -> Result<bool> {
+    for name in &authority.tokens {
+        let role: Option<String> = conn
+            .prepare_cached("SELECT role FROM tokens WHERE name = ?1")?
+            .query_row([name], |r| r.get(0))
+            .optional()?;
+        if !role.is_some_and(|r| matches!(r.as_str(), "approver" | "admin" | "operator")) {
+            return Ok(false);
+        }
+    }
+    for kid in &authority.keys {
+        let found = conn
+            .prepare_cached("SELECT 1 FROM people_keys WHERE kid = ?1 AND revoked_at IS NULL")?
+            .query_row([kid], |_| Ok(()))
+            .optional()?;
+        if found.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Void the votes `void` strikes out on every pending interaction, inside
+/// the open transaction (a revocation's): each changed interaction's
+/// `interaction.voted` event, and the voided votes for the audit entry.
+pub(crate) fn void_pending_votes(
+    tx: &mut Tx<'_>,
+    void: impl Fn(&lev_protocol::Vote) -> bool,
+) -> Result<Vec<Value>> {
+    let ids: Vec<String> = {
+        let mut stmt = tx.conn.prepare_cached(
+            "SELECT id FROM interactions WHERE status = 'pending' \
+             AND votes_json IS NOT NULL AND votes_json <> '[]' ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let mut all = Vec::new();
+    for id in ids {
+        let Some(view) = load_view(tx.conn, &id)? else {
+            continue;
+        };
+        let (kept, voided) = lev_store::void_votes(&id, &view.request.votes, &void);
+        if voided.is_empty() {
+            continue;
+        }
+        let text = serde_json::to_string(&kept).map_err(|e| corrupt(&id, e))?;
+        tx.conn
+            .prepare_cached("UPDATE interactions SET votes_json = ?2 WHERE id = ?1")?
+            .execute(params![id, text])?;
+        let after = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished"))?;
+        tx.event("interaction.voted", view_json(&after))?;
+        all.extend(voided);
+    }
+    Ok(all)
+}
 
 const GATE_COLUMNS: &str = "session_id, request_id, call_json, decision_json, created_at";
 
@@ -269,6 +347,9 @@ impl GateStore for SqliteStore {
                         .ok_or_else(|| corrupt(&record.request_id, "conflicting gate call vanished"))?;
                     return Ok(replay(existing));
                 }
+                if let GateResponse::Allow { approval } = &record.decision {
+                    note_nonce(tx, approval, &record.session_id)?;
+                }
                 tx.audit(audit)?;
                 Ok(GateRecordOutcome::Recorded {
                     record: Box::new(record),
@@ -307,7 +388,7 @@ impl GateStore for SqliteStore {
                 if votes.iter().any(|v| v.voter == new.vote.voter) {
                     return Ok(VoteOutcome::AlreadyVoted(Box::new(view)));
                 }
-                if votes.len() != new.seen_votes {
+                if *votes != new.seen_votes || !authority_holds(tx.conn, &new.authority)? {
                     return Ok(VoteOutcome::Stale(Box::new(view)));
                 }
                 let mut all = votes.clone();
@@ -419,5 +500,21 @@ impl GateStore for SqliteStore {
                 })
             })
             .await
+    }
+
+    async fn nonce_owner(&self, nonce: &str) -> Result<Option<NonceOwner>> {
+        let nonce = nonce.to_owned();
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT session_id, caller FROM nonce_owners WHERE nonce = ?1")?
+                .query_row([&nonce], |r| {
+                    Ok(NonceOwner {
+                        session_id: r.get(0)?,
+                        caller: r.get(1)?,
+                    })
+                })
+                .optional()?)
+        })
+        .await
     }
 }

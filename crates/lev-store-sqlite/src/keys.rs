@@ -21,10 +21,7 @@ pub(crate) struct KeyDir {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io {
-        path: path.display().to_string(),
-        source,
-    }
+    move |source| StoreError::io(path.display().to_string(), source)
 }
 
 fn is_kid(kid: &str) -> bool {

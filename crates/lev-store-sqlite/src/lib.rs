@@ -39,8 +39,8 @@ use time::OffsetDateTime;
 use crate::writer::{Tx, Writer};
 pub(crate) use lev_store::codec::{corrupt, millis, parse_time, rfc3339};
 use lev_store::{
-    AuditRecord, CreateOutcome, ListFilter, ListPage, NewAnswer, NewInteraction, Result, Store,
-    StoreError, StoredEvent, TokenCreateOutcome, TokenRecord, TransitionOutcome,
+    AlikeNames, AuditRecord, CreateOutcome, ListFilter, ListPage, NewAnswer, NewInteraction,
+    Result, Store, StoreError, StoredEvent, TokenCreateOutcome, TokenRecord, TransitionOutcome,
 };
 
 /// The database file's name inside the data dir.
@@ -98,10 +98,7 @@ impl Readers {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io {
-        path: path.display().to_string(),
-        source,
-    }
+    move |source| StoreError::io(path.display().to_string(), source)
 }
 
 /// Take the data dir's lock, or say which other process holds it.
@@ -328,6 +325,9 @@ pub(crate) fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<Transition
                 i64::try_from(part.size).unwrap_or(i64::MAX)
             ],
         )?;
+    }
+    if let Some(approval) = &answer.approval {
+        crate::gate::note_nonce(tx, approval, &view.request.request.session_id)?;
     }
     tx.event("interaction.answered", view_json(&view))?;
     let mut data = audit_summary(&view);
@@ -648,7 +648,12 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn create_token(&self, token: TokenRecord, actor: &str) -> Result<TokenCreateOutcome> {
+    async fn create_token(
+        &self,
+        token: TokenRecord,
+        actor: &str,
+        alike: AlikeNames,
+    ) -> Result<TokenCreateOutcome> {
         let actor = actor.to_owned();
         self.writer
             .write(move |tx| {
@@ -659,6 +664,17 @@ impl Store for SqliteStore {
                     .unwrap_or(false);
                 if exists {
                     return Ok(TokenCreateOutcome::NameTaken);
+                }
+                if alike == AlikeNames::Refuse {
+                    let folded = lev_protocol::ids::fold_name(&token.info.name);
+                    let mut stmt = tx.conn.prepare_cached("SELECT name FROM tokens ORDER BY name")?;
+                    let mut rows = stmt.query([])?;
+                    while let Some(row) = rows.next()? {
+                        let name: String = row.get(0)?;
+                        if lev_protocol::ids::fold_name(&name) == folded {
+                            return Ok(TokenCreateOutcome::LooksLike(name));
+                        }
+                    }
                 }
                 let info = &token.info;
                 let sessions = info
@@ -704,10 +720,12 @@ impl Store for SqliteStore {
                     .execute("DELETE FROM tokens WHERE name = ?1", [&name])?;
                 if n > 0 {
                     let keys = crate::people::revoke_all_of(tx, &name, &actor)?;
+                    let voided = crate::gate::void_pending_votes(tx, |v| v.voter == name)?;
                     tx.audit(AuditRecord {
                         action: "token.revoked".into(),
                         actor,
-                        data: json!({"name": name, "person_keys_revoked": keys}),
+                        data: json!({"name": name, "person_keys_revoked": keys,
+                                     "votes_voided": voided}),
                     })?;
                 }
                 Ok(n > 0)

@@ -240,6 +240,34 @@ CREATE INDEX people_keys_in_force ON people_keys (person) WHERE revoked_at IS NU
 CREATE INDEX people_keys_by_fingerprint ON people_keys (fingerprint) WHERE revoked_at IS NULL;
 ",
     ),
+    (
+        8,
+        // Whose approval each nonce is (the session and caller it names), so
+        // that only a worker covering them spends it; every signing key id
+        // the server ever had, so that none becomes a person's key (those
+        // removed before this migration, from the audit log); and a key's
+        // rows, revoked ones included, by fingerprint: a key belongs to one
+        // person for ever.
+        r"
+CREATE TABLE nonce_owners (
+    nonce      TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    caller     TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE signing_kids (
+    kid TEXT PRIMARY KEY
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO signing_kids (kid)
+    SELECT k FROM (
+        SELECT CASE WHEN json_valid(data_json) THEN json_extract(data_json, '$.kid') END AS k
+        FROM audit WHERE action IN ('key.rotated', 'key.removed')
+        UNION ALL
+        SELECT CASE WHEN json_valid(data_json) THEN json_extract(data_json, '$.previous') END
+        FROM audit WHERE action = 'key.rotated'
+    ) WHERE typeof(k) = 'text';
+CREATE INDEX people_keys_by_fingerprint_all ON people_keys (fingerprint);
+",
+    ),
 ];
 
 /// Bring the database up to the newest schema.

@@ -68,22 +68,39 @@ impl PeopleKeyStore for SqliteStore {
     async fn add_person_key(&self, new: NewPersonKey) -> Result<PersonKeyOutcome> {
         self.writer
             .write(move |tx| {
-                let owner: Option<String> = tx
+                // The signing key ids noted are the fingerprints' first 16.
+                let signing: Option<String> = tx
                     .conn
-                    .prepare_cached(
-                        "SELECT person FROM people_keys WHERE fingerprint = ?1 AND revoked_at IS NULL",
-                    )?
-                    .query_row([&new.fingerprint], |r| r.get(0))
+                    .prepare_cached("SELECT kid FROM signing_kids WHERE kid = ?1")?
+                    .query_row([new.fingerprint.get(..16).unwrap_or_default()], |r| r.get(0))
                     .optional()?;
-                match owner {
-                    Some(person) if person == new.person => {
+                if let Some(kid) = signing {
+                    return Ok(PersonKeyOutcome::SigningKey { kid });
+                }
+                // Every row of this key, in force first: one in force for
+                // this person is the registration again; any other refuses.
+                let rows: Vec<(String, String, bool)> = {
+                    let mut stmt = tx.conn.prepare_cached(
+                        "SELECT kid, person, revoked_at IS NULL FROM people_keys \
+                         WHERE fingerprint = ?1 ORDER BY revoked_at IS NULL DESC, created_at",
+                    )?;
+                    let rows = stmt.query_map([&new.fingerprint], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })?;
+                    rows.collect::<rusqlite::Result<_>>()?
+                };
+                match rows.into_iter().next() {
+                    Some((_, person, true)) if person == new.person => {
                         let existing = in_force(tx.conn, Some(&person))?
                             .into_iter()
                             .find(|k| k.fingerprint == new.fingerprint)
                             .ok_or_else(|| corrupt(&person, "a key vanished"))?;
                         return Ok(PersonKeyOutcome::Existing(Box::new(existing)));
                     }
-                    Some(person) => return Ok(PersonKeyOutcome::Taken { person }),
+                    Some((kid, person, _)) if person == new.person => {
+                        return Ok(PersonKeyOutcome::Revoked { kid });
+                    }
+                    Some((_, person, _)) => return Ok(PersonKeyOutcome::Taken { person }),
                     None => {}
                 }
                 if in_force(tx.conn, Some(&new.person))?.len() >= new.max_keys {
@@ -148,13 +165,32 @@ impl PeopleKeyStore for SqliteStore {
                         "UPDATE people_keys SET revoked_at = ?2, revoked_by = ?3 WHERE kid = ?1",
                     )?
                     .execute(params![kid, rfc3339(now), actor])?;
+                let voided = crate::gate::void_pending_votes(tx, |v| {
+                    v.voter == key.person && lev_store::signed_with(v, &kid)
+                })?;
                 tx.audit(AuditRecord {
                     action: "person_key.revoked".into(),
                     actor,
-                    data: json!({"kid": kid, "person": key.person}),
+                    data: json!({"kid": kid, "person": key.person, "votes_voided": voided}),
                 })?;
                 key.revoked_at = Some(now);
                 Ok(Some(key))
+            })
+            .await
+    }
+
+    async fn note_signing_keys(&self, kids: &[String]) -> Result<()> {
+        let kids = kids.to_vec();
+        self.writer
+            .write(move |tx| {
+                for kid in &kids {
+                    tx.conn
+                        .prepare_cached(
+                            "INSERT INTO signing_kids (kid) VALUES (?1) ON CONFLICT (kid) DO NOTHING",
+                        )?
+                        .execute([kid])?;
+                }
+                Ok(())
             })
             .await
     }

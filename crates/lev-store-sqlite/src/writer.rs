@@ -18,7 +18,42 @@ use lev_store::{AuditRecord, Result, StoreError, StoredEvent};
 /// Most jobs in one transaction.
 const MAX_BATCH: usize = 256;
 
-type Reply = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
+type Reply = Box<dyn FnOnce(std::result::Result<(), Failed>) + Send>;
+
+/// Why a batch did not commit, for every job in it: a disk that is full or
+/// failing (and the like) is [`StoreError::Unavailable`], so a client
+/// retries; anything else a database fault.
+#[derive(Debug, Clone)]
+pub(crate) struct Failed {
+    message: String,
+    unavailable: bool,
+}
+
+impl From<StoreError> for Failed {
+    fn from(e: StoreError) -> Self {
+        Self {
+            unavailable: matches!(e, StoreError::Unavailable(_)),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for Failed {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::from(e).into()
+    }
+}
+
+impl Failed {
+    fn into_error(self) -> StoreError {
+        let message = format!("commit failed: {}", self.message);
+        if self.unavailable {
+            StoreError::Unavailable(message)
+        } else {
+            StoreError::Database(message)
+        }
+    }
+}
 pub(crate) type Job = Box<dyn FnOnce(&mut Tx<'_>) -> (bool, Reply) + Send>;
 
 /// What a job sees: the connection inside the open transaction, and helpers
@@ -181,10 +216,10 @@ impl Writer {
         let job: Job = Box::new(move |t: &mut Tx<'_>| {
             let result = f(t);
             let ok = result.is_ok();
-            let reply: Reply = Box::new(move |commit: std::result::Result<(), String>| {
+            let reply: Reply = Box::new(move |commit: std::result::Result<(), Failed>| {
                 let _ = tx.send(match commit {
                     Ok(()) => result,
-                    Err(e) => Err(StoreError::Database(format!("commit failed: {e}"))),
+                    Err(e) => Err(e.into_error()),
                 });
             });
             (ok, reply)
@@ -228,16 +263,16 @@ fn run_batch(
     state: &mut ChainState,
     batch: &mut Vec<Job>,
     replies: &mut Vec<Reply>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Failed> {
     // Cached statements: parsing these on every job showed in the writer's profile.
-    let exec = |sql: &str| -> std::result::Result<(), String> {
+    let exec = |sql: &str| -> std::result::Result<(), Failed> {
         conn.prepare_cached(sql)
             .and_then(|mut stmt| stmt.execute([]))
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(Failed::from)
     };
     exec("BEGIN IMMEDIATE")?;
-    let head = ChainState::load(conn).map_err(|e| e.to_string())?;
+    let head = ChainState::load(conn)?;
     state.audit_seq = head.audit_seq;
     state.audit_hash = head.audit_hash;
     state.endpoints = head.endpoints;

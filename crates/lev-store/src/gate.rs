@@ -8,11 +8,14 @@
 //!   finds either all of them or none.
 //! - A vote on a tool approval is recorded only while the interaction is
 //!   pending, once per voter, and only when the votes are still the ones
-//!   its caster saw (compare-and-set on their number), so two concurrent
-//!   votes can never both miss (or both make) the quorum. The vote that
-//!   decides commits with the answer and the grant it records, in one
+//!   its caster saw (compare-and-set on the list) and the tokens and keys
+//!   it relies on still hold, so two concurrent votes can never both miss
+//!   (or both make) the quorum, and no revocation is outlived. The vote
+//!   that decides commits with the answer and the grant it records, in one
 //!   transaction.
 //! - A nonce spent once is refused for ever (the table is never pruned).
+//!   Every approving decision stored (a gate allow, an answer's approval)
+//!   notes its nonce's owner (session and caller) in the same transaction.
 //! - The store decides nothing: the server works out the decision, the
 //!   store keeps it.
 
@@ -84,14 +87,70 @@ pub struct NewVote {
     pub id: String,
     /// The vote.
     pub vote: lev_protocol::Vote,
-    /// How many votes the interaction held when the caster read it: the
-    /// vote is recorded only if it holds exactly these many still.
-    pub seen_votes: usize,
+    /// The votes the interaction held when the caster read it: the vote is
+    /// recorded only if it holds exactly these still (compare-and-set on the
+    /// whole list, so a vote voided by a revocation and another cast since
+    /// are not taken for the same state).
+    pub seen_votes: Vec<lev_protocol::Vote>,
+    /// What the vote and the decision it makes rely on: recorded only while
+    /// all of it still holds.
+    pub authority: VoteAuthority,
     /// Extra details for the `interaction.voted` audit entry.
     pub audit: std::collections::BTreeMap<String, Value>,
     /// The answer this vote decides (quorum reached, or a deny), with the
     /// grant it records; `None` while votes are still needed.
     pub decision: Option<(NewAnswer, Option<NewGrant>)>,
+}
+
+/// The tokens and people's keys a vote relies on (SPEC section 13): the
+/// caster's, and when the vote decides, those of every vote it counts. The
+/// store records the vote only while each token exists with a role that
+/// votes (approver, admin or operator) and each key is in force, checked in
+/// the recording transaction, so a revocation that commits first is never
+/// outlived by a vote or a decision counted before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VoteAuthority {
+    /// Token names.
+    pub tokens: Vec<String>,
+    /// People's key ids (`person:NAME:N`).
+    pub keys: Vec<String>,
+}
+
+/// The votes of `votes` that `void` strikes out: the interaction `id`'s
+/// votes after, and the voided ones as the revocation's audit entry lists
+/// them (`{"interaction", "voter", "approved", "signed", "at"}`). Shared by
+/// every backend, so the audit reads the same on each.
+#[must_use]
+pub fn void_votes(
+    id: &str,
+    votes: &[lev_protocol::Vote],
+    void: impl Fn(&lev_protocol::Vote) -> bool,
+) -> (Vec<lev_protocol::Vote>, Vec<Value>) {
+    let mut kept = Vec::with_capacity(votes.len());
+    let mut voided = Vec::new();
+    for v in votes {
+        if void(v) {
+            voided.push(serde_json::json!({
+                "interaction": id,
+                "voter": v.voter,
+                "approved": v.approved,
+                "signed": v.signed,
+                "at": crate::codec::rfc3339(v.at),
+            }));
+        } else {
+            kept.push(v.clone());
+        }
+    }
+    (kept, voided)
+}
+
+/// Whether `vote` carries a signature under key `kid` (the server keeps
+/// only the signature that verified, its `keyid` the key's).
+#[must_use]
+pub fn signed_with(vote: &lev_protocol::Vote, kid: &str) -> bool {
+    vote.envelope
+        .as_ref()
+        .is_some_and(|e| e.signatures.iter().any(|s| s.keyid == kid))
 }
 
 /// Outcome of [`GateStore::cast_vote`].
@@ -101,8 +160,10 @@ pub enum VoteOutcome {
     Recorded(Box<InteractionView>),
     /// The voter had voted on it before: nothing changed.
     AlreadyVoted(Box<InteractionView>),
-    /// Another vote came in since the caster read the interaction: nothing
-    /// changed; read it again and recount.
+    /// The votes changed since the caster read the interaction (another
+    /// vote came in, or a revocation voided one), or a token or key in its
+    /// [`VoteAuthority`] is gone: nothing changed; read it again and
+    /// recount.
     Stale(Box<InteractionView>),
     /// It is no longer pending (or does not exist): nothing changed.
     Closed(TransitionOutcome),
@@ -130,7 +191,8 @@ pub trait GateStore: Send + Sync + 'static {
     ) -> Result<Option<GateCallRecord>>;
 
     /// Record a vote on a pending tool approval, once per voter, only when
-    /// it still holds `seen_votes` votes (compare-and-set), with its event
+    /// it still holds exactly `seen_votes` and every token and key of the
+    /// vote's `authority` still holds (compare-and-set), with its event
     /// (`interaction.voted`) and audit entry; and, when it carries the
     /// decision, the answer (compare-and-set `pending` -> `answered`) and
     /// its grant, all in one transaction.
@@ -155,4 +217,19 @@ pub trait GateStore: Send + Sync + 'static {
 
     /// Spend `nonce`, for ever.
     async fn consume_nonce(&self, nonce: &str, actor: &str) -> Result<NonceOutcome>;
+
+    /// Whose approval `nonce` is: the session and caller of the approving
+    /// decision that carries it (noted by the transaction that stored the
+    /// decision); `None` for a nonce no stored approval carries (one signed
+    /// before lev noted them, or not lev's).
+    async fn nonce_owner(&self, nonce: &str) -> Result<Option<NonceOwner>>;
+}
+
+/// The session and caller an approval names, noted beside its nonce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NonceOwner {
+    /// The session of the gate call or interaction it decides.
+    pub session_id: String,
+    /// The caller it was made for (empty for none).
+    pub caller: String,
 }

@@ -18,7 +18,10 @@
 //!   of `pending` only if it is still pending: exactly one wins, the others
 //!   get the winner ([`TransitionOutcome::AlreadyAnswered`] / `Gone`). The
 //!   same holds for finishing a task and spending a nonce. A vote is
-//!   recorded only if the votes are still those its caster counted.
+//!   recorded only if the votes are still those its caster counted, and
+//!   the tokens and keys they rely on still hold; revoking a token or a
+//!   person's key voids, in its own transaction, the votes it backed on
+//!   pending interactions.
 //! - **Limits are atomic.** "At most N pending per session" and gate
 //!   idempotency (one decision per session and request id) are decided in
 //!   the transaction that inserts, serialised per session, so two writers
@@ -53,7 +56,9 @@
 //!   keeps what the server decided. Migrations are per backend and never
 //!   edited once released.
 //! - **Errors say whose fault.** [`StoreError::Unavailable`] means "the
-//!   database cannot be reached now, retry" (503); the others are faults.
+//!   database cannot serve now, retry" (503): unreachable, or out of disk,
+//!   memory or file handles, or an IO error ([`StoreError::io`] and each
+//!   backend's driver errors classify them); the others are faults.
 
 use std::collections::BTreeMap;
 
@@ -78,7 +83,7 @@ pub mod webhooks;
 pub use feed::{EventFeed, EventReceiver, PageSizer};
 pub use gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
-    VoteOutcome,
+    NonceOwner, VoteAuthority, VoteOutcome, signed_with, void_votes,
 };
 pub use keys::{KeyRemoveOutcome, KeyStore, StoredSigningKey};
 pub use operators::{
@@ -119,16 +124,70 @@ pub enum StoreError {
     /// The store is shutting down.
     #[error("the store is closed")]
     Closed,
-    /// The database cannot be reached right now (down, restarting, no
-    /// connection in time): nothing was committed, and a retry may succeed.
+    /// The database cannot serve right now (down, restarting, no
+    /// connection in time, its disk full, out of memory or file handles, an
+    /// IO error): nothing was committed, and a retry may succeed.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
+}
+
+impl StoreError {
+    /// A file of the data dir that could not be read or written:
+    /// [`StoreError::Unavailable`] when the cause may pass (a full disk or
+    /// quota, an IO error, no memory or file handles left), else
+    /// [`StoreError::Io`].
+    #[must_use]
+    pub fn io(path: impl Into<String>, source: std::io::Error) -> Self {
+        let path = path.into();
+        if io_may_pass(&source) {
+            Self::Unavailable(format!("{path}: {source}"))
+        } else {
+            Self::Io { path, source }
+        }
+    }
+}
+
+/// Whether an IO error is the machine's state rather than a fault of lev or
+/// of its data: out of space (`ENOSPC`, `EDQUOT`, `EFBIG`), an IO error
+/// (`EIO`), out of memory or file handles (`ENOMEM`, `EMFILE`, `ENFILE`),
+/// or a file system gone read-only (`EROFS`).
+#[must_use]
+pub fn io_may_pass(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::StorageFull
+            | ErrorKind::QuotaExceeded
+            | ErrorKind::FileTooLarge
+            | ErrorKind::OutOfMemory
+            | ErrorKind::ReadOnlyFilesystem
+    ) {
+        return true;
+    }
+    // The kinds above cover ENOSPC, EDQUOT, EFBIG and EROFS; these have no
+    // kind of their own: EIO 5, ENOMEM 12, ENFILE 23, EMFILE 24 (the same
+    // numbers on Linux, the BSDs and macOS).
+    matches!(e.raw_os_error(), Some(5 | 12 | 23 | 24))
 }
 
 #[cfg(feature = "rusqlite")]
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        Self::Database(e.to_string())
+        use rusqlite::ErrorCode;
+        match e.sqlite_error_code() {
+            // Out of disk or memory, an IO error, a file that cannot be
+            // opened (no file handles left), or a lock held past the busy
+            // timeout: the database cannot serve now, and nothing committed.
+            Some(
+                ErrorCode::DiskFull
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::OutOfMemory
+                | ErrorCode::CannotOpen
+                | ErrorCode::DatabaseBusy
+                | ErrorCode::DatabaseLocked,
+            ) => Self::Unavailable(e.to_string()),
+            _ => Self::Database(e.to_string()),
+        }
     }
 }
 
@@ -250,6 +309,21 @@ pub enum TokenCreateOutcome {
     Created,
     /// A token of that name exists.
     NameTaken,
+    /// A token whose name reads alike exists
+    /// ([`lev_protocol::ids::fold_name`]): its name.
+    LooksLike(String),
+}
+
+/// Whether [`Store::create_token`] refuses a name that reads like an
+/// existing token's ([`lev_protocol::ids::fold_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlikeNames {
+    /// Refuse it ([`TokenCreateOutcome::LooksLike`]): every token people
+    /// make.
+    Refuse,
+    /// Allow it: the first start's `admin`, which must not fail on a token
+    /// someone named `Admin` before names were compared folded.
+    Allow,
 }
 
 /// Where lev keeps its state. One implementation per backend.
@@ -312,14 +386,25 @@ pub trait Store:
     /// The last committed event's seq (0 when none).
     async fn last_event_seq(&self) -> Result<i64>;
 
-    /// Store a token (its hash only).
-    async fn create_token(&self, token: TokenRecord, actor: &str) -> Result<TokenCreateOutcome>;
+    /// Store a token (its hash only), unless a token of that name exists
+    /// or, with [`AlikeNames::Refuse`], one whose name folds alike
+    /// ([`lev_protocol::ids::fold_name`]), decided in the inserting
+    /// transaction.
+    async fn create_token(
+        &self,
+        token: TokenRecord,
+        actor: &str,
+        alike: AlikeNames,
+    ) -> Result<TokenCreateOutcome>;
 
     /// Every token, by name.
     async fn list_tokens(&self) -> Result<Vec<TokenInfo>>;
 
-    /// Delete a token, and revoke the keys registered to its name, in one
-    /// transaction; false when there was none.
+    /// Delete a token, revoke the keys registered to its name, and void its
+    /// votes on pending interactions (each such interaction's
+    /// `interaction.voted` event, the voided votes listed in the
+    /// `token.revoked` audit entry as `votes_voided`), in one transaction;
+    /// false when there was none.
     async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool>;
 
     /// The token whose secret hashes to `hash`.
@@ -437,4 +522,30 @@ pub fn audit_summary(view: &InteractionView) -> serde_json::Map<String, Value> {
         m.insert("args_json".into(), Value::from(args_json.as_str()));
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{StoreError, io_may_pass};
+
+    #[test]
+    fn io_errors_that_may_pass_are_unavailable() {
+        use std::io::{Error, ErrorKind};
+        for raw in [5, 12, 23, 24, 28, 30] {
+            let e = Error::from_raw_os_error(raw);
+            assert!(io_may_pass(&e), "{raw}: {e}");
+            assert!(
+                matches!(StoreError::io("blobs/x", e), StoreError::Unavailable(m) if m.starts_with("blobs/x: ")),
+                "{raw}"
+            );
+        }
+        for e in [
+            Error::from(ErrorKind::NotFound),
+            Error::from(ErrorKind::PermissionDenied),
+            Error::from(ErrorKind::InvalidData),
+        ] {
+            assert!(!io_may_pass(&e), "{e}");
+            assert!(matches!(StoreError::io("x", e), StoreError::Io { .. }));
+        }
+    }
 }

@@ -46,7 +46,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let items = runtime()?.block_on(async {
         let mut items: Vec<InteractionView> = Vec::new();
         let mut cursor = None;
-        loop {
+        // The server takes 1 to 500 a page: --limit 0 asks for nothing.
+        while items.len() < args.limit {
             let page = client
                 .list_interactions(&ListQuery {
                     status,

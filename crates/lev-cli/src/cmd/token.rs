@@ -25,6 +25,11 @@ enum TokenCommand {
     ///           lev token create main-ai --role operator --sessions 'ci-*,build-7'
     Create {
         /// The token's name: the identity written into signed decisions.
+        /// Names lev writes itself (policy, timeout, system, operator, lev,
+        /// person:..., group:..., task:...) are refused, and so is a name
+        /// that reads like one of them or like an existing token's: names
+        /// are compared ignoring case and the . _ : - at their ends or
+        /// between words (OPS, ops. and ops read alike).
         name: String,
         /// What the token may do.
         #[arg(long, value_enum)]

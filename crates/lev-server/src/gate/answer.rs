@@ -90,7 +90,12 @@ pub fn check_vote(
     let policy = &settings.policy;
     let caller = view.request.request.caller.as_deref().unwrap_or_default();
     let approved = response.approved == Some(true);
-    if approved && !policy.self_approval && !caller.is_empty() && caller == voter {
+    // Compared folded: a caller spelled `Ann` or `ann.` is ann's own call.
+    if approved
+        && !policy.self_approval
+        && !caller.is_empty()
+        && lev_protocol::ids::names_alike(caller, voter)
+    {
         return Err(ApiError::Forbidden {
             code: "self_approval",
             message: format!(

@@ -136,6 +136,42 @@ pub(crate) fn sign(state: &AppState, d: &Decision<'_>) -> ApiResult<(Envelope, S
     ))
 }
 
+/// Spend `nonce` for `principal`, once: only a worker that may act for the
+/// caller and in the session of the approval that carries it (SPEC section
+/// 12), so a worker that learns another's approval cannot spend (nor burn)
+/// it. A nonce no stored approval carries (signed before lev noted whose
+/// nonces are whose, or not lev's) is spent as before.
+///
+/// # Errors
+/// 403 `caller_mismatch` or `session_scope`, the nonce unspent; the
+/// store's.
+pub async fn spend_nonce(
+    state: &AppState,
+    principal: &Principal,
+    nonce: &str,
+) -> ApiResult<lev_store::NonceOutcome> {
+    if let Some(owner) = state.store().nonce_owner(nonce).await? {
+        let not_yours = |e: ApiError| match e {
+            ApiError::Forbidden { code, message } => ApiError::Forbidden {
+                code,
+                message: format!(
+                    "this approval is for caller {:?} in session {:?}, and this token may not \
+                     spend it ({message}); the nonce stays unspent",
+                    owner.caller, owner.session_id
+                ),
+            },
+            other => other,
+        };
+        principal
+            .check_owns(Some(owner.caller.as_str()))
+            .map_err(not_yours)?;
+        principal
+            .check_session(&owner.session_id)
+            .map_err(not_yours)?;
+    }
+    Ok(state.store().consume_nonce(nonce, &principal.name).await?)
+}
+
 /// The conversation a session grant is keyed on: the call's conversation,
 /// or its session when the call names none (so a grant never leaks across
 /// sessions through an empty conversation).

@@ -4,7 +4,8 @@
 //! - `POST /v1/gate` (worker): SPEC section 6, in [`crate::gate`].
 //! - `GET /v1/grants`, `DELETE /v1/grants/{id}` (approver).
 //! - `POST /v1/nonces/consume` (worker): 200 the first time, 409
-//!   `nonce_spent` ever after.
+//!   `nonce_spent` ever after; 403 for a worker that may not act for the
+//!   approval's caller or session.
 //! - `POST /v1/keys/rotate`, `DELETE /v1/keys/{kid}` (admin): a new active
 //!   key; an old key no longer trusted. Both answer the JWKS as it is after.
 
@@ -81,11 +82,15 @@ pub async fn revoke_grant(
         .ok_or_else(|| ApiError::NotFound(format!("no grant {id:?} in force")))
 }
 
-/// `POST /v1/nonces/consume` (worker).
+/// `POST /v1/nonces/consume` (worker): only by a worker that may act for
+/// the approval's caller and session (a token bound to another caller, or
+/// limited to sessions that do not cover it, gets 403 and the nonce stays
+/// unspent).
 #[utoipa::path(
     post, path = "/v1/nonces/consume", tag = "approvals", request_body = NonceConsume,
     responses(
         (status = 200, description = "Spent, the first time", body = NonceSpent),
+        (status = 403, description = "The approval is another caller's or session's (`caller_mismatch`, `session_scope`); the nonce stays unspent", body = ErrorBody),
         (status = 409, description = "Already spent (`nonce_spent`)", body = ErrorBody),
     )
 )]
@@ -104,7 +109,7 @@ pub async fn consume_nonce(
             "nonce: expected 1 to {MAX_NONCE_LEN} printable ASCII characters (an approval's nonce)"
         )));
     }
-    match state.store().consume_nonce(&nonce, &principal.name).await? {
+    match crate::gate::spend_nonce(&state, &principal, &nonce).await? {
         NonceOutcome::Spent => Ok(Json(NonceSpent { nonce, spent: true })),
         NonceOutcome::AlreadySpent => Err(ApiError::Conflict {
             code: "nonce_spent",

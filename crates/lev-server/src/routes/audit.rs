@@ -31,8 +31,11 @@ pub struct AuditQuery {
     /// Entries after this seq.
     after: Option<u64>,
     /// The `next_cursor` of the page before (the same as `after`).
+    #[param(pattern = "^[0-9]+$")]
     cursor: Option<String>,
-    /// At most this many entries.
+    /// At most this many entries (1 to 10,000, default 1,000; outside
+    /// that, 422).
+    #[param(minimum = 1, maximum = 10000)]
     limit: Option<u32>,
 }
 
@@ -42,9 +45,16 @@ impl AuditQuery {
     fn start(&self) -> ApiResult<u64> {
         let cursor = match &self.cursor {
             None => None,
-            Some(c) => Some(c.parse::<u64>().map_err(|_| {
-                ApiError::Invalid("cursor: expected a next_cursor from a previous page".into())
-            })?),
+            Some(c) => Some(
+                c.parse::<u64>()
+                    .ok()
+                    .filter(|_| c.bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| {
+                        ApiError::Invalid(
+                            "cursor: expected a next_cursor from a previous page".into(),
+                        )
+                    })?,
+            ),
         };
         match (self.after, cursor) {
             (Some(after), Some(cursor)) if after != cursor => Err(ApiError::Invalid(
@@ -71,7 +81,7 @@ pub async fn audit(
     principal.require(&[Role::Admin])?;
     let after = query.start()?;
     let (head_seq, head_hash) = state.store().audit_head().await?;
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let limit = crate::extract::page_limit(query.limit, DEFAULT_LIMIT, MAX_LIMIT)?;
     let mut entries = state.store().audit_after(after, limit).await?;
     entries.retain(|e| e.seq <= head_seq);
     let mut bytes = 0usize;

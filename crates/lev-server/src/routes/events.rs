@@ -27,8 +27,10 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
-    /// Events after this id (`Last-Event-ID` wins when both are sent); absent, only new events.
-    after: Option<i64>,
+    /// Events after this id, 0 for all (`Last-Event-ID` wins when both
+    /// are sent); absent, only new events.
+    #[param(minimum = 0)]
+    after: Option<u64>,
 }
 
 /// One event of the stream, as the OpenAPI document describes it.
@@ -62,7 +64,7 @@ pub async fn events(
         Some(v) => Some(
             v.to_str()
                 .ok()
-                .and_then(|s| s.trim().parse::<i64>().ok())
+                .and_then(|s| s.trim().parse::<u64>().ok())
                 .ok_or_else(|| {
                     ApiError::Invalid("Last-Event-ID: expected an event id this server sent".into())
                 })?,
@@ -71,7 +73,11 @@ pub async fn events(
     // Subscribe before reading the store: nothing committed in between is lost.
     let live = state.store().subscribe();
     let start = match from_header.or(query.after) {
-        Some(seq) => seq.max(0),
+        Some(seq) => i64::try_from(seq).map_err(|_| {
+            ApiError::Invalid(format!(
+                "after: expected an event id this server sent, found {seq}"
+            ))
+        })?,
         None => state.store().last_event_seq().await?,
     };
     let shutdown = state.shutdown_signal();

@@ -175,11 +175,7 @@ async fn allowed(
             reason: verified.payload.reason,
         });
     }
-    match state
-        .store()
-        .consume_nonce(&verified.payload.nonce, &principal.name)
-        .await?
-    {
+    match crate::gate::spend_nonce(state, principal, &verified.payload.nonce).await? {
         NonceOutcome::Spent => {}
         NonceOutcome::AlreadySpent => {
             return Err(ApiError::Conflict {

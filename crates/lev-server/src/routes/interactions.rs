@@ -79,9 +79,11 @@ pub struct ListQuery {
     /// Only this session's.
     #[param(pattern = r"^[A-Za-z0-9._:-]{1,128}$")]
     session_id: Option<String>,
-    /// At most this many (1 to 500, default 50).
+    /// At most this many (1 to 500, default 50; outside that, 422).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
     /// The `next_cursor` of the page before.
+    #[param(pattern = "^[1-9][0-9]*$")]
     cursor: Option<String>,
 }
 
@@ -107,18 +109,14 @@ pub async fn list(
     if let Some(session) = &query.session_id {
         lev_protocol::validate::check_id("session_id", session)?;
     }
-    let before = match &query.cursor {
-        None => None,
-        Some(c) => Some(c.parse::<i64>().map_err(|_| {
-            ApiError::Invalid("cursor: expected a next_cursor from a previous page".into())
-        })?),
-    };
+    let limit = crate::extract::page_limit(query.limit, 50, 500)?;
+    let before = crate::extract::page_cursor(query.cursor.as_deref())?;
     let page = state
         .store()
         .list_interactions(ListFilter {
             status,
             session_id: query.session_id,
-            limit: query.limit.unwrap_or(50).clamp(1, 500),
+            limit,
             before,
         })
         .await?;

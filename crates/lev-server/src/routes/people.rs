@@ -41,7 +41,7 @@ pub async fn keys(State(state): State<AppState>) -> ApiResult<Json<PeopleJwks>> 
     responses(
         (status = 201, description = "Registered", body = PersonKeyRegistered),
         (status = 200, description = "Registered to this person before", body = PersonKeyRegistered),
-        (status = 409, description = "Registered to someone else (key_taken)", body = ErrorBody),
+        (status = 409, description = "A key that is or was someone else's, or one of the server's signing keys, present or past (key_taken); this person's own revoked key (key_revoked)", body = ErrorBody),
         (status = 429, description = "The person holds the most keys one may", body = ErrorBody),
     )
 )]
@@ -101,7 +101,7 @@ pub async fn passkey_options(
         (status = 201, description = "Registered", body = PersonKeyRegistered),
         (status = 200, description = "Registered to this person before", body = PersonKeyRegistered),
         (status = 403, description = "Not in a dashboard session, or made on another origin", body = ErrorBody),
-        (status = 409, description = "Registered to someone else (key_taken)", body = ErrorBody),
+        (status = 409, description = "A key that is or was someone else's, or one of the server's signing keys, present or past (key_taken); this person's own revoked key (key_revoked)", body = ErrorBody),
         (status = 429, description = "The person holds the most keys one may", body = ErrorBody),
     )
 )]

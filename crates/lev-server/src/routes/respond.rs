@@ -25,7 +25,7 @@ use crate::state::AppState;
         (status = 403, description = "The policy does not let this person vote on the call (vote_not_allowed), or forbids self-approval", body = ErrorBody),
         (status = 422, description = "Invalid answer, or a signed vote that does not verify or bind this call (invalid_vote), or none where one is required (signed_vote_required)", body = ErrorBody),
         (status = 404, description = "No such interaction", body = ErrorBody),
-        (status = 409, description = "Already answered (the winning answer is beside the error), or this person voted already (already_voted)", body = ErrorBody),
+        (status = 409, description = "Already answered (the winning answer is beside the error), this person voted already (already_voted), or the votes would make a decision that does not verify under the people's keys in force (decision_unverifiable)", body = ErrorBody),
         (status = 410, description = "Expired or cancelled", body = ErrorBody),
     )
 )]

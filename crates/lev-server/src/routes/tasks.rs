@@ -32,9 +32,11 @@ pub struct ListQuery {
     /// Only tasks in this status: `pending`, `running`, `succeeded` or `failed`.
     #[param(value_type = Option<lev_protocol::api::TaskStatus>)]
     status: Option<String>,
-    /// At most this many (1 to 500, default 50).
+    /// At most this many (1 to 500, default 50; outside that, 422).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
     /// The `next_cursor` of the page before.
+    #[param(pattern = "^[1-9][0-9]*$")]
     cursor: Option<String>,
 }
 
@@ -65,12 +67,8 @@ pub async fn list(
             ))
         })?),
     };
-    let before = match &query.cursor {
-        None => None,
-        Some(c) => Some(c.parse::<i64>().map_err(|_| {
-            ApiError::Invalid("cursor: expected a next_cursor from a previous page".into())
-        })?),
-    };
+    let limit = crate::extract::page_limit(query.limit, 50, 500)?;
+    let before = crate::extract::page_cursor(query.cursor.as_deref())?;
     // A worker bound to a caller sees only that caller's tasks (SPEC
     // section 12); one limited to sessions, only those sessions' tasks.
     let caller = match principal.role {
@@ -83,7 +81,7 @@ pub async fn list(
             session_id: query.session_id,
             status,
             caller,
-            limit: query.limit.unwrap_or(50).clamp(1, 500),
+            limit,
             before,
         })
         .await?;

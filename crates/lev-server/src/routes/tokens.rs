@@ -16,7 +16,8 @@ use crate::state::AppState;
     post, path = "/v1/tokens", tag = "tokens", request_body = TokenCreate,
     responses(
         (status = 201, description = "Made; the secret is shown this once", body = TokenCreated),
-        (status = 409, description = "The name is taken", body = ErrorBody),
+        (status = 409, description = "The name is taken, or reads like a token's name (name_taken): names are compared ignoring case and the . _ : - at their ends or between words", body = ErrorBody),
+        (status = 422, description = "A name lev writes itself, or one that reads like it (policy, timeout, system, operator, lev, person:, group:, task:)", body = ErrorBody),
     )
 )]
 pub async fn create(

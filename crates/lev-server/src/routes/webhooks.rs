@@ -97,12 +97,7 @@ pub async fn deliveries(
     super::Q(q): super::Q<DeliveriesQuery>,
 ) -> ApiResult<Json<Page<WebhookDelivery>>> {
     principal.require(&[Role::Admin])?;
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::Invalid(format!(
-            "limit: expected 1 to 500, found {limit}"
-        )));
-    }
+    let limit = crate::extract::page_limit(q.limit, 50, 500)?;
     if !state.store().endpoints().await?.iter().any(|e| e.id == id) {
         return Err(ApiError::NotFound(format!("no webhook {id:?}")));
     }

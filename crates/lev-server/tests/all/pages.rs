@@ -116,3 +116,91 @@ async fn audit_pages_follow_next_cursor_to_the_head() {
         assert_eq!(code(&v), "invalid", "{bad}: {v}");
     }
 }
+
+/// Every list route's `limit` is 1 to its most, as the OpenAPI document
+/// says, and every numeric query parameter refuses zero where it means
+/// nothing, negatives, huge values and words: 422 naming the parameter,
+/// never a page of another size.
+#[tokio::test]
+async fn every_limit_and_numeric_query_outside_its_range_is_refused() {
+    let s = TestServer::start().await;
+    let (worker, approver) = s.worker_and_approver().await;
+    for i in 0..3 {
+        s.create(&worker, &free_text("s-1", &format!("q{i}"))).await;
+    }
+    let (status, hook) = s
+        .post(
+            "/v1/webhooks",
+            &s.admin,
+            &serde_json::json!({"url": "https://example.invalid/hook"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{hook}");
+    let deliveries = format!("/v1/webhooks/{}/deliveries", hook["id"].as_str().unwrap());
+    let routes: [(&str, &str, u32); 4] = [
+        ("/v1/interactions?status=all&", &approver, 500),
+        ("/v1/tasks?", &approver, 500),
+        ("/v1/audit?", &s.admin, 10_000),
+        (&format!("{deliveries}?"), &s.admin, 500),
+    ];
+    for (route, token, most) in routes {
+        for bad in [
+            "0".to_owned(),
+            (most + 1).to_string(),
+            "-1".into(),
+            "99999999999999999999".into(),
+            "many".into(),
+            "1.5".into(),
+        ] {
+            let path = format!("{route}limit={bad}");
+            let (status, e) = s.get(&path, token).await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {e}");
+            assert_eq!(code(&e), "invalid", "{path}: {e}");
+            assert!(
+                e["error"]["message"].as_str().unwrap().contains("limit"),
+                "{path}: {e}"
+            );
+        }
+        for good in ["1", &most.to_string()] {
+            let path = format!("{route}limit={good}");
+            let (status, v) = s.get(&path, token).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {v}");
+            assert!(v["items"].as_array().unwrap().len() <= good.parse().unwrap());
+        }
+    }
+    for path in [
+        "/v1/interactions?status=all&cursor=-5",
+        "/v1/interactions?status=all&cursor=0",
+        "/v1/tasks?cursor=-1",
+        "/v1/audit?cursor=-1",
+        "/v1/audit?cursor=%2B3",
+        "/v1/audit?after=-1",
+        "/v1/events?after=-1",
+        "/v1/events?after=x",
+    ] {
+        let token = if path.starts_with("/v1/audit") {
+            &s.admin
+        } else {
+            &approver
+        };
+        let (status, e) = s.get(path, token).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {e}");
+    }
+    // The OpenAPI document says what the routes take.
+    let (_, doc) = s.get("/v1/openapi.json", "").await;
+    for (path, most) in [
+        ("/v1/interactions", 500),
+        ("/v1/tasks", 500),
+        ("/v1/audit", 10_000),
+        ("/v1/webhooks/{id}/deliveries", 500),
+    ] {
+        let limit = doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "limit")
+            .unwrap_or_else(|| panic!("{path}: no limit"));
+        assert_eq!(limit["schema"]["minimum"], 1, "{path}: {limit}");
+        assert_eq!(limit["schema"]["maximum"], most, "{path}: {limit}");
+    }
+}

@@ -641,3 +641,64 @@ async fn a_local_write_is_announced_before_it_returns() {
         assert_eq!(early.try_recv().unwrap().seq, event.seq);
     }
 }
+
+/// Migration 5 notes the signing key ids an older lev rotated out or
+/// removed (from the audit log), so none becomes a person's key.
+#[tokio::test]
+async fn signing_keys_gone_before_migration_5_are_noted_from_the_audit_log() {
+    use lev_store::{AuditRecord, NewPersonKey, PeopleKeyStore, PersonKeyOutcome};
+    let db = TestDb::new().await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    for (action, data) in [
+        (
+            "key.rotated",
+            json!({"kid": "1111111111111111", "previous": "2222222222222222"}),
+        ),
+        ("key.removed", json!({"kid": "3333333333333333"})),
+        ("interaction.created", json!({"text": "\u{0}"})),
+    ] {
+        store
+            .append_audit(AuditRecord {
+                action: action.into(),
+                actor: "admin".into(),
+                data,
+            })
+            .await
+            .unwrap();
+    }
+    drop(store);
+    // The database as a lev before migration 5 left it.
+    raw(&db.url)
+        .await
+        .batch_execute(
+            "DROP TABLE signing_kids; DROP TABLE nonce_owners;
+             DROP INDEX people_keys_by_fingerprint_all;
+             DELETE FROM lev_schema_migrations WHERE version = 5;",
+        )
+        .await
+        .unwrap();
+    assert_eq!(migrate(&db.url).await.unwrap().applied, [5]);
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    for (i, kid) in ["1111111111111111", "2222222222222222", "3333333333333333"]
+        .iter()
+        .enumerate()
+    {
+        let outcome = store
+            .add_person_key(NewPersonKey {
+                person: format!("p{i}"),
+                jwk: lev_approval::votes::ed25519_jwk(&[i as u8 + 1; 32]),
+                fingerprint: format!("{kid}{}", "0".repeat(48)),
+                max_keys: 4,
+                actor: "p".into(),
+                at: OffsetDateTime::now_utc(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            PersonKeyOutcome::SigningKey {
+                kid: (*kid).to_owned()
+            }
+        );
+    }
+}

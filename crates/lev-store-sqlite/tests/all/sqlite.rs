@@ -84,3 +84,64 @@ async fn keys_keep_their_files() {
         assert_eq!(mode & 0o077, 0, "no access for others: {mode:o}");
     }
 }
+
+/// Migration 8 notes the signing key ids an older lev rotated out or
+/// removed (from the audit log), so none becomes a person's key.
+#[tokio::test]
+async fn signing_keys_gone_before_migration_8_are_noted_from_the_audit_log() {
+    use lev_store::{NewPersonKey, PeopleKeyStore, PersonKeyOutcome};
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    for (action, data) in [
+        (
+            "key.rotated",
+            serde_json::json!({"kid": "1111111111111111", "previous": "2222222222222222"}),
+        ),
+        (
+            "key.removed",
+            serde_json::json!({"kid": "3333333333333333"}),
+        ),
+    ] {
+        store
+            .append_audit(lev_store::AuditRecord {
+                action: action.into(),
+                actor: "admin".into(),
+                data,
+            })
+            .await
+            .unwrap();
+    }
+    drop(store);
+    // The database as a lev before migration 8 left it.
+    let conn = rusqlite::Connection::open(dir.path().join("lev.db")).unwrap();
+    conn.execute_batch(
+        "DROP TABLE signing_kids; DROP TABLE nonce_owners;
+         DROP INDEX people_keys_by_fingerprint_all;
+         DELETE FROM schema_migrations WHERE version = 8;",
+    )
+    .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(dir.path()).unwrap();
+    for (i, kid) in ["1111111111111111", "2222222222222222", "3333333333333333"]
+        .iter()
+        .enumerate()
+    {
+        let outcome = store
+            .add_person_key(NewPersonKey {
+                person: format!("p{i}"),
+                jwk: lev_approval::votes::ed25519_jwk(&[i as u8 + 1; 32]),
+                fingerprint: format!("{kid}{}", "0".repeat(48)),
+                max_keys: 4,
+                actor: "p".into(),
+                at: time::OffsetDateTime::now_utc(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            PersonKeyOutcome::SigningKey {
+                kid: (*kid).to_owned()
+            }
+        );
+    }
+}

@@ -41,7 +41,7 @@ pub(crate) async fn answer_tool_approval(
             .get_interaction(&answer.id)
             .await
             .unwrap()
-            .map_or(0, |v| v.request.votes.len());
+            .map_or_else(Vec::new, |v| v.request.votes);
         let vote = NewVote {
             id: answer.id.clone(),
             vote: lev_protocol::Vote {
@@ -53,6 +53,7 @@ pub(crate) async fn answer_tool_approval(
                 envelope: None,
             },
             seen_votes: seen,
+            authority: Default::default(),
             audit: Default::default(),
             decision: Some((answer.clone(), grant.clone())),
         };

@@ -303,3 +303,80 @@ pub async fn nonces_are_spent_once(b: &dyn Backend) {
         NonceOutcome::Spent
     );
 }
+
+/// An approval signed by a test key: `approved`, for `caller`, its nonce.
+fn approval(approved: bool, caller: &str, nonce: &str) -> lev_protocol::Envelope {
+    let now = OffsetDateTime::now_utc();
+    let payload = lev_approval::ApprovalPayload {
+        v: 1,
+        turn_id: String::new(),
+        request_id: "rq".into(),
+        tool_name: "shell".into(),
+        args_json: "{}".into(),
+        modified_args_json: String::new(),
+        approved,
+        approved_for_session: false,
+        covered_capabilities: vec![],
+        caller: caller.into(),
+        approver: "policy".into(),
+        sandbox_mode: String::new(),
+        reason: String::new(),
+        injected_context: String::new(),
+        conversation_id: String::new(),
+        nonce: nonce.into(),
+        issued_at: now,
+        expires_at: now + time::Duration::minutes(10),
+        votes: None,
+    };
+    lev_approval::sign_payload(&payload, &lev_approval::SigningKeyPair::from_seed(&[7; 32]))
+        .unwrap()
+}
+
+pub async fn approvals_note_whose_nonce_they_carry(b: &dyn Backend) {
+    let store = b.open().await;
+    // A gate's allow.
+    let mut allow = decision("rq-n1", json!({"n": 1}), None);
+    allow.record.decision = GateResponse::Allow {
+        approval: approval(true, "alice", "nonce-allow"),
+    };
+    store.record_gate_decision(allow).await.unwrap();
+    // A gate's deny: its nonce guards nothing.
+    let mut deny = decision("rq-n2", json!({"n": 2}), None);
+    deny.record.decision = GateResponse::Deny {
+        reason: "no".into(),
+        approval: Some(approval(false, "alice", "nonce-deny")),
+    };
+    store.record_gate_decision(deny).await.unwrap();
+    // A person's answer to a tool approval in another session.
+    store
+        .create_interaction(tool_approval("ir_n1", "s-other"))
+        .await
+        .unwrap();
+    let mut answered = answer("ir_n1", "ok", "ann");
+    answered.response =
+        lev_protocol::InteractionResponse::approval("ir_n1", true, ApprovalScope::Once);
+    answered.approval = Some(approval(true, "bob", "nonce-answer"));
+    assert!(matches!(
+        answer_tool_approval(&*store, answered, None).await,
+        TransitionOutcome::Done(_)
+    ));
+    // Noted in the same transactions, for every handle.
+    drop(store);
+    let store = b.open().await;
+    let owner = |session: &str, caller: &str| {
+        Some(crate::NonceOwner {
+            session_id: session.into(),
+            caller: caller.into(),
+        })
+    };
+    assert_eq!(
+        store.nonce_owner("nonce-allow").await.unwrap(),
+        owner("s-g", "alice")
+    );
+    assert_eq!(
+        store.nonce_owner("nonce-answer").await.unwrap(),
+        owner("s-other", "bob")
+    );
+    assert_eq!(store.nonce_owner("nonce-deny").await.unwrap(), None);
+    assert_eq!(store.nonce_owner("nonce-unknown").await.unwrap(), None);
+}

@@ -12,7 +12,8 @@ use time::OffsetDateTime;
 use super::Backend;
 use super::fixtures::{answer, check_chain, free_text, free_text_in, interaction, token};
 use crate::{
-    CreateOutcome, ListFilter, NewInteraction, Store, TokenCreateOutcome, TransitionOutcome,
+    AlikeNames, CreateOutcome, ListFilter, NewInteraction, Store, TokenCreateOutcome,
+    TransitionOutcome,
 };
 
 pub async fn create_is_idempotent_by_id(b: &dyn Backend) {
@@ -393,7 +394,10 @@ pub async fn audit_chain_is_whole(b: &dyn Backend) {
         .unwrap();
     let bob = token("bob", Role::Approver, &"ab".repeat(32));
     assert_eq!(
-        store.create_token(bob, "admin").await.unwrap(),
+        store
+            .create_token(bob, "admin", AlikeNames::Refuse)
+            .await
+            .unwrap(),
         TokenCreateOutcome::Created
     );
     assert!(store.revoke_token("bob", "admin").await.unwrap());
@@ -512,7 +516,10 @@ pub async fn tokens_have_one_owner_per_name(b: &dyn Backend) {
         let store = Arc::clone(&stores[i % stores.len()]);
         tasks.push(tokio::spawn(async move {
             let record = token("carol", Role::Approver, &format!("{i:064x}"));
-            store.create_token(record, "admin").await.unwrap()
+            store
+                .create_token(record, "admin", AlikeNames::Refuse)
+                .await
+                .unwrap()
         }));
     }
     let mut created = 0;
@@ -526,7 +533,7 @@ pub async fn tokens_have_one_owner_per_name(b: &dyn Backend) {
     admin.info.sessions = Some(vec!["ci-*".into()]);
     admin.info.caller = Some("alice".into());
     stores[0]
-        .create_token(admin.clone(), "system")
+        .create_token(admin.clone(), "system", AlikeNames::Allow)
         .await
         .unwrap();
     assert!(stores[0].has_token_with_role(Role::Admin).await.unwrap());
@@ -546,6 +553,63 @@ pub async fn tokens_have_one_owner_per_name(b: &dyn Backend) {
         .map(|t| t.name)
         .collect();
     assert_eq!(names, ["carol", "root"]);
+    // Names that read alike (case, punctuation at the ends or between
+    // words) are one name: made at once on every handle, one of them is.
+    let spellings = [
+        "ops-team",
+        "OPS-team",
+        "ops_team.",
+        "Ops.Team",
+        "_ops--team",
+    ];
+    let mut tasks = Vec::new();
+    for (i, name) in spellings.iter().enumerate() {
+        let store = Arc::clone(&stores[i % stores.len()]);
+        let record = token(name, Role::Approver, &format!("{:064x}", 100 + i));
+        tasks.push(tokio::spawn(async move {
+            store
+                .create_token(record, "admin", AlikeNames::Refuse)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
+    let made: Vec<_> = outcomes
+        .iter()
+        .filter(|o| **o == TokenCreateOutcome::Created)
+        .collect();
+    assert_eq!(made.len(), 1, "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|o| match o {
+            TokenCreateOutcome::Created => true,
+            TokenCreateOutcome::LooksLike(n) => spellings.contains(&n.as_str()),
+            TokenCreateOutcome::NameTaken => false,
+        }),
+        "{outcomes:?}"
+    );
+    // Asked to, a store makes a look-alike (the first start's `admin`
+    // beside an `Admin` made before names were folded), and both work.
+    assert_eq!(
+        stores[0]
+            .create_token(
+                token("Carol.", Role::Approver, &"ee".repeat(32)),
+                "system",
+                AlikeNames::Allow
+            )
+            .await
+            .unwrap(),
+        TokenCreateOutcome::Created
+    );
+    assert!(
+        stores[0]
+            .token_by_hash(&"ee".repeat(32))
+            .await
+            .unwrap()
+            .is_some()
+    );
     assert!(stores[0].revoke_token("root", "admin").await.unwrap());
     assert!(!stores[0].revoke_token("root", "admin").await.unwrap());
     assert!(

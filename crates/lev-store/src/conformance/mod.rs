@@ -103,6 +103,11 @@ macro_rules! conformance_suite {
             concurrent_votes_never_count_the_same_votes,
             people_keys_belong_to_one_person_and_go_with_the_token,
             an_escalation_is_recorded_once,
+            revocations_void_the_votes_they_backed,
+            a_vote_is_recorded_only_while_its_authority_holds,
+            signing_keys_are_never_a_persons,
+            approvals_note_whose_nonce_they_carry,
+            a_revocation_racing_a_vote_is_never_outlived,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
