@@ -161,12 +161,19 @@ mod tests {
         // Bytes whose base64 holds + and / (standard) or - and _ (URL-safe).
         let nonce: Vec<u8> = (0..16u8).map(|i| 0xfb ^ i.wrapping_mul(37)).collect();
         let all = spellings(&nonce);
-        assert!(all.iter().any(|s| s.contains('+') || s.contains('/')), "{all:?}");
+        assert!(
+            all.iter().any(|s| s.contains('+') || s.contains('/')),
+            "{all:?}"
+        );
         for first in &all {
             let ledger = InMemoryNonceLedger::default();
             assert_eq!(ledger.consume(first), Ok(()), "{first}");
             for again in &all {
-                assert_eq!(ledger.consume(again), Err(NonceSpent), "{first} then {again}");
+                assert_eq!(
+                    ledger.consume(again),
+                    Err(NonceSpent),
+                    "{first} then {again}"
+                );
             }
             assert_eq!(nonce_key(first), encode_base64url(&nonce), "{first}");
         }

@@ -15,6 +15,8 @@ use toml::Spanned;
 
 use crate::grant::{ArgsMatcher, GrantMatch, GrantRule, shortfall};
 
+mod wrappers;
+
 /// The example policy shipped with lev (`lev policy example`).
 pub const EXAMPLE_POLICY: &str = include_str!("../../../examples/policy.toml");
 
@@ -633,9 +635,11 @@ impl Policy {
     }
 
     /// What a person should know about this policy before trusting it: a
-    /// missing `default`, and command patterns that a path prefix bypasses
-    /// (`^(rm|dd)$` on `/argv/0` does not match `/bin/rm`). Each names the
-    /// rule's line.
+    /// missing `default`, command patterns that a path prefix bypasses
+    /// (`^(rm|dd)$` on `/argv/0` does not match `/bin/rm`), and deny or ask
+    /// rules that a wrapper walks around into an allow (`env rm`, `sudo rm`,
+    /// `git -C . push`, `git  push` under `default = "allow"`: see
+    /// [`wrappers`]). Each names the rule's line.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         if !self.default_set {
@@ -664,6 +668,7 @@ impl Policy {
                 }
             }
         }
+        out.extend(wrappers::wrapper_warnings(self));
         out
     }
 

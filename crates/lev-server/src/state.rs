@@ -224,7 +224,8 @@ impl AppState {
         if let Some(c) = self.0.outbound.get() {
             return Ok(c);
         }
-        let client = crate::webhooks::dispatch::http_client()?;
+        let client =
+            crate::webhooks::dispatch::http_client(self.settings().webhooks.outbound_policy())?;
         Ok(self.0.outbound.get_or_init(|| client))
     }
 

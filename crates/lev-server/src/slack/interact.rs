@@ -22,7 +22,7 @@ use super::blocks::{
     OPEN, REPLY, REPLY_CALLBACK_ID, REPLY_VALUE_KEY, choice_index,
 };
 use super::payload::{MAX_BODY_BYTES, SlackAction};
-use super::verify::{MAX_SKEW_S, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use super::verify::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use super::{SlackConfig, feedback_modal, reply_modal};
 use crate::error::ApiError;
 use crate::log;
@@ -90,8 +90,7 @@ pub async fn interactions(State(state): State<AppState>, request: Request) -> Re
         Ok(lev_store::NonceOutcome::Spent) => {}
         Ok(lev_store::NonceOutcome::AlreadySpent) => {
             return ApiError::Unauthorized(
-                "Slack request refused: this signed request was already received (a replay)"
-                    .into(),
+                "Slack request refused: this signed request was already received (a replay)".into(),
             )
             .into_response();
         }
@@ -316,6 +315,13 @@ async fn api(
     method: &str,
     body: &Value,
 ) -> Result<(), String> {
+    state
+        .settings()
+        .webhooks
+        .outbound_policy()
+        .check_before_send(&config.api_url)
+        .await
+        .map_err(|e| format!("refused: api_url: {e}"))?;
     let client = state.outbound()?;
     let r = client
         .post(config.method_url(method))

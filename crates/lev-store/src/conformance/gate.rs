@@ -282,7 +282,10 @@ pub async fn nonces_are_spent_once_in_any_spelling(b: &dyn Backend) {
     let bytes: Vec<u8> = (0..16u8).map(|i| 0xfb ^ i.wrapping_mul(37)).collect();
     let url = lev_approval::encode_base64url(&bytes);
     let standard = lev_approval::encode_base64(&bytes);
-    assert!(url.contains(['-', '_']) && standard.contains(['+', '/']), "{url} {standard}");
+    assert!(
+        url.contains(['-', '_']) && standard.contains(['+', '/']),
+        "{url} {standard}"
+    );
     // The last of 22 characters carries 4 unused bits: set them.
     const ALPHABET: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let last = url.chars().last().and_then(|c| ALPHABET.find(c)).unwrap();
