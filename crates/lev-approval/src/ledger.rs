@@ -139,7 +139,7 @@ mod tests {
             url.replace('_', "/"),
         ];
         // The last character's unused low bits set (16 bytes: 4 spare bits).
-        if bytes.len() % 3 != 0 {
+        if !bytes.len().is_multiple_of(3) {
             let mut chars: Vec<char> = url.chars().collect();
             if let Some(last) = chars.last_mut() {
                 let i = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

@@ -650,7 +650,14 @@ impl Policy {
                     .to_owned(),
             );
         }
-        for rule in &self.rules {
+        // Not for an allow rule: one that misses `/usr/bin/cargo` leaves it to
+        // the default, while matching any directory would allow a `./cargo`
+        // the model wrote.
+        for rule in self
+            .rules
+            .iter()
+            .filter(|r| r.decision != RuleDecision::Allow)
+        {
             for (pointer, pattern) in rule.patterns.iter().filter(|(p, _)| names_a_command(p)) {
                 if let Some(word) = path_prefix_bypass(pattern) {
                     out.push(format!(
@@ -950,6 +957,17 @@ mod tests {
         );
         let fixed = text.replace("^(rm|dd|mkfs)$", "^(.*/)?(rm|dd|mkfs)$");
         assert!(Policy::parse(&fixed).unwrap().warnings().is_empty());
+    }
+
+    /// An allow rule anchored on a bare program name is the safe way round
+    /// (`/tmp/x/cargo` asks): it is not told to match any directory.
+    #[test]
+    fn an_allow_rule_on_a_bare_name_is_not_told_to_widen() {
+        let text = "default = \"ask\"\n[[rule]]\ntool = \"shell\"\nargs = { \"/argv/0\" = \"^(cargo|npm)$\" }\ndecision = \"allow\"\n";
+        assert_eq!(
+            Policy::parse(text).unwrap().warnings(),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

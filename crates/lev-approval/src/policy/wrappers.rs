@@ -10,8 +10,9 @@
 //! or ask rule over a command, it makes a call the rule matches out of the
 //! rule's own patterns, wraps it each way, and warns when the policy allows a
 //! wrapped call (by its default or by an allow rule), naming the rule's line
-//! and the fix. The work is linear in the size of the policy: a fixed number
-//! of wrappings per rule, one match of each rule per wrapping.
+//! and the fix. The work is linear in the size of the policy: at most
+//! [`MAX_PROBED`] rules probed, a fixed number of wrappings each, one match
+//! of each rule per wrapping.
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -83,14 +84,27 @@ enum Slot {
     Other(Vec<String>),
 }
 
+/// The most deny and ask rules over arguments probed: the work stays
+/// linear in the policy's size (each probe matches every rule once per
+/// wrapping).
+const MAX_PROBED: usize = 100;
+
 /// The warnings of [`super::Policy::warnings`] for rules a wrapper walks
 /// around, each naming the rule's line.
 pub(super) fn wrapper_warnings(policy: &Policy) -> Vec<String> {
     let mut out = Vec::new();
-    for rule in &policy.rules {
-        if rule.decision == RuleDecision::Allow || rule.patterns.is_empty() {
-            continue;
-        }
+    let probed = policy
+        .rules
+        .iter()
+        .filter(|r| r.decision != RuleDecision::Allow && !r.patterns.is_empty());
+    if let Some(rule) = probed.clone().nth(MAX_PROBED) {
+        out.push(format!(
+            "line {}: only the first {MAX_PROBED} deny and ask rules with args patterns are \
+             checked for wrappers that walk around them; this one and those after it are not",
+            rule.line
+        ));
+    }
+    for rule in probed.take(MAX_PROBED) {
         let Some(tool) = tool_named_by(&rule.tool) else {
             continue;
         };
@@ -100,11 +114,15 @@ pub(super) fn wrapper_warnings(policy: &Policy) -> Vec<String> {
         let Some(call) = sample_call(&rule.patterns) else {
             continue;
         };
+        // The rules for this tool, in order (their globs matched once).
+        let for_tool: Vec<&super::Rule> = policy
+            .rules
+            .iter()
+            .filter(|r| r.glob.is_match(&tool))
+            .collect();
+        let first_match = |args: &Value| for_tool.iter().find(|r| r.args.matches(args)).copied();
         // A call that an earlier rule decides never reaches this one.
-        if policy
-            .first_matching_rule(&tool, &call.args)
-            .is_none_or(|r| r.line != rule.line)
-        {
+        if first_match(&call.args).is_none_or(|r| r.line != rule.line) {
             continue;
         }
         let mut walked: Vec<String> = Vec::new();
@@ -113,7 +131,7 @@ pub(super) fn wrapper_warnings(policy: &Policy) -> Vec<String> {
             let Some((args, shown)) = call.wrapped(wrap) else {
                 continue;
             };
-            let allowed_by = match policy.first_matching_rule(&tool, &args) {
+            let allowed_by = match first_match(&args) {
                 None if policy.default == RuleDecision::Allow => Some((
                     if policy.default_set {
                         "the policy's default = \"allow\"".to_owned()
@@ -264,10 +282,15 @@ fn wrap_line(line: &str, wrap: Wrap) -> Option<String> {
 fn sample_call(patterns: &std::collections::BTreeMap<String, String>) -> Option<SampleCall> {
     let mut slots = Vec::new();
     let mut values: Vec<(Slot, String)> = Vec::new();
+    let mut compiled = Vec::with_capacity(patterns.len());
     for (pointer, pattern) in patterns {
         let path = parse_pointer(pointer)?;
-        let re = Regex::new(pattern).ok()?;
+        let re = regex::RegexBuilder::new(pattern)
+            .size_limit(1 << 20)
+            .build()
+            .ok()?;
         let word = sample_text(pattern, &re)?;
+        compiled.push((pointer, re));
         let (last, parent) = path.split_last()?;
         // Only the last segment may be an array index.
         if parent.iter().any(|s| s.parse::<usize>().is_ok()) {
@@ -311,15 +334,12 @@ fn sample_call(patterns: &std::collections::BTreeMap<String, String>) -> Option<
         slots.push(slot);
     }
     // Positions no pattern names hold `x`: the call must still match.
-    let matches = patterns.iter().all(|(pointer, pattern)| {
-        let Ok(re) = Regex::new(pattern) else {
-            return false;
-        };
-        match args.pointer(pointer) {
+    let matches = compiled
+        .iter()
+        .all(|(pointer, re)| match args.pointer(pointer) {
             Some(Value::String(s)) => re.is_match(s),
             _ => false,
-        }
-    });
+        });
     matches.then_some(SampleCall { args, slots })
 }
 
