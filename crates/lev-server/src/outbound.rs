@@ -357,9 +357,13 @@ impl OutboundPolicy {
         if port != own.port() {
             return Ok(());
         }
-        let addrs = tokio::net::lookup_host((name, port))
-            .await
-            .map_err(|e| format!("cannot resolve {name}: {e}"))?;
+        let addrs = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            tokio::net::lookup_host((name, port)),
+        )
+        .await
+        .map_err(|_| format!("cannot resolve {name}: no answer within 5 s"))?
+        .map_err(|e| format!("cannot resolve {name}: {e}"))?;
         for addr in addrs {
             self.check_ip(addr.ip(), Some(port))
                 .map_err(|e| format!("url: {name} resolves to {e}"))?;
