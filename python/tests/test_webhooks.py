@@ -60,7 +60,8 @@ def test_deliveries_from_a_real_server_verify(tmp_path: Path) -> None:
 
     httpd = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    server = Server(tmp_path / "data")
+    # The receiver listens on loopback, which webhooks reach only when allowed.
+    server = Server(tmp_path / "data", "--webhook-allow", "127.0.0.0/8")
     try:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/lev"
         out = subprocess.run(

@@ -35,7 +35,7 @@ pub use clock::{Clock, FixedClock, SystemClock};
 pub use dsse::{pae, sign_envelope, sign_payload};
 pub use grant::{ArgsMatcher, GrantMatch, GrantRule, PatternError, shortfall};
 pub use keys::{KeyError, SigningKeyPair, TrustedKeys, key_id};
-pub use ledger::{InMemoryNonceLedger, NonceLedger, NonceSpent};
+pub use ledger::{InMemoryNonceLedger, NonceLedger, NonceSpent, nonce_key};
 pub use payload::{
     ApprovalPayload, PAYLOAD_VERSION, PAYLOAD_VERSION_VOTES, TimestampError, approving_payload,
     new_nonce, parse_timestamp,

@@ -15,6 +15,8 @@ use toml::Spanned;
 
 use crate::grant::{ArgsMatcher, GrantMatch, GrantRule, shortfall};
 
+mod wrappers;
+
 /// The example policy shipped with lev (`lev policy example`).
 pub const EXAMPLE_POLICY: &str = include_str!("../../../examples/policy.toml");
 
@@ -708,8 +710,11 @@ impl Policy {
 
     /// What a person should know about this policy before trusting it: a
     /// missing `default`, command patterns that a path prefix bypasses
-    /// (`^(rm|dd)$` on `/argv/0` does not match `/bin/rm`), and names that
-    /// read alike or like lev's own. Each names the rule's line.
+    /// (`^(rm|dd)$` on `/argv/0` does not match `/bin/rm`), deny or ask
+    /// rules that a wrapper walks around into an allow (`env rm`, `sudo rm`,
+    /// `git -C . push`, `git  push` under `default = "allow"`: see
+    /// [`wrappers`]), and names that read alike or like lev's own. Each
+    /// names the rule's line.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = self.name_warnings.clone();
         if !self.default_set {
@@ -720,7 +725,14 @@ impl Policy {
                     .to_owned(),
             );
         }
-        for rule in &self.rules {
+        // Not for an allow rule: one that misses `/usr/bin/cargo` leaves it to
+        // the default, while matching any directory would allow a `./cargo`
+        // the model wrote.
+        for rule in self
+            .rules
+            .iter()
+            .filter(|r| r.decision != RuleDecision::Allow)
+        {
             for (pointer, pattern) in rule.patterns.iter().filter(|(p, _)| names_a_command(p)) {
                 if let Some(word) = path_prefix_bypass(pattern) {
                     out.push(format!(
@@ -738,6 +750,7 @@ impl Policy {
                 }
             }
         }
+        out.extend(wrappers::wrapper_warnings(self));
         out
     }
 
@@ -1035,6 +1048,17 @@ mod tests {
         );
         let fixed = text.replace("^(rm|dd|mkfs)$", "^(.*/)?(rm|dd|mkfs)$");
         assert!(Policy::parse(&fixed).unwrap().warnings().is_empty());
+    }
+
+    /// An allow rule anchored on a bare program name is the safe way round
+    /// (`/tmp/x/cargo` asks): it is not told to match any directory.
+    #[test]
+    fn an_allow_rule_on_a_bare_name_is_not_told_to_widen() {
+        let text = "default = \"ask\"\n[[rule]]\ntool = \"shell\"\nargs = { \"/argv/0\" = \"^(cargo|npm)$\" }\ndecision = \"allow\"\n";
+        assert_eq!(
+            Policy::parse(text).unwrap().warnings(),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

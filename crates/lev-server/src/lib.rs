@@ -32,6 +32,7 @@ mod keys;
 mod log;
 mod metrics;
 mod operators;
+pub mod outbound;
 mod people;
 mod reminders;
 mod routes;
@@ -355,6 +356,13 @@ impl Server {
         }
         settings.secure_cookies |= config.tls.is_some();
         settings.webhooks.own_addr = Some(local_addr);
+        if let Some(slack) = &slack {
+            settings
+                .webhooks
+                .outbound_policy()
+                .check_url(&slack.api_url)
+                .map_err(|e| ServeError::Config(format!("--slack-config: api_url: {e}")))?;
+        }
         settings.webhooks.secret_keys = secret_keys;
         settings.slack = slack;
         let triage_events = store.subscribe();

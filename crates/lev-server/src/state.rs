@@ -87,8 +87,6 @@ struct Inner {
     webhooks: Arc<tokio::sync::Notify>,
     /// The client for outbound calls (webhooks, Slack), made on first use.
     outbound: std::sync::OnceLock<reqwest::Client>,
-    /// Slack requests already taken.
-    slack_replays: crate::slack::interact::Replays,
     /// Every task that holds the state or the store (the waiter hub,
     /// expiry, the operators' follower, triage, event-stream pumps, operator
     /// connections, webhook deliveries, reminders): a server that stops
@@ -138,7 +136,6 @@ impl AppState {
             shutdown,
             webhooks: Arc::new(tokio::sync::Notify::new()),
             outbound: std::sync::OnceLock::new(),
-            slack_replays: crate::slack::interact::Replays::default(),
             tasks,
         }));
         state.spawn(crate::webhooks::dispatch::run(state.clone()));
@@ -230,13 +227,9 @@ impl AppState {
         if let Some(c) = self.0.outbound.get() {
             return Ok(c);
         }
-        let client = crate::webhooks::dispatch::http_client()?;
+        let client =
+            crate::webhooks::dispatch::http_client(self.settings().webhooks.outbound_policy())?;
         Ok(self.0.outbound.get_or_init(|| client))
-    }
-
-    /// Slack requests already taken (against replays).
-    pub fn slack_replays(&self) -> &crate::slack::interact::Replays {
-        &self.0.slack_replays
     }
 
     /// Tell the webhook dispatcher that endpoints changed.

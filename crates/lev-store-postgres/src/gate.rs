@@ -531,6 +531,8 @@ impl GateStore for PostgresStore {
     }
 
     async fn consume_nonce(&self, nonce: &str, actor: &str) -> Result<NonceOutcome> {
+        // Remembered by its bytes: every spelling of a spent nonce is spent.
+        let nonce = lev_approval::nonce_key(nonce);
         let client = self.client().await?;
         let n = sql::execute(
             &client,

@@ -483,7 +483,8 @@ impl GateStore for SqliteStore {
     }
 
     async fn consume_nonce(&self, nonce: &str, actor: &str) -> Result<NonceOutcome> {
-        let (nonce, actor) = (nonce.to_owned(), actor.to_owned());
+        // Remembered by its bytes: every spelling of a spent nonce is spent.
+        let (nonce, actor) = (lev_approval::nonce_key(nonce), actor.to_owned());
         self.writer
             .write(move |tx| {
                 let n = tx

@@ -215,7 +215,9 @@ pub trait GateStore: Send + Sync + 'static {
     /// Revoke a grant; `None` when there is no such grant in force.
     async fn revoke_grant(&self, id: &str, actor: &str) -> Result<Option<Grant>>;
 
-    /// Spend `nonce`, for ever.
+    /// Spend `nonce`, for ever, in every spelling: the store remembers
+    /// `lev_approval::nonce_key` of it (its bytes, whether written in
+    /// standard or URL-safe base64, padded or not), never the text given.
     async fn consume_nonce(&self, nonce: &str, actor: &str) -> Result<NonceOutcome>;
 
     /// Whose approval `nonce` is: the session and caller of the approving

@@ -22,11 +22,20 @@ enum PolicyCommand {
     /// Example: lev policy example > ~/.local/share/lev/policy.toml
     Example,
     /// Check a policy file: exit 0 when `lev serve --policy FILE` would
-    /// start with it (warnings, such as a command pattern that `/bin/rm`
-    /// slips past, on stderr), else 1 with the line of the first mistake.
+    /// start with it, else 1 with the line of the first mistake.
+    ///
+    /// Warnings go to stderr, each with its rule's line: a command pattern
+    /// that `/bin/rm` slips past, and a deny or ask rule that a wrapper walks
+    /// around into an allow (`env rm`, `sudo rm`, `exec rm`, `sh -c`,
+    /// `git -C . push`, `git  push` under `default = "allow"`). A deny rule
+    /// is no sandbox: keep `default = "ask"` (or "deny") and allow what may
+    /// run. Warnings exit 0 unless --strict.
     Check {
         /// The policy file.
         file: PathBuf,
+        /// Exit 1 when there is any warning (for CI).
+        #[arg(long)]
+        strict: bool,
     },
 }
 
@@ -40,13 +49,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             print!("{EXAMPLE_POLICY}");
             Ok(ExitCode::SUCCESS)
         }
-        PolicyCommand::Check { file } => {
+        PolicyCommand::Check { file, strict } => {
             let shown = file.display().to_string();
             let text = lev_client::files::read_text(&file, lev_client::files::limit::CONFIG)
                 .context("reading the policy")?;
             let policy = Policy::parse(&text).with_context(|| shown.clone())?;
-            for warning in policy.warnings() {
+            let warnings = policy.warnings();
+            for warning in &warnings {
                 eprintln!("{shown}: warning: {warning}");
+            }
+            if strict && !warnings.is_empty() {
+                eprintln!(
+                    "{shown}: {} warning{} (--strict)",
+                    warnings.len(),
+                    if warnings.len() == 1 { "" } else { "s" }
+                );
+                return Ok(ExitCode::FAILURE);
             }
             println!(
                 "{shown}: ok ({} rules, self-approval {})",

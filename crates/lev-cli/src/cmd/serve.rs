@@ -74,6 +74,18 @@ pub struct Args {
     /// delay, and how long after its event a delivery is still tried.
     #[arg(long, default_value = "5s,1h,24h", value_name = "BASE,CAP,HORIZON")]
     pub webhook_retry: String,
+    /// Address ranges webhooks and Slack's api_url may reach that are
+    /// refused by default: loopback, this host's own addresses, link-local,
+    /// cloud metadata (e.g. 127.0.0.1/32 for a receiver on this machine).
+    /// Private ranges (10/8, 172.16/12, 192.168/16, fc00::/7) need nothing;
+    /// lev's own listener is never reached. Repeat, or separate by commas.
+    #[arg(
+        long,
+        env = "LEV_WEBHOOK_ALLOW",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub webhook_allow: Vec<String>,
     /// Notify a pending interaction again (webhooks' interaction.reminder,
     /// a reply in its Slack thread) after this long, and every such interval
     /// after, e.g. 15m; an ask rule's remind_after_s comes first. Off unless
@@ -250,6 +262,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     config.settings.webhooks.retry = lev_server::webhooks::RetryPolicy::parse(&args.webhook_retry)
         .map_err(anyhow::Error::msg)?;
+    config.settings.webhooks.allow = args
+        .webhook_allow
+        .iter()
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| lev_server::outbound::Cidr::parse(c))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("--webhook-allow: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -31,7 +31,11 @@ enum WebhookCommand {
     /// this once).
     ///
     /// Examples: lev webhook add https://hooks.example.com/lev --events interaction.created
-    ///           lev webhook add http://127.0.0.1:9000/ --secret-file relay.secret
+    ///           lev webhook add http://10.0.0.5:9000/ --secret-file relay.secret
+    ///
+    /// Never this lev server itself; loopback, this machine's addresses,
+    /// link-local and cloud metadata addresses only when `lev serve
+    /// --webhook-allow CIDR` allows them (e.g. 127.0.0.1/32).
     Add {
         /// Where to POST deliveries: an http:// or https:// URL (not this
         /// lev server itself).

@@ -95,6 +95,8 @@ fn replica(dir: &Scratch, name: &str, db: &Database) -> Spawned {
         .args(["--database", db.url.as_str(), "--key-encryption-key-file"])
         .arg(dir.path("kek"))
         .args(["--operator-grace", "30", "--operator-reply-timeout", "60"])
+        // Webhook receivers listen on loopback.
+        .args(["--webhook-allow", "127.0.0.0/8"])
         .start()
         .unwrap()
 }

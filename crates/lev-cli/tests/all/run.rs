@@ -386,6 +386,131 @@ fn lev_policy_prints_the_example_and_checks_files() {
     );
 }
 
+/// Issue 28: `env rm`, `sudo rm`, `exec rm`, `command rm`, `git  push` and
+/// `git -C . push` pass deny rules over a command's words under `default =
+/// "allow"`. `lev policy check` warns of each such rule on stderr, naming
+/// its line (exit 0; `--strict` exits 1), and says nothing under `default =
+/// "ask"`.
+#[test]
+fn lev_policy_check_warns_of_rules_that_wrappers_walk_around() {
+    let scratch = Scratch::new("policy-wrappers");
+    let check = |name: &str, text: &str, strict: bool| {
+        let file = scratch.write(name, text);
+        let mut args = vec![
+            std::ffi::OsString::from("policy"),
+            "check".into(),
+            file.into_os_string(),
+        ];
+        if strict {
+            args.push("--strict".into());
+        }
+        lev(args)
+    };
+    for (i, (tool, args, walked)) in [
+        (
+            "shell",
+            r#"{ "/argv/0" = "^(.*/)?(rm|dd|mkfs)$" }"#,
+            r#"["env","rm"]"#,
+        ),
+        (
+            "shell",
+            r#"{ "/argv/0" = "^(.*/)?git$", "/argv/1" = "^push$" }"#,
+            r#"["git","-C",".","push"]"#,
+        ),
+        ("Bash", r#"{ "/command" = "git push" }"#, r#""git  push""#),
+        ("Bash", r#"{ "/command" = "^rm " }"#, r#""env rm ""#),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let policy = format!(
+            "default = \"allow\"\n\n[[rule]]\ntool = \"{tool}\"\nargs = {args}\n\
+             decision = \"deny\"\nreason = \"no\"\n"
+        );
+        let run = check(&format!("allow-{i}.toml"), &policy, false);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("warning: line 3: this deny rule is walked around"),
+            "{args}: {}",
+            run.stderr
+        );
+        assert!(run.stderr.contains(walked), "{args}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(r#"set default = "ask""#),
+            "{}",
+            run.stderr
+        );
+        assert!(run.stdout.contains("ok"), "{}", run.stdout);
+        let strict = check(&format!("allow-{i}.toml"), &policy, true);
+        assert_eq!(strict.code, 1, "{}", strict.stderr);
+        assert!(strict.stderr.contains("(--strict)"), "{}", strict.stderr);
+        // Under default = "ask" a wrapped call asks a person: nothing to say.
+        let asking = check(
+            &format!("ask-{i}.toml"),
+            &policy.replace("default = \"allow\"", "default = \"ask\""),
+            true,
+        );
+        assert_eq!(asking.code, 0, "{args}: {}", asking.stderr);
+        assert_eq!(asking.stderr, "", "{args}");
+    }
+}
+
+/// Every policy the docs show (README, docs/, examples/policy.toml, `lev
+/// policy example`) passes `lev policy check --strict`: none is walked
+/// around by a wrapper, none lets `/bin/rm` slip past, each sets a default.
+#[test]
+fn every_policy_in_the_docs_passes_a_strict_check() {
+    let scratch = Scratch::new("policy-docs");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut docs = vec![root.join("README.md"), root.join("python/README.md")];
+    let mut dirs = vec![root.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                docs.push(path);
+            }
+        }
+    }
+    let mut policies = vec![(
+        "examples/policy.toml".to_owned(),
+        std::fs::read_to_string(root.join("examples/policy.toml")).unwrap(),
+    )];
+    policies.push((
+        "lev policy example".into(),
+        lev(["policy", "example"]).stdout,
+    ));
+    for doc in &docs {
+        let Ok(text) = std::fs::read_to_string(doc) else {
+            continue;
+        };
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find("```toml\n") {
+            let body = &rest[start + 8..];
+            let end = body.find("```").unwrap();
+            if body[..end].contains("[[rule]]") {
+                policies.push((doc.display().to_string(), body[..end].to_owned()));
+            }
+            rest = &body[end..];
+        }
+    }
+    assert!(policies.len() >= 4, "{policies:?}");
+    for (i, (from, text)) in policies.iter().enumerate() {
+        let file = scratch.write(&format!("doc-{i}.toml"), text);
+        let run = lev([
+            std::ffi::OsStr::new("policy"),
+            "check".as_ref(),
+            file.as_os_str(),
+            "--strict".as_ref(),
+        ]);
+        assert_eq!(run.code, 0, "{from}: {}\n{text}", run.stderr);
+        assert_eq!(run.stderr, "", "{from}");
+    }
+}
+
 #[test]
 fn lev_keys_lists_rotates_and_removes() {
     let s = Server::start("keys", None);

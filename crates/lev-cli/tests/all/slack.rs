@@ -65,6 +65,9 @@ fn setup_with(name: &str, extra: &[&str]) -> Setup {
         config_path.to_str().unwrap(),
         "--webhook-retry",
         "200ms,2s,1h",
+        // The fake Slack listens on loopback.
+        "--webhook-allow",
+        "127.0.0.0/8",
     ];
     args.extend_from_slice(extra);
     let server = LevServer::start_with(name, &args);
@@ -553,4 +556,57 @@ fn votes_from_slack_wait_for_the_quorum() {
         approval.payload_type,
         lev_protocol::APPROVAL_PAYLOAD_TYPE_V2
     );
+}
+
+/// Issue 28: the replay guard remembered the header as written, so the same
+/// signature with its hex in upper case (or mixed) was taken again; and it
+/// lived in one process's memory, so a restart (or another replica) took
+/// the replay. Now it remembers the signature's bytes in the store.
+#[test]
+fn a_replay_is_refused_in_any_spelling_and_after_a_restart() {
+    let Setup {
+        server,
+        slack: _slack,
+    } = setup("slack-replay-spelling");
+    let q = server.create("s-replay", tool(r#"{"argv":["ls"]}"#));
+    // A click that changes nothing ("Open in lev" is a link).
+    let payload = click("U0ALICE", "open", q.id());
+    let (code, text, ts, sig) = signed(&server, &payload);
+    assert_eq!(code, 200, "{text}");
+    let body = form(&payload);
+    let hex = sig.strip_prefix("v0=").unwrap();
+    let mixed: String = hex
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if i % 2 == 0 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect();
+    for spelling in [
+        format!("v0={}", hex.to_ascii_uppercase()),
+        format!("v0={mixed}"),
+        sig.clone(),
+    ] {
+        let (code, text) = post(&server, &body, &ts, &spelling);
+        assert_eq!(code, 401, "{spelling}: {text}");
+        assert!(text.contains("replay"), "{spelling}: {text}");
+    }
+    // Remembered by the store, not by the process.
+    let server = server.restart();
+    let (code, text) = post(
+        &server,
+        &body,
+        &ts,
+        &format!("v0={}", hex.to_ascii_uppercase()),
+    );
+    assert_eq!(code, 401, "after a restart: {text}");
+    assert!(text.contains("replay"), "{text}");
+    // A new request (another second, so another signature) is taken.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (code, text, ..) = signed(&server, &click("U0ALICE", "open", q.id()));
+    assert_eq!(code, 200, "{text}");
 }

@@ -13,6 +13,10 @@ use serde_json::Value;
 use crate::client_env::{LevServer, assert_code, block_on};
 use crate::receiver::{Receiver, Request};
 
+/// The receivers here listen on loopback, which webhooks may reach only
+/// when the server is told so.
+const LOOPBACK: &str = "127.0.0.0/8";
+
 fn free_text(prompt: &str) -> InteractionKind {
     InteractionKind::FreeText {
         prompt: prompt.into(),
@@ -66,7 +70,15 @@ fn delivered(all: &[Request]) -> BTreeMap<String, Request> {
 #[test]
 fn deliveries_are_signed_retried_and_survive_a_restart() {
     let rx = Receiver::start(fail_first(2));
-    let server = LevServer::start_with("webhooks", &["--webhook-retry", "200ms,1s,1h"]);
+    let server = LevServer::start_with(
+        "webhooks",
+        &[
+            "--webhook-retry",
+            "200ms,1s,1h",
+            "--webhook-allow",
+            LOOPBACK,
+        ],
+    );
     let add = server
         .lev(&[
             "webhook",
@@ -217,7 +229,15 @@ fn deliveries_are_signed_retried_and_survive_a_restart() {
 #[test]
 fn a_gone_receiver_disables_its_endpoint_and_removal_stops_deliveries() {
     let gone = Receiver::start(Arc::new(|_: &Request, _: &[Request]| (410, vec![], vec![])));
-    let server = LevServer::start_with("webhooks-gone", &["--webhook-retry", "200ms,1s,1h"]);
+    let server = LevServer::start_with(
+        "webhooks-gone",
+        &[
+            "--webhook-retry",
+            "200ms,1s,1h",
+            "--webhook-allow",
+            LOOPBACK,
+        ],
+    );
     let add = server
         .lev(&["webhook", "add", &gone.url("/"), "--json"])
         .json();
@@ -390,6 +410,8 @@ fn pending_interactions_are_reminded_once_per_interval_until_answered() {
             dir.path("policy.toml").to_str().unwrap(),
             "--webhook-retry",
             "200ms,1s,1h",
+            "--webhook-allow",
+            LOOPBACK,
         ],
     );
     server.lev(&[
@@ -498,7 +520,7 @@ fn a_hanging_receiver_does_not_slow_requests() {
         std::thread::sleep(std::time::Duration::from_secs(8));
         (200, vec![], vec![])
     }));
-    let server = LevServer::start("webhooks-slow");
+    let server = LevServer::start_with("webhooks-slow", &["--webhook-allow", LOOPBACK]);
     server.lev(&["webhook", "add", &slow.url("/")]);
     let client = server.client();
     let started = std::time::Instant::now();
@@ -543,7 +565,7 @@ fn a_hanging_receiver_does_not_slow_requests() {
 #[test]
 fn webhook_secrets_are_sealed_at_rest() {
     let rx = Receiver::start(fail_first(0));
-    let server = LevServer::start("webhooks-sealed");
+    let server = LevServer::start_with("webhooks-sealed", &["--webhook-allow", LOOPBACK]);
     let add = server
         .lev(&["webhook", "add", &rx.url("/"), "--json"])
         .json();
@@ -568,4 +590,178 @@ fn webhook_secrets_are_sealed_at_rest() {
     server.create("s-sealed", free_text("after a restart"));
     let all = rx.wait_for("a delivery after the restart", |all| !all.is_empty());
     verify(&all[0], &secret_key(&secret).unwrap());
+}
+
+/// POST /v1/webhooks as the admin: the status and the body.
+fn post_webhook(server: &LevServer, url: &str) -> (u16, Value) {
+    block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let r = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .post(format!("{}/v1/webhooks", server.url))
+            .bearer_auth(&server.admin)
+            .json(&serde_json::json!({"url": url, "events": ["*"]}))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    })
+}
+
+/// Issue 28: the own-listener check compared the URL's text, so `127.1`,
+/// `0x7f000001`, `2130706433`, `0177.0.0.1`, `[::ffff:127.0.0.1]` and
+/// percent-encoded hosts passed and deliveries reached lev. Hosts are read
+/// as the URL standard reads them: every spelling of lev's own listener,
+/// of loopback, of this host, of link-local and metadata addresses is 422
+/// naming the problem, through the API and `lev webhook add`; nothing is
+/// added.
+#[test]
+fn every_spelling_of_loopback_metadata_and_lev_itself_is_refused() {
+    let server = LevServer::start("webhooks-spellings");
+    let port = server.url.rsplit(':').next().unwrap().to_owned();
+    let loopbacks = [
+        "127.0.0.1",
+        "127.1",
+        "0x7f000001",
+        "2130706433",
+        "0177.0.0.1",
+        "0x7f.0.0.1",
+        "127.0.0.1.",
+        "%31%32%37.0.0.1",
+        "%31%32%37%2E0%2E0%2E1",
+        "\u{ff11}\u{ff12}\u{ff17}.\u{ff10}.\u{ff10}.\u{ff11}",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+        "[::127.0.0.1]",
+        "[64:ff9b::7f00:1]",
+        "[2002:7f00:1::]",
+        "localhost",
+        "LocalHost.",
+        "hooks.localhost",
+    ];
+    for host in loopbacks {
+        // lev itself, on its own port.
+        let url = format!("http://{host}:{port}/v1/health");
+        let (status, v) = post_webhook(&server, &url);
+        assert_eq!(status, 422, "{url}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains("own listener"), "{url}: {message}");
+        // Any other port on loopback.
+        let url = format!("http://{host}:9/hook");
+        let (status, v) = post_webhook(&server, &url);
+        assert_eq!(status, 422, "{url}: {v}");
+        assert_eq!(v["error"]["code"], "invalid", "{v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("loopback") && message.contains("--webhook-allow"),
+            "{url}: {message}"
+        );
+    }
+    for (url, what) in [
+        ("http://0.0.0.0:9/", "unspecified"),
+        ("http://0:9/", "unspecified"),
+        ("http://[::]:9/", "unspecified"),
+        (&format!("http://0.0.0.0:{port}/") as &str, "own listener"),
+        ("http://169.254.169.254/latest/meta-data/", "metadata"),
+        ("http://0xa9fea9fe/", "metadata"),
+        ("http://[::ffff:169.254.169.254]/", "metadata"),
+        ("http://[fd00:ec2::254]/", "metadata"),
+        ("http://100.100.100.200/", "metadata"),
+        (
+            "http://metadata.google.internal/computeMetadata/v1/",
+            "metadata",
+        ),
+        ("http://169.254.10.1/", "link-local"),
+        ("http://[fe80::1]/", "link-local"),
+        ("http://224.0.0.1/", "multicast"),
+    ] {
+        let (status, v) = post_webhook(&server, url);
+        assert_eq!(status, 422, "{url}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(what), "{url}: {message}");
+    }
+    // The CLI says the same.
+    let run = server.lev(&["webhook", "add", "http://0x7f000001:9/"]);
+    assert_code(&run, 1);
+    assert!(
+        run.stderr
+            .contains("0x7f000001:9 reaches 127.0.0.1, a loopback address"),
+        "{}",
+        run.stderr
+    );
+    // Nothing was added; a private address is fine.
+    assert_eq!(
+        server.lev(&["webhook", "ls", "--json"]).json(),
+        serde_json::json!([])
+    );
+    let (status, v) = post_webhook(&server, "http://10.20.30.40:8080/hook");
+    assert_eq!(status, 201, "{v}");
+}
+
+/// This machine's name (it resolves to loopback or to an address of this
+/// host, wherever the tests run).
+fn this_hosts_name() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|n| n.trim().to_owned())
+        .unwrap_or_default();
+    assert!(!name.is_empty(), "no host name");
+    use std::net::ToSocketAddrs as _;
+    let addrs: Vec<_> = (name.as_str(), 80).to_socket_addrs().unwrap().collect();
+    assert!(
+        addrs
+            .iter()
+            .all(|a| std::net::UdpSocket::bind((a.ip(), 0)).is_ok()),
+        "{name} resolves to {addrs:?}, not only to this host"
+    );
+    name
+}
+
+/// A name is judged by what it resolves to when lev connects: this host's
+/// name (here loopback) passes `webhook add`, and every attempt to it,
+/// lev's own port included, is recorded as refused; nothing reaches the
+/// receiver listening there, nor lev.
+#[test]
+fn a_name_of_this_host_is_refused_when_connecting() {
+    let rx = Receiver::start(fail_first(0));
+    let server = LevServer::start_with("webhooks-dns", &["--webhook-retry", "200ms,1s,1h"]);
+    let port = server.url.rsplit(':').next().unwrap().to_owned();
+    let name = this_hosts_name();
+    let mut ids = Vec::new();
+    for url in [
+        format!("http://{name}:{}/hook", rx.port),
+        format!("http://{}:{port}/v1/webhooks", name.to_uppercase()),
+    ] {
+        let add = server.lev(&["webhook", "add", &url, "--json"]);
+        assert_code(&add, 0);
+        ids.push(add.json()["id"].as_str().unwrap().to_owned());
+    }
+    server.create("s-dns", free_text("anyone?"));
+    for id in &ids {
+        let mut errors = Vec::new();
+        for _ in 0..100 {
+            let log = server.lev(&["webhook", "deliveries", id, "--json"]).json();
+            errors = log[0]["attempts"].as_array().cloned().unwrap_or_default();
+            if !errors.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        assert!(!errors.is_empty(), "{id}: no attempt recorded");
+        for attempt in &errors {
+            assert_eq!(attempt["status"], Value::Null, "{id}: {attempt}");
+            let error = attempt["error"].as_str().unwrap();
+            assert!(
+                error.contains("refused: ")
+                    && ["loopback", "this host", "own listener"]
+                        .iter()
+                        .any(|w| error.contains(w)),
+                "{id}: {error}"
+            );
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(rx.requests().is_empty(), "{:?}", rx.requests());
 }

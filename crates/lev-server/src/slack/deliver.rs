@@ -145,6 +145,15 @@ pub async fn deliver(state: &AppState, client: &reqwest::Client, d: &DueDelivery
     let Some(config) = state.settings().slack.clone() else {
         return Sent::failed("this server has no --slack-config".into());
     };
+    if let Err(e) = state
+        .settings()
+        .webhooks
+        .outbound_policy()
+        .check_before_send(&config.api_url)
+        .await
+    {
+        return Sent::failed(format!("refused: api_url: {e}"));
+    }
     let body: Value = serde_json::from_str(&d.body).unwrap_or(Value::Null);
     let Some(id) = body["data"]["request"]["id"]
         .as_str()

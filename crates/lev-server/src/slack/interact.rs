@@ -1,14 +1,12 @@
 //! `POST /v1/integrations/slack/interactions`: the clicks and modal
 //! submissions Slack sends. Nothing here trusts a lev token: the request
 //! must carry Slack's v0 signature over its exact bytes, with a timestamp
-//! within five minutes, seen once (a replay is refused). The clicking Slack
+//! within five minutes, seen once (a replay is refused, on every replica:
+//! the signature's bytes are spent in the store's nonce ledger). The clicking Slack
 //! user must be mapped in `[users]` to an approver token that still exists;
 //! their answer then goes through the same path as the dashboard's, signed
 //! with that person's name. Anything refused changes nothing, and the person
 //! is told why with an ephemeral message.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 use axum::Json;
 use axum::extract::{Request, State};
@@ -24,37 +22,11 @@ use super::blocks::{
     OPEN, REPLY, REPLY_CALLBACK_ID, REPLY_VALUE_KEY, choice_index,
 };
 use super::payload::{MAX_BODY_BYTES, SlackAction};
-use super::verify::{MAX_SKEW_S, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use super::verify::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use super::{SlackConfig, feedback_modal, reply_modal};
 use crate::error::ApiError;
 use crate::log;
 use crate::state::AppState;
-
-/// Most signatures remembered against replays (each for five minutes).
-const MAX_SEEN: usize = 100_000;
-
-/// Signatures of requests already taken, with their timestamps.
-#[derive(Debug, Default)]
-pub struct Replays(Mutex<HashMap<String, i64>>);
-
-impl Replays {
-    /// Whether this signature is new; remembers it. Entries older than the
-    /// timestamp window are forgotten (a replay of those fails the window).
-    pub fn first_time(&self, signature: &str, timestamp: i64, now: i64) -> bool {
-        let mut seen = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if seen.len() >= MAX_SEEN {
-            seen.retain(|_, t| (now - *t).abs() <= MAX_SKEW_S);
-        }
-        if seen.len() >= MAX_SEEN {
-            // Flooded with valid signatures: refuse rather than forget.
-            return false;
-        }
-        seen.insert(signature.to_owned(), timestamp).is_none()
-    }
-}
 
 /// The body Slack posts, as the document describes it (the route reads the
 /// exact bytes, which the signature covers).
@@ -95,27 +67,34 @@ pub async fn interactions(State(state): State<AppState>, request: Request) -> Re
         Err(e) => return e.into_response(),
     };
     let now = OffsetDateTime::now_utc().unix_timestamp();
-    if let Err(e) = super::verify::verify(
+    let tag = match super::verify::verify_tag(
         &config.signing_secret,
         timestamp.as_deref(),
         signature.as_deref(),
         &body,
         now,
     ) {
-        return ApiError::Unauthorized(format!("Slack request refused: {e}")).into_response();
-    }
-    let ts: i64 = timestamp
-        .as_deref()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
-    if !state
-        .slack_replays()
-        .first_time(signature.as_deref().unwrap_or_default(), ts, now)
+        Ok(tag) => tag,
+        Err(e) => {
+            return ApiError::Unauthorized(format!("Slack request refused: {e}")).into_response();
+        }
+    };
+    // Seen once, by the signature's bytes (not its spelling: upper-case hex
+    // is the same request), in the store's nonce ledger: every replica and
+    // every restart refuses it again.
+    match state
+        .store()
+        .consume_nonce(&super::verify::replay_key(&tag), "slack")
+        .await
     {
-        return ApiError::Unauthorized(
-            "Slack request refused: this signed request was already received (a replay)".into(),
-        )
-        .into_response();
+        Ok(lev_store::NonceOutcome::Spent) => {}
+        Ok(lev_store::NonceOutcome::AlreadySpent) => {
+            return ApiError::Unauthorized(
+                "Slack request refused: this signed request was already received (a replay)".into(),
+            )
+            .into_response();
+        }
+        Err(e) => return ApiError::from(e).into_response(),
     }
     let action = match super::payload::parse(&body) {
         Ok(a) => a,
@@ -336,6 +315,13 @@ async fn api(
     method: &str,
     body: &Value,
 ) -> Result<(), String> {
+    state
+        .settings()
+        .webhooks
+        .outbound_policy()
+        .check_before_send(&config.api_url)
+        .await
+        .map_err(|e| format!("refused: api_url: {e}"))?;
     let client = state.outbound()?;
     let r = client
         .post(config.method_url(method))

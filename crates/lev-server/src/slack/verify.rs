@@ -83,6 +83,23 @@ pub fn verify(
     body: &[u8],
     now_unix: i64,
 ) -> Result<(), VerifyError> {
+    verify_tag(secret, timestamp, signature, body, now_unix).map(|_| ())
+}
+
+/// [`verify`], yielding the 32 bytes the signature carries: what a replay
+/// guard remembers, since the same request may come back with its hex in
+/// upper case or with blanks around the header (each accepted), but never
+/// with other bytes (the HMAC of the same timestamp and body).
+///
+/// # Errors
+/// A [`VerifyError`] saying which check failed.
+pub fn verify_tag(
+    secret: &[u8],
+    timestamp: Option<&str>,
+    signature: Option<&str>,
+    body: &[u8],
+    now_unix: i64,
+) -> Result<[u8; 32], VerifyError> {
     let timestamp = timestamp.ok_or(VerifyError::MissingTimestamp)?;
     let signature = signature.ok_or(VerifyError::MissingSignature)?;
     let ts = parse_timestamp(timestamp).ok_or(VerifyError::BadTimestamp)?;
@@ -93,7 +110,23 @@ pub fn verify(
     let tag = parse_signature(signature).ok_or(VerifyError::BadSignature)?;
     let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
     hmac::verify(&key, &base_string(timestamp.trim(), body), &tag)
-        .map_err(|_| VerifyError::BadSignature)
+        .map_err(|_| VerifyError::BadSignature)?;
+    Ok(tag)
+}
+
+/// What the replay guard remembers of a verified request: `slack v0 ` and
+/// the signature's bytes in lowercase hex. It holds blanks, which a nonce
+/// given to `POST /v1/nonces/consume` never does, so no worker can spend a
+/// Slack request's key, and the store's nonce ledger keeps it as written.
+#[must_use]
+pub fn replay_key(tag: &[u8; 32]) -> String {
+    let mut out = String::with_capacity(9 + 64);
+    out.push_str("slack v0 ");
+    for b in tag {
+        out.push(hex_digit(b >> 4));
+        out.push(hex_digit(b & 0x0f));
+    }
+    out
 }
 
 /// The `X-Slack-Signature` value Slack would send for `body` at `timestamp`:

@@ -96,13 +96,16 @@ impl Sent {
 
 /// The HTTP client for deliveries: the system's roots, no redirects (a
 /// redirect could move a signed body elsewhere), no proxy from the
-/// environment.
+/// environment, and a resolver that leaves out every address `policy`
+/// refuses (checked when connecting, so DNS that answers otherwise than
+/// when a URL was checked gains nothing).
 ///
 /// # Errors
 /// When TLS cannot be set up.
-pub fn http_client() -> Result<reqwest::Client, String> {
+pub fn http_client(policy: crate::outbound::OutboundPolicy) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
+        .dns_resolver(crate::outbound::GuardedResolver::new(Arc::new(policy)))
         .timeout(ATTEMPT_TIMEOUT)
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -309,6 +312,17 @@ async fn post(state: &AppState, client: &reqwest::Client, d: &DueDelivery) -> Se
         Ok(key) => key,
         Err(e) => return Sent::failed(format!("the endpoint's secret: {e}")),
     };
+    // The endpoint may predate this server's settings, or come from a
+    // replica with others: judged again, as this server sees it.
+    if let Err(e) = state
+        .settings()
+        .webhooks
+        .outbound_policy()
+        .check_before_send(&d.url)
+        .await
+    {
+        return Sent::failed(format!("refused: {e}"));
+    }
     let timestamp = OffsetDateTime::now_utc().unix_timestamp();
     let signature = super::sign::sign(&secret, &d.id, timestamp, d.body.as_bytes());
     let response = client

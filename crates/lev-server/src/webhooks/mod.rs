@@ -23,10 +23,9 @@ use time::OffsetDateTime;
 
 use crate::error::ApiError;
 use crate::kek::Kek;
+use crate::outbound::{Cidr, OutboundPolicy};
 use crate::state::AppState;
 
-/// Longest URL accepted.
-const MAX_URL: usize = 2048;
 /// Most endpoints a server keeps.
 const MAX_ENDPOINTS: usize = 100;
 /// The secret's prefix (Standard Webhooks).
@@ -146,12 +145,26 @@ pub struct WebhookSettings {
     pub retry: RetryPolicy,
     /// The server's own listener, which a webhook may not point at.
     pub own_addr: Option<SocketAddr>,
+    /// `--webhook-allow`: address ranges outbound calls may reach that are
+    /// refused by default (loopback, this host, link-local, metadata).
+    pub allow: Vec<Cidr>,
     /// `--remind-after`: notify pending interactions again after this long
     /// (an ask rule's `remind_after_s` comes first); off when `None`.
     pub remind_after: Option<Duration>,
     /// What seals new secrets (the key-encryption key, else the data dir's
     /// `secrets.key`), and every key a stored secret may be opened with.
     pub secret_keys: Vec<std::sync::Arc<Kek>>,
+}
+
+impl WebhookSettings {
+    /// Where webhooks and Slack's Web API calls may go.
+    #[must_use]
+    pub fn outbound_policy(&self) -> OutboundPolicy {
+        OutboundPolicy {
+            allow: self.allow.clone(),
+            own: self.own_addr,
+        }
+    }
 }
 
 /// The file in the data dir that seals webhook secrets when the server has
@@ -256,69 +269,14 @@ pub fn open_secret(keys: &[std::sync::Arc<Kek>], id: &str, stored: &str) -> Resu
 }
 
 /// Check a webhook URL: http(s), a host, not too long, no credentials,
-/// and not this server's own listener.
+/// and a host lev may reach ([`crate::outbound`]: never its own listener,
+/// nor loopback, this host, link-local or cloud metadata addresses unless
+/// `--webhook-allow` names them), however the host is spelled.
 ///
 /// # Errors
 /// A message naming what is wrong.
-pub fn check_url(url: &str, own: Option<SocketAddr>) -> Result<(), String> {
-    if url.len() > MAX_URL {
-        return Err(format!("url: at most {MAX_URL} bytes, found {}", url.len()));
-    }
-    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err("url: holds spaces or control characters".into());
-    }
-    let (scheme, rest) = if let Some(rest) = url.strip_prefix("https://") {
-        ("https", rest)
-    } else if let Some(rest) = url.strip_prefix("http://") {
-        ("http", rest)
-    } else {
-        return Err(format!(
-            "url: expected an http:// or https:// URL, found {:?}",
-            url.chars().take(80).collect::<String>()
-        ));
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.contains('@') {
-        return Err("url: user names and passwords in the URL are not accepted".into());
-    }
-    let (host, port) = split_host_port(authority, if scheme == "https" { 443 } else { 80 })
-        .ok_or_else(|| format!("url: expected a host and an optional port, found {authority:?}"))?;
-    if host.is_empty() {
-        return Err("url: the host is missing".into());
-    }
-    if let Some(own) = own {
-        let loopback_name = host.eq_ignore_ascii_case("localhost");
-        let ip = host.parse::<std::net::IpAddr>().ok();
-        let same_host = loopback_name
-            || ip.is_some_and(|ip| {
-                ip == own.ip()
-                    || (own.ip().is_unspecified() && (ip.is_loopback() || ip.is_unspecified()))
-                    || (own.ip().is_loopback() && ip.is_loopback())
-                    || ip.is_unspecified()
-            });
-        if same_host && port == own.port() {
-            return Err(format!(
-                "url: {authority} is this lev server's own listener; a webhook must go elsewhere"
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn split_host_port(authority: &str, default_port: u16) -> Option<(&str, u16)> {
-    if let Some(rest) = authority.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => p.parse().ok()?,
-            None if after.is_empty() => default_port,
-            None => return None,
-        };
-        return Some((host, port));
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) => Some((host, port.parse().ok()?)),
-        None => Some((authority, default_port)),
-    }
+pub fn check_url(url: &str, policy: &OutboundPolicy) -> Result<(), String> {
+    policy.check_url(url).map(|_| ())
 }
 
 /// The wire form of a stored endpoint.
@@ -365,7 +323,7 @@ pub fn delivery_view(d: DeliveryRecord) -> WebhookDelivery {
 /// 422 naming the field for a bad URL, event or secret; 409 past the most
 /// endpoints.
 pub async fn add(state: &AppState, req: WebhookCreate, actor: &str) -> Result<Webhook, ApiError> {
-    check_url(&req.url, state.settings().webhooks.own_addr).map_err(ApiError::Invalid)?;
+    check_url(&req.url, &state.settings().webhooks.outbound_policy()).map_err(ApiError::Invalid)?;
     let events = lev_protocol::api::check_event_kinds(&req.events).map_err(ApiError::Invalid)?;
     let secret = match req.secret {
         Some(s) => {

@@ -294,6 +294,39 @@ async fn an_answered_ask_is_bound_to_the_gate_request_id_and_spent_once_across_r
     assert_eq!(again["interaction_id"], json!(id));
 }
 
+/// Issue 28: the ledger remembered the text it was given, so a nonce spent
+/// as lev signed it (base64url, no padding) could be spent again in the
+/// standard alphabet or padded: two verifiers spelling it differently ran
+/// the call twice. Every spelling of the same bytes is one nonce.
+#[tokio::test]
+async fn a_spent_nonce_is_spent_in_every_spelling() {
+    let s = start(POLICY).await;
+    let (worker, _) = s.worker_and_approver().await;
+    let bytes: Vec<u8> = (0..16u8).map(|i| 0xfb ^ i.wrapping_mul(37)).collect();
+    let url = lev_approval::encode_base64url(&bytes);
+    let standard = lev_approval::encode_base64(&bytes);
+    assert_eq!(consume(&s, &worker, &url).await, StatusCode::OK);
+    for spelling in [
+        standard.clone(),
+        standard.trim_end_matches('=').to_owned(),
+        format!("{url}=="),
+        url.replace('_', "/"),
+    ] {
+        let (status, v) = s
+            .post("/v1/nonces/consume", &worker, &json!({"nonce": spelling}))
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{spelling}: {v}");
+        assert_eq!(code(&v), "nonce_spent");
+    }
+    // Spent in the standard spelling first: the URL-safe one is spent too.
+    let other = lev_approval::encode_base64(&[9u8; 16]);
+    assert_eq!(consume(&s, &worker, &other).await, StatusCode::OK);
+    assert_eq!(
+        consume(&s, &worker, &lev_approval::encode_base64url(&[9u8; 16])).await,
+        StatusCode::CONFLICT
+    );
+}
+
 #[tokio::test]
 async fn the_gate_is_idempotent_by_session_and_request_id() {
     let s = start(POLICY).await;

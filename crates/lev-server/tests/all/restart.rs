@@ -11,6 +11,13 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
 use crate::support::{TestServer, free_text};
 
+/// The receiver listens on loopback, which webhooks reach only when allowed.
+fn settings() -> lev_server::Settings {
+    let mut settings = lev_server::Settings::default();
+    settings.webhooks.allow = vec![lev_server::outbound::Cidr::parse("127.0.0.0/8").unwrap()];
+    settings
+}
+
 /// A receiver that takes every connection and never answers; counts them.
 async fn hanging_receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -36,7 +43,7 @@ async fn hanging_receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<()>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_server_leaves_nothing_running_and_its_data_dir_free() {
     let (url, mut deliveries) = hanging_receiver().await;
-    let mut s = TestServer::start().await;
+    let mut s = TestServer::start_with(settings()).await;
     let (status, v) = s
         .post(
             "/v1/webhooks",
@@ -89,7 +96,7 @@ async fn a_stopped_server_leaves_nothing_running_and_its_data_dir_free() {
         .await;
         assert!(closed.is_ok(), "the operator's socket stays open");
         // The next server takes the same data dir at once.
-        s = TestServer::start_in(dir, lev_server::Settings::default()).await;
+        s = TestServer::start_in(dir, settings()).await;
     }
     drop(s);
 }

@@ -272,6 +272,67 @@ pub async fn grants_commit_only_with_the_winning_answer(b: &dyn Backend) {
     assert!(actions.contains(&"grant.revoked".to_owned()), "{actions:?}");
 }
 
+/// A nonce is remembered by its bytes: spent in the URL-safe spelling lev
+/// signs, it is spent in the standard alphabet, padded, over-padded, and
+/// with stray bits in its last character (decoders that ignore them read the
+/// same bytes), across a restart; a different nonce is not.
+pub async fn nonces_are_spent_once_in_any_spelling(b: &dyn Backend) {
+    let store = b.open().await;
+    // 16 bytes whose base64 holds both alphabet-specific characters.
+    let bytes: Vec<u8> = (0..16u8).map(|i| 0xfb ^ i.wrapping_mul(37)).collect();
+    let url = lev_approval::encode_base64url(&bytes);
+    let standard = lev_approval::encode_base64(&bytes);
+    assert!(
+        url.contains(['-', '_']) && standard.contains(['+', '/']),
+        "{url} {standard}"
+    );
+    // The last of 22 characters carries 4 unused bits: set them.
+    const ALPHABET: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let last = url.chars().last().and_then(|c| ALPHABET.find(c)).unwrap();
+    let stray = format!(
+        "{}{}",
+        &url[..url.len() - 1],
+        ALPHABET.chars().nth(last | 0b1111).unwrap()
+    );
+    assert_eq!(
+        store.consume_nonce(&url, "w").await.unwrap(),
+        NonceOutcome::Spent
+    );
+    let spellings = [
+        standard.clone(),
+        standard.trim_end_matches('=').to_owned(),
+        format!("{url}=="),
+        url.replace('-', "+"),
+        stray,
+    ];
+    for spelling in &spellings {
+        assert_eq!(
+            store.consume_nonce(spelling, "w").await.unwrap(),
+            NonceOutcome::AlreadySpent,
+            "{spelling} spells the spent {url}"
+        );
+    }
+    drop(store);
+    let store = b.open().await;
+    assert_eq!(
+        store.consume_nonce(&standard, "w").await.unwrap(),
+        NonceOutcome::AlreadySpent,
+        "across a restart"
+    );
+    let other = lev_approval::encode_base64(&[7u8; 16]);
+    assert_eq!(
+        store.consume_nonce(&other, "w").await.unwrap(),
+        NonceOutcome::Spent
+    );
+    assert_eq!(
+        store
+            .consume_nonce(&lev_approval::encode_base64url(&[7u8; 16]), "w")
+            .await
+            .unwrap(),
+        NonceOutcome::AlreadySpent
+    );
+}
+
 pub async fn nonces_are_spent_once(b: &dyn Backend) {
     let stores = handles(b).await;
     let mut tasks = Vec::new();

@@ -78,6 +78,7 @@ macro_rules! conformance_suite {
             gate_asks_respect_the_pending_limit,
             grants_commit_only_with_the_winning_answer,
             nonces_are_spent_once,
+            nonces_are_spent_once_in_any_spelling,
             a_task_lives_from_create_to_finish_and_survives_a_reopen,
             a_task_finishes_once,
             an_escalation_note_keeps_the_create_idempotent,
