@@ -17,6 +17,8 @@
 //! - `audit`: `lev audit [--verify]`, a forged entry, a cut-off tail and `--head`.
 //! - `terminal`: control characters made visible, NO_COLOR.
 //! - `demo`: `lev demo`'s agent asks and prints what its model reads.
+//! - `health`: `lev health` (the container image's HEALTHCHECK), and a
+//!   client of plain http:// on a system without certificate roots.
 //! - `newcomer`: what a new user runs into: `| head`, usage errors, flags
 //!   that do not fit the question, error messages.
 //! - `bench`: `lev bench` smoke runs (never a speed test).
@@ -49,6 +51,8 @@ mod bench;
 mod client_env;
 #[path = "all/demo.rs"]
 mod demo;
+#[path = "all/health.rs"]
+mod health;
 #[path = "all/inbox.rs"]
 mod inbox;
 #[path = "all/keys.rs"]
