@@ -44,6 +44,9 @@ step "python sdk (python/): install, pytest against the lev binary, mypy --stric
   ../.venv/bin/python -m ruff format --check lev tests examples
 )
 
+step "packages: the wheel, the npm tarballs and the container image around target/debug/lev (podman)"
+bash scripts/package-test.sh "$PWD/target/debug/lev"
+
 step "the API against its own OpenAPI document (schemathesis)"
 bash scripts/api-check.sh "$PWD/target/debug/lev"
 
