@@ -69,6 +69,22 @@ for arch in "${arches[@]}"; do
     case "$arch" in x86_64|aarch64) ;; *) die "--arch: expected x86_64 or aarch64, found $arch" ;; esac
 done
 
+# Static: an ELF without a program interpreter (PT_INTERP), so no dynamic
+# loader and no shared library is needed (static-pie binaries included).
+is_static() {
+    python3 - "$1" <<'EOF'
+import struct, sys
+data = open(sys.argv[1], "rb").read(65536)
+if data[:4] != b"\x7fELF" or data[4] != 2:
+    sys.exit(1)
+end = "<" if data[5] == 1 else ">"
+phoff, = struct.unpack_from(end + "Q", data, 0x20)
+phentsize, phnum = struct.unpack_from(end + "HH", data, 0x36)
+types = [struct.unpack_from(end + "I", data, phoff + i * phentsize)[0] for i in range(phnum)]
+sys.exit(1 if 3 in types else 0)
+EOF
+}
+
 max_bytes=$((25 * 1024 * 1024))
 mkdir -p "$out"
 work="$(mktemp -d)"
@@ -88,8 +104,8 @@ build_static() {
         PATH="$tools:$PATH" cargo zigbuild --locked --profile dist --target "$triple" -p lev-cli >&2
     fi
     local built="target/$triple/dist/lev"
-    if ! file -b "$built" | grep -q "statically linked"; then
-        die "$built: expected a statically linked binary, found: $(file -b "$built")"
+    if ! is_static "$built"; then
+        die "$built: expected a static binary, found one that needs a dynamic loader"
     fi
     echo "$root/$built"
 }
@@ -103,12 +119,12 @@ for arch in "${arches[@]}"; do
         bins[$arch]="$(build_static "$arch")"
     fi
     size=$(stat -c %s "${bins[$arch]}")
-    say "$arch: ${bins[$arch]}: $size bytes ($(file -b "${bins[$arch]}" | cut -d, -f1-2,5))"
+    say "$arch: ${bins[$arch]}: $size bytes ($(is_static "${bins[$arch]}" && echo static || echo dynamic))"
     if [ -z "$binary" ] && [ "$size" -gt "$max_bytes" ]; then
         die "${bins[$arch]}: $size bytes, more than 25 MiB"
     fi
 done
-if [ -n "$binary" ] && ! file -b "$binary" | grep -q "statically linked"; then
+if [ -n "$binary" ] && ! is_static "$binary"; then
     say "note: $binary is not static: packaged for tests only (the image copies its shared libraries)"
 fi
 
@@ -151,7 +167,7 @@ if [ "$image" = 1 ] && command -v podman >/dev/null 2>&1; then
         else
             say "note: no /etc/ssl/certs/ca-certificates.crt here: the image gets no CA bundle (outbound HTTPS will fail)"
         fi
-        if ! file -b "${bins[$arch]}" | grep -q "statically linked"; then
+        if ! is_static "${bins[$arch]}"; then
             # A dynamic (test) binary: its loader and libraries too.
             ldd "${bins[$arch]}" | grep -o '/[^ ]*' | while read -r lib; do
                 mkdir -p "$rootfs$(dirname "$lib")"

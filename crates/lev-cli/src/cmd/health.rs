@@ -61,9 +61,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         format!(", replica {}", health.replica_id)
     };
-    println!(
-        "ok: lev {} on {}{replica}",
-        health.version, health.store
-    );
+    println!("ok: lev {} on {}{replica}", health.version, health.store);
     Ok(ExitCode::SUCCESS)
 }

@@ -32,8 +32,10 @@ fn health_answers_zero_when_the_server_is_up_and_one_when_it_is_not() {
     let up = lev(["health", "--url", &server.url]);
     assert_eq!(up.code, 0, "{up:?}");
     assert!(
-        up.stdout
-            .starts_with(&format!("ok: lev {} on sqlite, replica rp_", env!("CARGO_PKG_VERSION"))),
+        up.stdout.starts_with(&format!(
+            "ok: lev {} on sqlite, replica rp_",
+            env!("CARGO_PKG_VERSION")
+        )),
         "{up:?}"
     );
 
