@@ -16,7 +16,7 @@ use toml::Spanned;
 use crate::grant::{ArgsMatcher, GrantMatch, GrantRule, shortfall};
 
 /// The example policy shipped with lev (`lev policy example`).
-pub const EXAMPLE_POLICY: &str = include_str!("../../../examples/policy.toml");
+pub const EXAMPLE_POLICY: &str = include_str!("example_policy.toml");
 
 /// A mistake in a policy file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
