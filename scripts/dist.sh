@@ -23,6 +23,9 @@
 #   --out DIR      instead of dist/
 #   --no-image     skip the container image
 #
+# Env: LEV_IMAGE, the image's name in podman's storage (default
+# localhost/lev; tagged VERSION-ARCH).
+#
 # Static builds: `cargo build --profile dist` for TRIPLE-unknown-linux-musl,
 # the C parts (ring, SQLite) compiled by musl-gcc (Debian's musl-tools) for
 # x86_64 when present, else by Zig through cargo-zigbuild (scripts/dist-env.sh
@@ -174,7 +177,7 @@ if [ "$image" = 1 ] && command -v podman >/dev/null 2>&1; then
                 cp -L "$lib" "$rootfs$lib"
             done
         fi
-        tag="localhost/lev:$version-$oci"
+        tag="${LEV_IMAGE:-localhost/lev}:$version-$oci"
         say "image $tag (podman build, the Dockerfile's final stage around the binary)"
         podman build --quiet --format docker --arch "$oci" \
             --build-arg ROOTFS=rootfs-prebuilt --build-arg TARGETARCH="$oci" \

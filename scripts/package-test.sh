@@ -30,18 +30,19 @@ say() { printf '==> [%3d s] %s\n' "$((SECONDS - started))" "$*"; }
 die() { printf 'package-test: %s\n' "$*" >&2; exit 1; }
 
 [ -x "$binary" ] || die "no lev binary at $binary: build it with cargo build -p lev-cli"
-command -v npm >/dev/null 2>&1 || die "npm not found (apt-get install npm)"
+command -v npm >/dev/null 2>&1 || bash scripts/apt-install.sh package-test nodejs npm
 bash scripts/podman-env.sh
 
 version="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)"
 tmp="$(mktemp -d)"
 name="lev-package-test-$$"
+image="localhost/$name:$version-amd64"
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
     podman rm -f -v "$name" "$name-demo" >/dev/null 2>&1 || true
     podman volume rm -f "$name-data" >/dev/null 2>&1 || true
-    podman rmi -f "localhost/lev:$version-amd64" >/dev/null 2>&1 || true
+    podman rmi -f "$image" >/dev/null 2>&1 || true
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -88,7 +89,7 @@ stop_demo() {
 say "dist.sh --binary (stripped copy of $binary)"
 cp "$binary" "$tmp/lev"
 strip "$tmp/lev" 2>/dev/null || true
-bash scripts/dist.sh --binary "$tmp/lev" --arch x86_64 --out "$tmp/dist" >"$tmp/dist.log" 2>&1 \
+LEV_IMAGE="localhost/$name" bash scripts/dist.sh --binary "$tmp/lev" --arch x86_64 --out "$tmp/dist" >"$tmp/dist.log" 2>&1 \
     || { cat "$tmp/dist.log" >&2; die "dist.sh failed"; }
 (cd "$tmp/dist" && sha256sum --check --quiet SHA256SUMS) || die "SHA256SUMS does not match"
 for whl in "$tmp"/dist/*.whl; do python3 scripts/dist/wheel.py --check "$whl"; done
@@ -134,7 +135,6 @@ printf '{"name":"app","version":"1.0.0","private":true}\n' >"$tmp/app/package.js
 (cd "$tmp/app" && start_demo "$tmp/demo-npm.log" npx --offline --cache "$tmp/npm-cache" lev-cli demo --listen 127.0.0.1:0 && stop_demo "$tmp/demo-npm.log")
 
 say "image: podman run, user, volume, health check, lev inside, SIGTERM; lev demo in it"
-image="localhost/lev:$version-amd64"
 podman_ run "${ulimits[@]}" -d --name "$name" -p 127.0.0.1::7420 -v "$name-data:/data" "$image" >/dev/null
 port="$(podman port "$name" 7420/tcp | sed 's/.*://')"
 healthy=""
