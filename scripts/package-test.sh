@@ -19,11 +19,15 @@
 # checks that when it builds; see the README), nor the arm64 packages.
 # Fails, never skips, when podman, npm or Python are missing.
 #
-#   bash scripts/package-test.sh [BINARY]
+#   bash scripts/package-test.sh [--as-is] [BINARY]
+#
+# --as-is packages BINARY unstripped (a static release build, tested by hand).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
 started=$SECONDS
+as_is=""
+if [ "${1:-}" = "--as-is" ]; then as_is=1; shift; fi
 binary="${1:-$root/target/debug/lev}"
 
 say() { printf '==> [%3d s] %s\n' "$((SECONDS - started))" "$*"; }
@@ -86,9 +90,13 @@ stop_demo() {
     grep -q "lev demo: stopped; removed" "$log" || { cat "$log" >&2; die "the demo did not stop cleanly"; }
 }
 
-say "dist.sh --binary (stripped copy of $binary)"
 cp "$binary" "$tmp/lev"
-strip "$tmp/lev" 2>/dev/null || true
+if [ -n "$as_is" ]; then
+    say "dist.sh --binary $binary"
+else
+    say "dist.sh --binary (stripped copy of $binary)"
+    strip "$tmp/lev" 2>/dev/null || true
+fi
 LEV_IMAGE="localhost/$name" bash scripts/dist.sh --binary "$tmp/lev" --arch x86_64 --out "$tmp/dist" >"$tmp/dist.log" 2>&1 \
     || { cat "$tmp/dist.log" >&2; die "dist.sh failed"; }
 (cd "$tmp/dist" && sha256sum --check --quiet SHA256SUMS) || die "SHA256SUMS does not match"
