@@ -44,6 +44,17 @@ step "python sdk (python/): install, pytest against the lev binary, mypy --stric
   ../.venv/bin/python -m ruff format --check lev tests examples
 )
 
+step "typescript sdk (typescript/): npm ci, tsc --strict, biome lint and format check, node:test against the lev binary"
+bash scripts/typescript-env.sh
+(
+  cd typescript
+  rm -rf dist
+  ./node_modules/.bin/tsc -p tsconfig.json
+  ./node_modules/.bin/biome lint --error-on-warnings .
+  ./node_modules/.bin/biome format .
+  LEV_BIN="${LEV_BIN:-$PWD/../target/debug/lev}" node --test --test-concurrency=3 dist/test/*.test.js
+)
+
 step "packages: the wheel, the npm tarballs and the container image around target/debug/lev (podman)"
 bash scripts/package-test.sh "$PWD/target/debug/lev"
 
