@@ -55,6 +55,9 @@ bash scripts/typescript-env.sh
   LEV_BIN="${LEV_BIN:-$PWD/../target/debug/lev}" node --test --test-concurrency=3 dist/test/*.test.js
 )
 
+step "packages: the wheel, the npm tarballs and the container image around target/debug/lev (podman)"
+bash scripts/package-test.sh "$PWD/target/debug/lev"
+
 step "the API against its own OpenAPI document (schemathesis)"
 bash scripts/api-check.sh "$PWD/target/debug/lev"
 

@@ -18,7 +18,7 @@ use crate::grant::{ArgsMatcher, GrantMatch, GrantRule, shortfall};
 mod wrappers;
 
 /// The example policy shipped with lev (`lev policy example`).
-pub const EXAMPLE_POLICY: &str = include_str!("../../../examples/policy.toml");
+pub const EXAMPLE_POLICY: &str = include_str!("example_policy.toml");
 
 /// A mistake in a policy file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

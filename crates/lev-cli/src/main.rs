@@ -152,6 +152,11 @@ enum Command {
     /// deploy that migrates before it starts servers. A schema newer than
     /// this lev is refused.
     Migrate(cmd::migrate::Args),
+    /// Is a server up? `GET /v1/health` once; exit 0 when it answers healthy.
+    ///
+    /// For a container's HEALTHCHECK (the image runs `lev health`) or a
+    /// probe script. Needs no token.
+    Health(cmd::health::Args),
     /// Load generator: starts `lev serve` as a child and drives it over HTTP.
     ///
     /// `lev bench cycles --workers 64` loops create -> respond -> wait and
@@ -189,6 +194,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Hook(args) => cmd::hook::run(args),
         Command::Codex(args) => cmd::codex::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
+        Command::Health(args) => cmd::health::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     }
 }

@@ -24,6 +24,8 @@
 //!   `lev mcp`'s tools, `lev ask`, `lev run`) answers by its deadline against
 //!   a lev that never answers, trickles, or closes mid-answer.
 //! - `demo`: `lev demo`'s agent asks and prints what its model reads.
+//! - `health`: `lev health` (the container image's HEALTHCHECK), and a
+//!   client of plain http:// on a system without certificate roots.
 //! - `newcomer`: what a new user runs into: `| head`, usage errors, flags
 //!   that do not fit the question, error messages.
 //! - `bench`: `lev bench` smoke runs (never a speed test).
@@ -62,6 +64,8 @@ mod demo;
 mod file_limits;
 #[path = "all/hidden_json.rs"]
 mod hidden_json;
+#[path = "all/health.rs"]
+mod health;
 #[path = "all/inbox.rs"]
 mod inbox;
 #[path = "all/keys.rs"]

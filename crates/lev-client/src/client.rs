@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
 use crate::events::EventStream;
-use crate::tls::{ConnectOptions, check_url, client_config};
+use crate::tls::{ConnectOptions, check_url, client_config_for};
 
 /// How long an ordinary request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -156,7 +156,8 @@ impl Client {
             url: base_url.to_owned(),
             reason,
         };
-        let tls = Arc::new(client_config(options.ca_cert_pem.as_deref()).map_err(bad)?);
+        let (scheme, _) = check_url(&base, options.insecure_http).map_err(bad)?;
+        let tls = Arc::new(client_config_for(scheme, options.ca_cert_pem.as_deref()).map_err(bad)?);
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)

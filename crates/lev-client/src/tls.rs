@@ -91,6 +91,23 @@ pub(crate) fn is_loopback(authority: &str) -> bool {
 /// # Errors
 /// A message naming what is wrong with the certificates.
 pub(crate) fn client_config(ca_cert_pem: Option<&[u8]>) -> Result<ClientConfig, String> {
+    client_config_for(Scheme::Tls, ca_cert_pem)
+}
+
+/// [`client_config`] for a client of a server at `scheme`. A client of a
+/// plain `http://` server never makes a TLS handshake (it follows no
+/// redirect, and its WebSocket is `ws://` on the same host), so where the
+/// system has no certificate roots to load (a `FROM scratch` container, a
+/// minimal system without a CA bundle) it gets a configuration that trusts
+/// nothing, rather than an error: `lev demo` and `lev health` against
+/// loopback work there.
+///
+/// # Errors
+/// A message naming what is wrong with the certificates.
+pub(crate) fn client_config_for(
+    scheme: Scheme,
+    ca_cert_pem: Option<&[u8]>,
+) -> Result<ClientConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -109,14 +126,16 @@ pub(crate) fn client_config(ca_cert_pem: Option<&[u8]>) -> Result<ClientConfig, 
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         }
-        None => {
-            let verifier = rustls_platform_verifier::Verifier::new(provider)
-                .map_err(|e| format!("the system's certificate roots: {e}"))?;
-            builder
+        None => match rustls_platform_verifier::Verifier::new(provider) {
+            Ok(verifier) => builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(verifier))
-                .with_no_client_auth()
-        }
+                .with_no_client_auth(),
+            Err(_) if scheme == Scheme::Plain => builder
+                .with_root_certificates(RootCertStore::empty())
+                .with_no_client_auth(),
+            Err(e) => return Err(format!("the system's certificate roots: {e}")),
+        },
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)

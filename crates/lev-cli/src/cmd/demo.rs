@@ -101,9 +101,7 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
         println!();
         println!(
             "{}",
-            style.dim(
-                "(`lev` is not on your PATH: `cargo install --path crates/lev-cli` puts it there)"
-            )
+            style.dim("(`lev` is not on your PATH: these lines name this binary by its full path)")
         );
     }
     if fell_back {

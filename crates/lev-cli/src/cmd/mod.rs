@@ -9,6 +9,7 @@ pub mod bench_soak;
 pub mod codex;
 pub mod demo;
 pub mod grants;
+pub mod health;
 pub mod hook;
 pub mod key;
 pub mod keys;
