@@ -100,12 +100,23 @@ async fn the_page_and_its_assets_are_served_with_a_strict_policy() {
     assert_eq!(h["x-content-type-options"], "nosniff");
     assert_eq!(h["referrer-policy"], "no-referrer");
     let html = resp.text().await.unwrap();
-    assert!(html.contains(r#"<script type="module" src="assets/app.js"></script>"#));
+    assert!(html.contains(r#"<script type="module" src="assets/main.js"></script>"#));
 
-    for (path, ty) in [
-        ("/assets/app.js", "text/javascript; charset=utf-8"),
-        ("/assets/app.css", "text/css; charset=utf-8"),
-    ] {
+    // Every asset the page names (its script, the modules it preloads, its
+    // style sheet) is served with its type and revalidates.
+    let mut assets: Vec<String> = Vec::new();
+    for attr in ["src=\"assets/", "href=\"assets/"] {
+        for rest in html.split(attr).skip(1) {
+            assets.push(format!("/assets/{}", rest.split('"').next().unwrap()));
+        }
+    }
+    assert!(assets.len() > 10, "{assets:?}");
+    for path in &assets {
+        let ty = if path.ends_with(".css") {
+            "text/css; charset=utf-8"
+        } else {
+            "text/javascript; charset=utf-8"
+        };
         let resp = s.http.get(s.path(path)).send().await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK, "{path}");
         assert_eq!(resp.headers()[CONTENT_TYPE], ty, "{path}");
