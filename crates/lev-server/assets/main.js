@@ -1,6 +1,8 @@
 // lev dashboard: routing, keys, theme and boot. Plain JavaScript in ES
 // modules, no framework, no build step; the server embeds each module and
-// serves it as /assets/NAME.js, and index.html preloads them all.
+// serves it as /assets/NAME.js, and index.html preloads them all. (The
+// server writes its version into the page's and the imports' addresses,
+// ?v=..., so the browser keeps the modules until the binary changes.)
 //
 // Safety rule for every module: everything that comes from an agent
 // (prompts, args, names, titles, options, feedback, metadata, ids) is

@@ -8,6 +8,14 @@
 //!   and the modules it imports, which the page preloads). `text.js` gets
 //!   [`lev_protocol::text::HIDDEN`] written into it when first served, so the
 //!   page flags exactly the characters the CLI flags.
+//!
+//! Every answer carries an ETag and the page is revalidated on each load
+//! (`no-cache`). The page and the modules name the assets with this
+//! binary's version (`?v=`, written in when first served, like the table of
+//! hidden characters), and an asset asked for with that version may be kept
+//! (`immutable`): a page load revalidates the page alone, not each of its
+//! nineteen modules, and a new binary's assets are new addresses. Asked for
+//! without it, an asset is `no-cache` as the page is.
 //! - `POST /v1/login {token}`: an approver or admin token opens a session
 //!   (see [`crate::session_auth`]); answers `{name, role, csrf_token,
 //!   attach_root}` and sets the session cookie.
@@ -40,7 +48,7 @@ use sha2::{Digest, Sha256};
 use crate::auth::{Principal, token_hash};
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::PathParam;
+use crate::extract::{PathParam, Q};
 use crate::session_auth::{CurrentSession, Sessions, session_cookie};
 use crate::state::AppState;
 
@@ -119,36 +127,100 @@ const TEXT_MODULE: &str = "text.js";
 /// Where text.js takes the table of hidden characters.
 const HIDDEN_PLACEHOLDER: &str = "[/* lev_protocol::text::HIDDEN */]";
 
-/// text.js with [`lev_protocol::text::HIDDEN`] in place of its placeholder:
-/// one definition of hidden characters for every interface, no second copy.
-static TEXT_JS: LazyLock<String> = LazyLock::new(|| {
-    module_source(TEXT_MODULE).unwrap_or_default().replacen(
-        HIDDEN_PLACEHOLDER,
-        &lev_protocol::text::hidden_ranges_json(),
-        1,
-    )
-});
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+const HTML: &str = "text/html; charset=utf-8";
 
-/// A module's text as written in `assets/`.
-fn module_source(name: &str) -> Option<&'static str> {
-    MODULES
-        .iter()
-        .find(|(n, ..)| *n == name)
-        .map(|(_, _, source)| *source)
+/// A file as served: its text and content type, and its validator.
+#[derive(Debug)]
+struct Served {
+    body: String,
+    content_type: &'static str,
+    etag: String,
 }
 
-/// The asset called `name` as served, with its content type; `None` for a
-/// name not on the fixed list.
-fn served(name: &str) -> Option<(&'static str, &'static str)> {
-    if name == "app.css" {
-        return Some((APP_CSS, "text/css; charset=utf-8"));
+impl Served {
+    fn new(body: String, content_type: &'static str) -> Self {
+        let digest = Sha256::digest(body.as_bytes());
+        let etag = format!("\"{}\"", crate::ids::hex(&digest[..12]));
+        Served {
+            body,
+            content_type,
+            etag,
+        }
     }
-    let body = if name == TEXT_MODULE {
-        TEXT_JS.as_str()
-    } else {
-        module_source(name)?
-    };
-    Some((body, "text/javascript; charset=utf-8"))
+}
+
+/// The assets' version: a digest of everything served under `/assets/`.
+static VERSION: LazyLock<String> = LazyLock::new(|| {
+    let mut digest = Sha256::new();
+    digest.update(lev_protocol::text::hidden_ranges_json());
+    for (name, _, source) in MODULES {
+        digest.update(name);
+        digest.update(source);
+    }
+    digest.update(APP_CSS);
+    crate::ids::hex(&digest.finalize()[..8])
+});
+
+/// `name` as the page and the modules name it: with this binary's version.
+fn versioned(name: &str) -> String {
+    format!("{name}?v={}", VERSION.as_str())
+}
+
+/// A module as served: each `import ... from './x.js';` line naming
+/// `./x.js?v=VERSION`, and text.js with [`lev_protocol::text::HIDDEN`] in
+/// place of its placeholder (one definition of hidden characters for every
+/// interface, no second copy).
+fn serve_module(name: &str, source: &str) -> String {
+    let mut out = String::with_capacity(source.len() + 512);
+    for line in source.split_inclusive('\n') {
+        let import = line.starts_with("import ") || line.starts_with("export ");
+        match line.trim_end().strip_suffix(".js';") {
+            Some(head) if import && line.contains(" from './") => {
+                out.push_str(head);
+                out.push_str(&format!(".js?v={}';", VERSION.as_str()));
+                out.push_str(&line[line.trim_end().len()..]);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    if name == TEXT_MODULE {
+        out = out.replacen(
+            HIDDEN_PLACEHOLDER,
+            &lev_protocol::text::hidden_ranges_json(),
+            1,
+        );
+    }
+    out
+}
+
+/// The page as served: every asset it names with this binary's version.
+static PAGE: LazyLock<Served> = LazyLock::new(|| {
+    let mut page = INDEX_HTML.to_owned();
+    let names = MODULES.iter().map(|(name, ..)| *name).chain(["app.css"]);
+    for name in names {
+        page = page.replace(
+            &format!("\"assets/{name}\""),
+            &format!("\"assets/{}\"", versioned(name)),
+        );
+    }
+    Served::new(page, HTML)
+});
+
+/// Every asset as served, by name.
+static ASSETS: LazyLock<Vec<(&'static str, Served)>> = LazyLock::new(|| {
+    MODULES
+        .iter()
+        .map(|(name, _, source)| (*name, Served::new(serve_module(name, source), JS)))
+        .chain([("app.css", Served::new(APP_CSS.to_owned(), CSS))])
+        .collect()
+});
+
+/// The asset called `name` as served; `None` for a name not on the fixed
+/// list.
+fn served(name: &str) -> Option<&'static Served> {
+    ASSETS.iter().find(|(n, _)| *n == name).map(|(_, s)| s)
 }
 
 /// The dashboard's routes (merged into the API router).
@@ -162,33 +234,25 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/operators", get(operators))
 }
 
-fn etag(body: &str) -> String {
-    let digest = Sha256::digest(body.as_bytes());
-    format!("\"{}\"", crate::ids::hex(&digest[..12]))
-}
+/// How long a browser may keep an asset asked for with this version.
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 
 /// An embedded file with its type, security headers and a validator.
-fn asset(
-    headers: &HeaderMap,
-    body: &'static str,
-    content_type: &'static str,
-    page: bool,
-) -> Response {
-    let tag = etag(body);
+fn asset(headers: &HeaderMap, file: &'static Served, cache: &'static str, page: bool) -> Response {
     let fresh = headers
         .get(IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == file.etag));
     let mut response = if fresh {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        Response::new(Body::from(body))
+        Response::new(Body::from(file.body.as_str()))
     };
     let h = response.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(file.content_type));
     h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Ok(v) = HeaderValue::from_str(&tag) {
+    h.insert(CACHE_CONTROL, HeaderValue::from_static(cache));
+    if let Ok(v) = HeaderValue::from_str(&file.etag) {
         h.insert(ETAG, v);
     }
     if page {
@@ -215,20 +279,39 @@ fn asset(
     responses((status = 200, description = "The dashboard's page", content_type = "text/html", body = String),
         (status = 304, description = "Not modified (`If-None-Match`)")))]
 async fn index(headers: HeaderMap) -> Response {
-    asset(&headers, INDEX_HTML, "text/html; charset=utf-8", true)
+    asset(&headers, &PAGE, "no-cache", true)
+}
+
+/// `GET /assets/{name}?v=`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AssetQuery {
+    /// The assets' version, as the page names them: asked for with this
+    /// server's, the answer may be kept (`immutable`); else it is
+    /// `no-cache`.
+    #[serde(default)]
+    pub v: Option<String>,
 }
 
 /// `GET /assets/{name}`: `app.css`, or one of [`MODULES`].
 #[utoipa::path(get, path = "/assets/{name}", tag = "dashboard", security(()),
-    params(("name" = String, Path, description = "`app.css`, or a module of the dashboard's script: `main.js` and the modules it imports")),
+    params(("name" = String, Path, description = "`app.css`, or a module of the dashboard's script: `main.js` and the modules it imports"), AssetQuery),
     responses((status = 200, description = "The dashboard's style sheet or one of its script's modules",
             content((String = "text/javascript"), (String = "text/css"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
         (status = 404, description = "No such asset", body = ErrorBody)))]
-async fn assets(headers: HeaderMap, PathParam(name): PathParam) -> ApiResult<Response> {
-    let (body, content_type) =
-        served(&name).ok_or_else(|| ApiError::NotFound("no such asset".into()))?;
-    Ok(asset(&headers, body, content_type, false))
+async fn assets(
+    headers: HeaderMap,
+    PathParam(name): PathParam,
+    Q(query): Q<AssetQuery>,
+) -> ApiResult<Response> {
+    let file = served(&name).ok_or_else(|| ApiError::NotFound("no such asset".into()))?;
+    let cache = if query.v.as_deref() == Some(VERSION.as_str()) {
+        IMMUTABLE
+    } else {
+        "no-cache"
+    };
+    Ok(asset(&headers, file, cache, false))
 }
 
 fn sessions_of(ext: Option<Extension<Arc<Sessions>>>) -> ApiResult<Arc<Sessions>> {
@@ -398,8 +481,8 @@ mod tests {
     /// Every module as served (text.js with its table written in).
     fn served_modules() -> impl Iterator<Item = (&'static str, &'static str)> {
         MODULES.iter().map(|(name, ..)| {
-            let (body, _) = served(name).unwrap_or_else(|| panic!("{name} is not served"));
-            (*name, body)
+            let file = served(name).unwrap_or_else(|| panic!("{name} is not served"));
+            (*name, file.body.as_str())
         })
     }
 
@@ -632,16 +715,10 @@ mod tests {
 
     #[test]
     fn each_asset_is_served_with_its_type_and_nothing_else_is() {
-        assert_eq!(
-            served("app.css").map(|(_, t)| t),
-            Some("text/css; charset=utf-8")
-        );
+        assert_eq!(served("app.css").map(|f| f.content_type), Some(CSS));
+        assert_eq!(served("app.css").map(|f| f.body.as_str()), Some(APP_CSS));
         for (name, ..) in MODULES {
-            assert_eq!(
-                served(name).map(|(_, t)| t),
-                Some("text/javascript; charset=utf-8"),
-                "{name}"
-            );
+            assert_eq!(served(name).map(|f| f.content_type), Some(JS), "{name}");
         }
         for name in [
             "app.js",
@@ -652,6 +729,52 @@ mod tests {
             "Main.js",
         ] {
             assert!(served(name).is_none(), "{name:?} is served");
+        }
+    }
+
+    #[test]
+    fn the_page_and_the_modules_name_the_assets_with_their_version() {
+        let version = VERSION.as_str();
+        assert!(
+            version.len() == 16 && version.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{version}"
+        );
+        // The page: each asset it names, and nothing else changed.
+        let page = &PAGE.body;
+        let mut named = 0;
+        for attr in ["src=\"assets/", "href=\"assets/"] {
+            for rest in page.split(attr).skip(1) {
+                let value = rest.split('"').next().unwrap_or_default();
+                let name = value.strip_suffix(&format!("?v={version}"));
+                assert!(name.and_then(served).is_some(), "the page names {value}");
+                named += 1;
+            }
+        }
+        assert_eq!(
+            named,
+            MODULES.len() + 1,
+            "the script, the preloads, the style"
+        );
+        assert_eq!(page.replace(&format!("?v={version}"), ""), INDEX_HTML);
+        // The modules: each import names the same version, and that is all
+        // that changed (but text.js's table).
+        for (name, _, source) in MODULES {
+            let body = &served(name).unwrap_or_else(|| panic!("{name}")).body;
+            let imports = imports(name, source).len();
+            assert!(imports > 0 || *name == "bus.js" || *name == "state.js" || *name == "json.js");
+            assert_eq!(
+                body.matches(&format!(".js?v={version}';")).count(),
+                imports,
+                "{name}"
+            );
+            let mut plain = body.replace(&format!("?v={version}"), "");
+            if *name == TEXT_MODULE {
+                plain = plain.replace(
+                    &lev_protocol::text::hidden_ranges_json(),
+                    HIDDEN_PLACEHOLDER,
+                );
+            }
+            assert_eq!(plain, *source, "{name}");
         }
     }
 
@@ -672,12 +795,15 @@ mod tests {
                 );
             }
         }
-        assert!(!TEXT_JS.contains(HIDDEN_PLACEHOLDER));
+        let text_js = served(TEXT_MODULE)
+            .map(|f| f.body.as_str())
+            .unwrap_or_default();
+        assert!(!text_js.contains(HIDDEN_PLACEHOLDER));
         let table = format!(
             "const HIDDEN_RANGES = {};",
             lev_protocol::text::hidden_ranges_json()
         );
-        assert_eq!(TEXT_JS.matches(&table).count(), 1, "text.js lacks {table}");
+        assert_eq!(text_js.matches(&table).count(), 1, "text.js lacks {table}");
         assert!(
             table.contains("[917504,921599]"),
             "tags and selectors: {table}"
