@@ -71,54 +71,41 @@ enum Layer {
     Page,
 }
 
+/// A module of `assets/`: its name, its layer and its text.
+macro_rules! module {
+    ($name:literal, $layer:ident) => {
+        (
+            $name,
+            Layer::$layer,
+            include_str!(concat!("../assets/", $name)),
+        )
+    };
+}
+
 /// The page's script modules, each served as `/assets/NAME`, in an order in
 /// which every module imports only modules before it (the tests below read
 /// their `import` lines and hold this): no import loop, and no base module
 /// importing a view.
 const MODULES: &[(&str, Layer, &str)] = &[
-    ("bus.js", Layer::Base, include_str!("../assets/bus.js")),
-    ("state.js", Layer::Base, include_str!("../assets/state.js")),
-    ("json.js", Layer::Base, include_str!("../assets/json.js")),
-    ("text.js", Layer::Base, include_str!("../assets/text.js")),
-    ("dom.js", Layer::Base, include_str!("../assets/dom.js")),
-    ("api.js", Layer::Base, include_str!("../assets/api.js")),
-    ("votes.js", Layer::View, include_str!("../assets/votes.js")),
-    (
-        "outcomes.js",
-        Layer::View,
-        include_str!("../assets/outcomes.js"),
-    ),
-    ("tasks.js", Layer::View, include_str!("../assets/tasks.js")),
-    (
-        "grants.js",
-        Layer::View,
-        include_str!("../assets/grants.js"),
-    ),
-    ("audit.js", Layer::View, include_str!("../assets/audit.js")),
-    (
-        "answer.js",
-        Layer::View,
-        include_str!("../assets/answer.js"),
-    ),
-    (
-        "detail.js",
-        Layer::View,
-        include_str!("../assets/detail.js"),
-    ),
-    ("inbox.js", Layer::View, include_str!("../assets/inbox.js")),
-    (
-        "notify.js",
-        Layer::View,
-        include_str!("../assets/notify.js"),
-    ),
-    (
-        "history.js",
-        Layer::View,
-        include_str!("../assets/history.js"),
-    ),
-    ("live.js", Layer::View, include_str!("../assets/live.js")),
-    ("login.js", Layer::View, include_str!("../assets/login.js")),
-    ("main.js", Layer::Page, include_str!("../assets/main.js")),
+    module!("bus.js", Base),
+    module!("state.js", Base),
+    module!("json.js", Base),
+    module!("text.js", Base),
+    module!("dom.js", Base),
+    module!("api.js", Base),
+    module!("votes.js", View),
+    module!("outcomes.js", View),
+    module!("tasks.js", View),
+    module!("grants.js", View),
+    module!("audit.js", View),
+    module!("answer.js", View),
+    module!("detail.js", View),
+    module!("inbox.js", View),
+    module!("notify.js", View),
+    module!("history.js", View),
+    module!("live.js", View),
+    module!("login.js", View),
+    module!("main.js", Page),
 ];
 
 /// The module the server writes [`lev_protocol::text::HIDDEN`] into.
