@@ -100,15 +100,38 @@ async fn the_page_and_its_assets_are_served_with_a_strict_policy() {
     assert_eq!(h["x-content-type-options"], "nosniff");
     assert_eq!(h["referrer-policy"], "no-referrer");
     let html = resp.text().await.unwrap();
-    assert!(html.contains(r#"<script type="module" src="assets/app.js"></script>"#));
+    assert!(html.contains(r#"<script type="module" src="assets/main.js?v="#));
+    assert_eq!(h["cache-control"], "no-cache");
 
-    for (path, ty) in [
-        ("/assets/app.js", "text/javascript; charset=utf-8"),
-        ("/assets/app.css", "text/css; charset=utf-8"),
-    ] {
+    // Every asset the page names (its script, the modules it preloads, its
+    // style sheet, each with the assets' version) is served with its type,
+    // may be kept, and revalidates; asked for without the version, it is
+    // revalidated on each use, as the page is.
+    let mut assets: Vec<String> = Vec::new();
+    for attr in ["src=\"assets/", "href=\"assets/"] {
+        for rest in html.split(attr).skip(1) {
+            assets.push(format!("/assets/{}", rest.split('"').next().unwrap()));
+        }
+    }
+    assert!(assets.len() > 10, "{assets:?}");
+    for path in &assets {
+        let ty = if path.contains(".css?") {
+            "text/css; charset=utf-8"
+        } else {
+            "text/javascript; charset=utf-8"
+        };
+        assert!(
+            path.contains(".js?v=") || path.contains(".css?v="),
+            "{path}"
+        );
         let resp = s.http.get(s.path(path)).send().await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK, "{path}");
         assert_eq!(resp.headers()[CONTENT_TYPE], ty, "{path}");
+        assert_eq!(
+            resp.headers()["cache-control"],
+            "public, max-age=31536000, immutable",
+            "{path}"
+        );
         assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
         let etag = resp.headers()["etag"].to_str().unwrap().to_owned();
         assert!(!resp.bytes().await.unwrap().is_empty());
@@ -121,6 +144,13 @@ async fn the_page_and_its_assets_are_served_with_a_strict_policy() {
             .await
             .unwrap();
         assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
+        let unversioned = path.split('?').next().unwrap();
+        for other in [unversioned.to_owned(), format!("{unversioned}?v=0")] {
+            let resp = s.http.get(s.path(&other)).send().await.unwrap();
+            assert_eq!(resp.status(), StatusCode::OK, "{other}");
+            assert_eq!(resp.headers()["cache-control"], "no-cache", "{other}");
+            assert_eq!(resp.headers()["etag"].to_str().unwrap(), etag, "{other}");
+        }
     }
     let (status, v) = s.get("/assets/nope.js", "").await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -1231,7 +1231,7 @@ async fn a_tag_hidden_instruction_is_spelled_out_and_flagged() {
         json!(false),
         "a raw hidden character is on the page"
     );
-    let script = reqwest::get(format!("{}/assets/app.js", s.url))
+    let script = reqwest::get(format!("{}/assets/text.js", s.url))
         .await
         .unwrap()
         .text()
