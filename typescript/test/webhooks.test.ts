@@ -8,7 +8,7 @@ import { Server, sleep, uid } from "./helpers.js";
 
 let server: Server;
 before(async () => {
-  server = await Server.start();
+  server = await Server.start({ extra: ["--webhook-allow", "127.0.0.0/8"] });
 });
 after(async () => {
   await server?.close();
