@@ -62,10 +62,10 @@ mod deadlines;
 mod demo;
 #[path = "all/file_limits.rs"]
 mod file_limits;
-#[path = "all/hidden_json.rs"]
-mod hidden_json;
 #[path = "all/health.rs"]
 mod health;
+#[path = "all/hidden_json.rs"]
+mod hidden_json;
 #[path = "all/inbox.rs"]
 mod inbox;
 #[path = "all/keys.rs"]
