@@ -41,7 +41,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$lev" serve --listen 127.0.0.1:0 --data-dir "$work/data" --operator-grace 1 \
+"$lev" serve --listen 127.0.0.1:0 --data-dir "$work/data" --operator-grace 1 --webhook-allow 127.0.0.1/32 \
     >"$work/serve.log" 2>&1 &
 server=$!
 url=""
