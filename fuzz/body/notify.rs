@@ -9,7 +9,7 @@
 //! within Slack's limits, whatever the interaction holds.
 //!
 //! The including crate provides `crate::slack::{payload, verify, blocks}`
-//! and `crate::webhook_sign` (lev-server's modules).
+//! (lev-slack's modules) and `crate::webhook_sign` (lev-server's).
 
 use crate::slack::{blocks, payload, verify};
 use crate::webhook_sign;

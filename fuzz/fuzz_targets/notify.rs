@@ -8,10 +8,10 @@
 
 #![no_main]
 
-// lev-server's modules, compiled here on their own (what the target does
-// not call is unused).
+// lev-slack's and lev-server's modules, compiled here on their own (what
+// the target does not call is unused).
 #[allow(dead_code)]
-#[path = "../../crates/lev-server/src/slack"]
+#[path = "../../crates/lev-slack/src"]
 mod slack {
     pub mod blocks;
     pub mod payload;

@@ -40,6 +40,9 @@
 //! - `watch`: `lev watch` in a real pseudo-terminal (tmux): keys typed, answers
 //!   checked through the API, a dropped connection resumed.
 //!
+//! - `crate_graph`: ARCHITECTURE.md's crate graph and layers against every
+//!   crate's `Cargo.toml`.
+//!
 //! The client-command modules share `client_env`: `lev serve` on port 0 in a
 //! scratch data dir, and `lev` runs with LEV_URL and LEV_TOKEN pointed at it.
 
@@ -56,6 +59,8 @@ mod audit;
 mod bench;
 #[path = "all/client_env.rs"]
 mod client_env;
+#[path = "all/crate_graph.rs"]
+mod crate_graph;
 #[path = "all/deadlines.rs"]
 mod deadlines;
 #[path = "all/demo.rs"]

@@ -51,7 +51,9 @@ pub mod backoff;
 mod client;
 mod error;
 pub mod events;
-pub mod files;
+/// The one bounded read of a file lev is pointed at (from `lev-io`, which
+/// the server uses too).
+pub use lev_io::files;
 pub mod gate;
 pub mod operator;
 mod outcome;
@@ -63,16 +65,7 @@ mod worker;
 pub use client::{Blob, Client, ListQuery, MAX_WAIT_S, StatusFilter, TaskQuery};
 pub use error::{Error, Result};
 pub use events::{Event, EventStream};
+pub use lev_io::outbound_tls_config;
 pub use parts::{SavedPart, inbound_part, safe_file_name};
 pub use tls::ConnectOptions;
-
-/// The TLS configuration for calls a server makes to others (webhooks,
-/// Slack): the system's roots through the platform verifier, rustls with
-/// the `ring` provider, HTTP/1.1.
-///
-/// # Errors
-/// When the system's roots cannot be loaded.
-pub fn outbound_tls_config() -> std::result::Result<rustls::ClientConfig, String> {
-    tls::client_config(None)
-}
 pub use worker::{Answer, Outcome, final_outcome};

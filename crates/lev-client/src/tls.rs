@@ -1,14 +1,11 @@
 //! How the client reaches a server: TLS with rustls and the `ring` provider
-//! (the server's stack), and the rule that a token never travels in clear
-//! beyond loopback.
+//! (the server's stack, configured by `lev_io::tls`), and the rule that a
+//! token never travels in clear beyond loopback.
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
+use lev_io::tls::SystemRoots;
 use rustls::ClientConfig;
-use rustls::RootCertStore;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject as _;
 
 /// How to reach a server: which certificates to trust over `https://`, and
 /// whether plain `http://` may go beyond loopback.
@@ -85,22 +82,14 @@ pub(crate) fn is_loopback(authority: &str) -> bool {
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The rustls client configuration: `ca_cert_pem`'s certificates as the only
-/// roots when given, else the system's (through the platform verifier).
-///
-/// # Errors
-/// A message naming what is wrong with the certificates.
-pub(crate) fn client_config(ca_cert_pem: Option<&[u8]>) -> Result<ClientConfig, String> {
-    client_config_for(Scheme::Tls, ca_cert_pem)
-}
-
-/// [`client_config`] for a client of a server at `scheme`. A client of a
-/// plain `http://` server never makes a TLS handshake (it follows no
-/// redirect, and its WebSocket is `ws://` on the same host), so where the
-/// system has no certificate roots to load (a `FROM scratch` container, a
-/// minimal system without a CA bundle) it gets a configuration that trusts
-/// nothing, rather than an error: `lev demo` and `lev health` against
-/// loopback work there.
+/// The rustls client configuration for a client of a server at `scheme`:
+/// `ca_cert_pem`'s certificates as the only roots when given, else the
+/// system's. A client of a plain `http://` server never makes a TLS
+/// handshake (it follows no redirect, and its WebSocket is `ws://` on the
+/// same host), so where the system has no certificate roots to load (a
+/// `FROM scratch` container, a minimal system without a CA bundle) it gets a
+/// configuration that trusts nothing, rather than an error: `lev demo` and
+/// `lev health` against loopback work there.
 ///
 /// # Errors
 /// A message naming what is wrong with the certificates.
@@ -108,37 +97,11 @@ pub(crate) fn client_config_for(
     scheme: Scheme,
     ca_cert_pem: Option<&[u8]>,
 ) -> Result<ClientConfig, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("tls: {e}"))?;
-    let mut config = match ca_cert_pem {
-        Some(pem) => {
-            let mut roots = RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| format!("the CA certificate: {e}"))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("the CA certificate: {e}"))?;
-            }
-            if roots.is_empty() {
-                return Err("the CA certificate: expected PEM certificates, found none".into());
-            }
-            builder.with_root_certificates(roots).with_no_client_auth()
-        }
-        None => match rustls_platform_verifier::Verifier::new(provider) {
-            Ok(verifier) => builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(verifier))
-                .with_no_client_auth(),
-            Err(_) if scheme == Scheme::Plain => builder
-                .with_root_certificates(RootCertStore::empty())
-                .with_no_client_auth(),
-            Err(e) => return Err(format!("the system's certificate roots: {e}")),
-        },
+    let system_roots = match scheme {
+        Scheme::Plain => SystemRoots::IfAvailable,
+        Scheme::Tls => SystemRoots::Required,
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    lev_io::tls::client_config(ca_cert_pem, system_roots)
 }
 
 #[cfg(test)]
@@ -177,10 +140,5 @@ mod tests {
         assert!(check_url("http://lev.example.com:7420", true).is_ok());
         assert!(check_url("http://user:pw@127.0.0.1", false).is_err());
         assert!(check_url("ftp://127.0.0.1", false).is_err());
-    }
-
-    #[test]
-    fn a_ca_file_without_certificates_is_refused() {
-        assert!(client_config(Some(b"not pem")).is_err());
     }
 }

@@ -14,6 +14,11 @@
 //!
 //! Newline and tab are in the table too: an interface that shows text on
 //! several lines keeps those two itself.
+//!
+//! Which texts of an interaction are checked: [`agent_texts`], one list for
+//! every interface.
+
+use crate::interaction::{InteractionKind, InteractionRequest};
 
 /// Inclusive ranges of hidden code points, sorted and disjoint.
 pub const HIDDEN: &[(u32, u32)] = &[
@@ -63,6 +68,73 @@ pub fn has_hidden(text: &str) -> bool {
 /// `c` as `U+XXXX` (at least four hex digits, upper case).
 pub fn code_point(c: char) -> String {
     format!("U+{:04X}", u32::from(c))
+}
+
+/// Every text of `request` an agent wrote (and the gate's note beside it),
+/// in the order they are shown: the ones an interface checks with
+/// [`has_hidden`] to flag the request, and whose tag characters
+/// ([`tag_chars`]) it spells out. The one list `lev watch` and Slack use;
+/// the dashboard's script checks every string of the request, these
+/// included.
+///
+/// The session, id, title, caller, conversation and reason; what is asked
+/// (the prompt, the options, each point's id and text; a tool call's name,
+/// args, sandbox mode, missing capabilities and labelled answers); and the
+/// gate's rule tool, rule reason and risk.
+pub fn agent_texts(request: &InteractionRequest) -> Vec<&str> {
+    let r = request;
+    let mut out: Vec<&str> = vec![&r.session_id];
+    out.extend(r.id.as_deref());
+    out.extend(r.title.as_deref());
+    out.extend(r.caller.as_deref());
+    out.extend(r.conversation_id.as_deref());
+    out.extend(r.reason.as_deref());
+    match &r.kind {
+        InteractionKind::FreeText { prompt } => out.push(prompt),
+        InteractionKind::MultipleChoice { prompt, options } => {
+            out.push(prompt);
+            out.extend(options.iter().map(String::as_str));
+        }
+        InteractionKind::InteractionPoints { prompt, points } => {
+            out.push(prompt);
+            for p in points {
+                out.push(&p.id);
+                out.push(&p.text);
+            }
+        }
+        InteractionKind::ToolApproval {
+            tool_name,
+            args_json,
+            missing_capabilities,
+            sandbox_mode,
+            options,
+        } => {
+            out.push(tool_name);
+            out.push(args_json);
+            out.push(sandbox_mode);
+            out.extend(missing_capabilities.iter().map(String::as_str));
+            out.extend(options.iter().map(String::as_str));
+        }
+    }
+    if let Some(g) = &r.gate {
+        out.extend(g.rule_tool.as_deref());
+        out.extend(g.rule_reason.as_deref());
+        out.extend(g.risk.as_deref());
+    }
+    out
+}
+
+/// The ASCII that `text`'s tag characters (U+E0020 to U+E007E) spell, in
+/// order: the way hidden instructions are smuggled past a reader, shown
+/// beside the hidden-character flag.
+pub fn tag_chars(text: &str) -> impl Iterator<Item = char> + '_ {
+    text.chars().filter_map(|c| {
+        let cp = u32::from(c);
+        (0xE0020..=0xE007E)
+            .contains(&cp)
+            .then(|| char::from_u32(cp - 0xE0000))
+            .flatten()
+    })
 }
 
 /// [`HIDDEN`] as a JSON array of `[first, last]` pairs, for the dashboard.
@@ -164,6 +236,69 @@ mod tests {
                 proptest::prop_assert!(is_hidden(c));
             }
         }
+    }
+
+    #[test]
+    fn agent_texts_list_every_text_an_agent_wrote() {
+        let mut request = InteractionRequest::new(
+            "s-1",
+            InteractionKind::ToolApproval {
+                tool_name: "deploy".into(),
+                args_json: "{}".into(),
+                missing_capabilities: vec!["net".into()],
+                sandbox_mode: "read-only".into(),
+                options: vec!["yes".into()],
+            },
+        );
+        request.id = Some("ir_1".into());
+        request.title = Some("t".into());
+        request.caller = Some("alice".into());
+        request.conversation_id = Some("c".into());
+        request.reason = Some("why".into());
+        request.gate = Some(crate::interaction::GateNote {
+            rule_tool: Some("deploy*".into()),
+            rule_reason: Some("prod".into()),
+            risk: Some("high".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            agent_texts(&request),
+            [
+                "s-1",
+                "ir_1",
+                "t",
+                "alice",
+                "c",
+                "why",
+                "deploy",
+                "{}",
+                "read-only",
+                "net",
+                "yes",
+                "deploy*",
+                "prod",
+                "high"
+            ]
+        );
+        request.kind = InteractionKind::InteractionPoints {
+            prompt: "p".into(),
+            points: vec![crate::interaction::Point {
+                id: "a".into(),
+                text: "b".into(),
+            }],
+        };
+        request.gate = None;
+        assert_eq!(
+            agent_texts(&request),
+            ["s-1", "ir_1", "t", "alice", "c", "why", "p", "a", "b"]
+        );
+    }
+
+    #[test]
+    fn tag_characters_spell_their_ascii() {
+        let text = "safe\u{E0049}\u{E0047}\u{E004E}x\u{E0001}\u{E007F}\u{E0020}";
+        assert_eq!(tag_chars(text).collect::<String>(), "IGN ");
+        assert_eq!(tag_chars("plain").count(), 0);
     }
 
     #[test]

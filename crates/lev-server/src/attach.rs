@@ -108,11 +108,11 @@ fn read_part(path: &Path, max_bytes: usize) -> ApiResult<InboundPart> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "attachment".to_owned());
     // Under the limit even if the file grows after it was found.
-    let bytes = lev_client::files::read(path, max_bytes as u64).map_err(|e| match e {
-        lev_client::files::FileError::TooLarge { found, .. } => ApiError::TooLarge(format!(
+    let bytes = lev_io::files::read(path, max_bytes as u64).map_err(|e| match e {
+        lev_io::files::FileError::TooLarge { found, .. } => ApiError::TooLarge(format!(
             "value: @{name}: expected at most the {max_bytes} bytes one part may be, found {found}"
         )),
-        lev_client::files::FileError::Io { source, .. } => unreadable(&name, path, &source),
+        lev_io::files::FileError::Io { source, .. } => unreadable(&name, path, &source),
         other => ApiError::Invalid(format!("value: @{name}: {other}")),
     })?;
     Ok(InboundPart {

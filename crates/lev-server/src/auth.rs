@@ -264,10 +264,8 @@ pub async fn ensure_admin_token(
         }
         return Ok(Some(secret));
     }
-    Ok(
-        lev_client::files::read_text(&path, lev_client::files::limit::TOKEN)
-            .ok()
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty()),
-    )
+    Ok(lev_io::files::read_text(&path, lev_io::files::limit::TOKEN)
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty()))
 }

@@ -30,10 +30,9 @@ impl Kek {
     /// When the file cannot be read or does not hold such a key; the message
     /// names the file.
     pub fn from_file(path: &Path) -> Result<Self, String> {
-        let text =
-            lev_client::files::read_text(path, lev_client::files::limit::SECRET).map_err(|e| {
-                format!("--key-encryption-key-file {e}\nhint: lev keys kek --out FILE makes one")
-            })?;
+        let text = lev_io::files::read_text(path, lev_io::files::limit::SECRET).map_err(|e| {
+            format!("--key-encryption-key-file {e}\nhint: lev keys kek --out FILE makes one")
+        })?;
         Self::from_base64(text.trim())
             .map_err(|e| format!("--key-encryption-key-file {}: {e}", path.display()))
     }

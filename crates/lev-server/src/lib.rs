@@ -279,7 +279,7 @@ impl Server {
             .slack_config
             .as_deref()
             .map(|path| {
-                slack::SlackConfig::from_file(path).map_err(|e| format!("--slack-config: {e}"))
+                lev_slack::SlackConfig::from_file(path).map_err(|e| format!("--slack-config: {e}"))
             })
             .transpose()
             .map_err(ServeError::Config)?

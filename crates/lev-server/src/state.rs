@@ -42,7 +42,7 @@ pub struct Settings {
     /// Webhook retries, and the listener a webhook may not point at.
     pub webhooks: crate::webhooks::WebhookSettings,
     /// `--slack-config`: post interactions to Slack and take its clicks.
-    pub slack: Option<Arc<crate::slack::SlackConfig>>,
+    pub slack: Option<Arc<lev_slack::SlackConfig>>,
     /// Connection caps and timeouts (`--max-connections`, ...).
     pub connections: crate::http::ConnectionSettings,
 }

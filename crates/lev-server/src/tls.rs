@@ -17,7 +17,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 /// # Errors
 /// A message naming the file that could not be read or used.
 pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
-    use lev_client::files::{limit, read};
+    use lev_io::files::{limit, read};
     let cert_pem = read(cert, limit::PEM).map_err(|e| format!("--tls-cert {e}"))?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()

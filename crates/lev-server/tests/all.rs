@@ -6,10 +6,10 @@
 #[path = "all/support.rs"]
 mod support;
 
-// What the fuzz bodies name: lev-server's Slack and webhook modules, and
-// the stable smoke tests' mutator.
+// What the fuzz bodies name: lev-slack's modules, lev-server's webhook
+// signatures, and the stable smoke tests' mutator.
 mod slack {
-    pub use lev_server::slack::{blocks, payload, verify};
+    pub use lev_slack::{blocks, payload, verify};
 }
 use lev_server::webhooks::sign as webhook_sign;
 #[path = "all/fuzz_smoke_notify.rs"]

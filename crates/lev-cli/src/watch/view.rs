@@ -295,57 +295,6 @@ fn vis_spans(line: &str, style: Style, theme: Theme) -> Vec<Span<'static>> {
     spans
 }
 
-/// The text tag characters spell (U+E0020 to U+E007E stand for ASCII), the
-/// way hidden instructions are smuggled.
-fn tag_text(text: &str) -> String {
-    text.chars()
-        .filter_map(|c| {
-            let cp = u32::from(c);
-            (0xE0020..=0xE007E)
-                .contains(&cp)
-                .then(|| char::from_u32(cp - 0xE0000))
-                .flatten()
-        })
-        .collect()
-}
-
-/// Every piece of agent text of an interaction.
-fn agent_texts(i: &lev_protocol::Interaction) -> Vec<&str> {
-    let r = &i.request;
-    let mut out: Vec<&str> = vec![&r.session_id];
-    out.extend(r.title.as_deref());
-    out.extend(r.caller.as_deref());
-    out.extend(r.conversation_id.as_deref());
-    match &r.kind {
-        InteractionKind::FreeText { prompt } => out.push(prompt),
-        InteractionKind::MultipleChoice { prompt, options } => {
-            out.push(prompt);
-            out.extend(options.iter().map(String::as_str));
-        }
-        InteractionKind::InteractionPoints { prompt, points } => {
-            out.push(prompt);
-            for p in points {
-                out.push(&p.id);
-                out.push(&p.text);
-            }
-        }
-        InteractionKind::ToolApproval {
-            tool_name,
-            args_json,
-            options,
-            sandbox_mode,
-            missing_capabilities,
-        } => {
-            out.push(tool_name);
-            out.push(args_json);
-            out.push(sandbox_mode);
-            out.extend(options.iter().map(String::as_str));
-            out.extend(missing_capabilities.iter().map(String::as_str));
-        }
-    }
-    out
-}
-
 fn field<'a>(name: &str, value: Vec<Span<'a>>, theme: Theme) -> Line<'a> {
     let mut spans = vec![Span::styled(format!("{name:<10} "), theme.dim())];
     spans.extend(value);
@@ -392,13 +341,16 @@ fn detail_lines(app: &App, view: &InteractionView, theme: Theme) -> Vec<Line<'st
     }
 
     // Hidden characters, flagged as the dashboard flags them.
-    let texts = agent_texts(i);
+    let texts = lev_protocol::text::agent_texts(r);
     if texts.iter().any(|t| lev_protocol::text::has_hidden(t)) {
         out.push(Line::from(Span::styled(
             "⚠ holds hidden characters, spelled out below as \\u{…}",
             theme.warn(),
         )));
-        let tags: String = texts.iter().map(|t| tag_text(t)).collect();
+        let tags: String = texts
+            .iter()
+            .flat_map(|t| lev_protocol::text::tag_chars(t))
+            .collect();
         if !tags.is_empty() {
             let mut line = vec![Span::styled("⚠ hidden tag text: ", theme.warn())];
             line.extend(vis_one(&format!("“{tags}”"), theme.warn(), theme));

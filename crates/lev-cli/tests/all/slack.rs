@@ -140,7 +140,7 @@ fn post(server: &LevServer, body: &str, ts: &str, signature: &str) -> (u16, Stri
 fn signed(server: &LevServer, payload: &Value) -> (u16, String, String, String) {
     let body = form(payload);
     let ts = now().to_string();
-    let sig = lev_server::slack::sign(SECRET.as_bytes(), &ts, body.as_bytes());
+    let sig = lev_slack::sign(SECRET.as_bytes(), &ts, body.as_bytes());
     let (status, text) = post(server, &body, &ts, &sig);
     (status, text, ts, sig)
 }
@@ -256,14 +256,14 @@ fn approvals_from_slack_and_every_hostile_request_refused() {
     // Forged, stale, unsigned: 401, nothing changes.
     let body = form(&click("U0ALICE", "approve_once", &id));
     let ts = now().to_string();
-    let forged = lev_server::slack::sign(b"not the secret", &ts, body.as_bytes());
+    let forged = lev_slack::sign(b"not the secret", &ts, body.as_bytes());
     assert_eq!(post(&server, &body, &ts, &forged).0, 401);
     let old = (now() - 600).to_string();
-    let stale = lev_server::slack::sign(SECRET.as_bytes(), &old, body.as_bytes());
+    let stale = lev_slack::sign(SECRET.as_bytes(), &old, body.as_bytes());
     let (code, text) = post(&server, &body, &old, &stale);
     assert_eq!(code, 401, "{text}");
     assert!(text.contains("error"), "a JSON error body: {text}");
-    let sig = lev_server::slack::sign(SECRET.as_bytes(), &ts, body.as_bytes());
+    let sig = lev_slack::sign(SECRET.as_bytes(), &ts, body.as_bytes());
     let tampered = body.replace("approve_once", "approve_session");
     assert_eq!(post(&server, &tampered, &ts, &sig).0, 401);
     assert_eq!(post(&server, "payload=%7B%7D", "", "").0, 401);

@@ -66,7 +66,7 @@ pub fn load_policy(
         }
     };
     let shown = path.display().to_string();
-    let text = lev_client::files::read_text(&path, lev_client::files::limit::CONFIG)
+    let text = lev_io::files::read_text(&path, lev_io::files::limit::CONFIG)
         .map_err(|e| format!("--policy {e}"))?;
     let policy = Policy::parse(&text).map_err(|e| format!("policy {shown}: {e}"))?;
     Ok(Some((policy, shown)))

@@ -10,11 +10,11 @@
 use std::time::Duration;
 
 use lev_protocol::api::InteractionView;
+use lev_slack::SlackConfig;
 use lev_store::{DueDelivery, Endpoint, EndpointKind};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use super::SlackConfig;
 use crate::state::AppState;
 use crate::webhooks::dispatch::Sent;
 
@@ -178,7 +178,7 @@ pub async fn deliver(state: &AppState, client: &reqwest::Client, d: &DueDelivery
             if !config.wants(&view) {
                 return remember(state, d, id, SKIPPED, Sent::ok_nothing()).await;
             }
-            let mut message = super::message(&view, config.dashboard_url.as_deref());
+            let mut message = lev_slack::message(&view, config.dashboard_url.as_deref());
             message["channel"] = Value::from(config.channel.as_str());
             let sent = call(client, &config, "chat.postMessage", &message).await;
             let posted = sent.answer().map(|answer| {
@@ -208,14 +208,14 @@ pub async fn deliver(state: &AppState, client: &reqwest::Client, d: &DueDelivery
                     .unwrap_or_default();
                 format!(
                     "Escalated: {} may vote on {} now.",
-                    super::blocks::escape_mrkdwn(&to),
-                    super::blocks::escape_mrkdwn(id)
+                    lev_slack::blocks::escape_mrkdwn(&to),
+                    lev_slack::blocks::escape_mrkdwn(id)
                 )
             } else {
                 let minutes = (OffsetDateTime::now_utc() - view.request.created_at).whole_minutes();
                 format!(
                     "Still waiting for an answer ({} pending for {minutes} min).",
-                    super::blocks::escape_mrkdwn(id)
+                    lev_slack::blocks::escape_mrkdwn(id)
                 )
             };
             call(
@@ -259,7 +259,7 @@ pub async fn update(
     ts: &str,
     view: &InteractionView,
 ) -> Sent {
-    let mut message = super::message(view, config.dashboard_url.as_deref());
+    let mut message = lev_slack::message(view, config.dashboard_url.as_deref());
     message["channel"] = Value::from(channel);
     message["ts"] = Value::from(ts);
     call(client, config, "chat.update", &message).await

@@ -14,16 +14,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use lev_protocol::api::{ErrorBody, Role};
 use lev_protocol::{ApprovalScope, InteractionResponse};
-use serde_json::{Value, json};
-use time::OffsetDateTime;
-
-use super::blocks::{
+use lev_slack::blocks::{
     APPROVE_ONCE, APPROVE_SESSION, DENY, DENY_FEEDBACK, FEEDBACK_CALLBACK_ID, FEEDBACK_VALUE_KEY,
     OPEN, REPLY, REPLY_CALLBACK_ID, REPLY_VALUE_KEY, choice_index,
 };
-use super::payload::{MAX_BODY_BYTES, SlackAction};
-use super::verify::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
-use super::{SlackConfig, feedback_modal, reply_modal};
+use lev_slack::payload::{MAX_BODY_BYTES, SlackAction};
+use lev_slack::verify::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use lev_slack::{SlackConfig, feedback_modal, reply_modal};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
 use crate::error::ApiError;
 use crate::log;
 use crate::state::AppState;
@@ -67,7 +67,7 @@ pub async fn interactions(State(state): State<AppState>, request: Request) -> Re
         Err(e) => return e.into_response(),
     };
     let now = OffsetDateTime::now_utc().unix_timestamp();
-    let tag = match super::verify::verify_tag(
+    let tag = match lev_slack::verify::verify_tag(
         &config.signing_secret,
         timestamp.as_deref(),
         signature.as_deref(),
@@ -84,7 +84,7 @@ pub async fn interactions(State(state): State<AppState>, request: Request) -> Re
     // every restart refuses it again.
     match state
         .store()
-        .consume_nonce(&super::verify::replay_key(&tag), "slack")
+        .consume_nonce(&lev_slack::verify::replay_key(&tag), "slack")
         .await
     {
         Ok(lev_store::NonceOutcome::Spent) => {}
@@ -96,7 +96,7 @@ pub async fn interactions(State(state): State<AppState>, request: Request) -> Re
         }
         Err(e) => return ApiError::from(e).into_response(),
     }
-    let action = match super::payload::parse(&body) {
+    let action = match lev_slack::payload::parse(&body) {
         Ok(a) => a,
         Err(e) => return ApiError::Malformed(e.to_string()).into_response(),
     };
@@ -302,7 +302,7 @@ fn decided_text(view: &lev_protocol::api::InteractionView) -> String {
 }
 
 async fn ephemeral(state: &AppState, config: &SlackConfig, channel: &str, user: &str, text: &str) {
-    let body = super::ephemeral(channel, user, text);
+    let body = lev_slack::ephemeral(channel, user, text);
     if let Err(e) = api(state, config, "chat.postEphemeral", &body).await {
         log::info(&format!("slack: chat.postEphemeral: {e}"));
     }

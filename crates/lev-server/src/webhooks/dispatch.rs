@@ -110,7 +110,7 @@ pub fn http_client(policy: crate::outbound::OutboundPolicy) -> Result<reqwest::C
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("lev/", env!("CARGO_PKG_VERSION")))
-        .tls_backend_preconfigured(lev_client::outbound_tls_config()?)
+        .tls_backend_preconfigured(lev_io::outbound_tls_config()?)
         .build()
         .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))
 }

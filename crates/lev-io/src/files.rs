@@ -10,10 +10,9 @@
 //! more than its limit. The error names the file, the limit and what was
 //! found.
 //!
-//! It lives here, in the SDK, because it is the lowest crate that does IO
-//! and that both the CLI and the server depend on (`lev-protocol` and
-//! `lev-approval` are pure by rule); the SDK's own attachment store uses it
-//! too.
+//! It lives in `lev-io`, below both the SDK and the server (`lev-protocol`
+//! and `lev-approval` are pure by rule); the SDK re-exports it as
+//! `lev_client::files`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -262,7 +262,7 @@ fn read_secret(name: &str, field: &str, file: &str, base: &Path) -> Result<Strin
 /// At most `limit` bytes of `path`; a longer file (or a device that never
 /// ends) is an error rather than a hang.
 fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
-    lev_client::files::read(path, limit).map_err(|e| e.reason())
+    lev_io::files::read(path, limit).map_err(|e| e.reason())
 }
 
 /// A non-empty list of non-empty names.

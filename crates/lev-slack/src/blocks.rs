@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use lev_protocol::api::InteractionView;
-use lev_protocol::text::is_hidden;
+use lev_protocol::text::{agent_texts, is_hidden, tag_chars};
 use lev_protocol::{ApprovalScope, InteractionKind, InteractionStatus, StoredResponse};
 use serde_json::{Value, json};
 
@@ -499,54 +499,10 @@ fn header_text(view: &InteractionView) -> String {
     }
 }
 
-/// Every piece of agent text of the interaction.
-fn agent_texts(view: &InteractionView) -> Vec<&str> {
-    let r = &view.request.request;
-    let mut out: Vec<&str> = vec![&r.session_id];
-    out.extend(r.id.as_deref());
-    out.extend(r.title.as_deref());
-    out.extend(r.caller.as_deref());
-    out.extend(r.conversation_id.as_deref());
-    out.extend(r.reason.as_deref());
-    match &r.kind {
-        InteractionKind::FreeText { prompt } => out.push(prompt),
-        InteractionKind::MultipleChoice { prompt, options } => {
-            out.push(prompt);
-            out.extend(options.iter().map(String::as_str));
-        }
-        InteractionKind::InteractionPoints { prompt, points } => {
-            out.push(prompt);
-            for p in points {
-                out.push(&p.id);
-                out.push(&p.text);
-            }
-        }
-        InteractionKind::ToolApproval {
-            tool_name,
-            args_json,
-            missing_capabilities,
-            sandbox_mode,
-            options,
-        } => {
-            out.push(tool_name);
-            out.push(args_json);
-            out.push(sandbox_mode);
-            out.extend(missing_capabilities.iter().map(String::as_str));
-            out.extend(options.iter().map(String::as_str));
-        }
-    }
-    if let Some(g) = &r.gate {
-        out.extend(g.rule_tool.as_deref());
-        out.extend(g.rule_reason.as_deref());
-        out.extend(g.risk.as_deref());
-    }
-    out
-}
-
 /// The flag shown when agent text holds hidden characters, with the text
 /// tag characters spell (the way hidden instructions are smuggled).
 fn hidden_warning(view: &InteractionView) -> Option<String> {
-    let texts = agent_texts(view);
+    let texts = agent_texts(&view.request.request);
     if !texts.iter().any(|t| lev_protocol::text::has_hidden(t)) {
         return None;
     }
@@ -554,15 +510,10 @@ fn hidden_warning(view: &InteractionView) -> Option<String> {
         ":warning: This request holds hidden characters, spelled out below as `\\u{…}`.".to_owned();
     let mut tags = String::new();
     'all: for t in &texts {
-        for c in t.chars() {
-            let cp = u32::from(c);
-            if (0xE0020..=0xE007E).contains(&cp) {
-                if let Some(ascii) = char::from_u32(cp - 0xE0000) {
-                    tags.push(ascii);
-                }
-                if tags.len() > 600 {
-                    break 'all;
-                }
+        for ascii in tag_chars(t) {
+            tags.push(ascii);
+            if tags.len() > 600 {
+                break 'all;
             }
         }
     }
