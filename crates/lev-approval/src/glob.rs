@@ -119,6 +119,10 @@ mod tests {
         // A newline is a character like any other.
         assert!(glob_match("a*b", "a\nb"));
         assert!(glob_match("a?b", "a\nb"));
+        // Any glob as long as a tool name compiles; one of many thousands of
+        // wildcards is refused.
+        assert!(ToolGlob::new(&"?*".repeat(256)).is_ok());
+        assert!(ToolGlob::new(&"?".repeat(100_000)).is_err());
         // Bounded: a hostile glob against a long name returns at once.
         let name = "a".repeat(10_000);
         assert!(!glob_match(&"*a".repeat(50).replace("a", "b"), &name));
