@@ -231,7 +231,7 @@ impl WebhookStore for SqliteStore {
                         tx.endpoints_changed()?;
                         write_change(
                             tx,
-                            record::webhook_disabled(&endpoint_id, &reason, "system"),
+                            record::webhook_disabled(&endpoint_id, reason, "system"),
                         )?;
                     }
                 }
