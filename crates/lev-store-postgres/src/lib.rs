@@ -623,23 +623,7 @@ impl InteractionStore for PostgresStore {
             &[&before, &status, &filter.session_id, &(limit + 1)],
         )
         .await?;
-        let mut items = Vec::new();
-        let mut last_seq = None;
-        for row in &rows {
-            if items.len() as i64 == limit {
-                return Ok(ListPage {
-                    items,
-                    next_before: last_seq,
-                });
-            }
-            let (seq, view) = view_from_row(row)?;
-            last_seq = Some(seq);
-            items.push(view);
-        }
-        Ok(ListPage {
-            items,
-            next_before: None,
-        })
+        record::page_of(limit, rows.iter().map(view_from_row))
     }
 
     async fn answer_interaction(&self, answer: NewAnswer) -> Result<TransitionOutcome> {

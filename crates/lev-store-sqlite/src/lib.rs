@@ -446,23 +446,11 @@ impl InteractionStore for SqliteStore {
             let before = filter.before.unwrap_or(i64::MAX);
             let status = filter.status.map(InteractionStatus::as_str);
             let mut rows = stmt.query(params![before, status, filter.session_id, limit + 1])?;
-            let mut items = Vec::new();
-            let mut last_seq = None;
-            while let Some(row) = rows.next()? {
-                if items.len() as i64 == limit {
-                    return Ok(ListPage {
-                        items,
-                        next_before: last_seq,
-                    });
-                }
-                let (seq, view) = view_from_row(row)?;
-                last_seq = Some(seq);
-                items.push(view);
-            }
-            Ok(ListPage {
-                items,
-                next_before: None,
-            })
+            let rows = std::iter::from_fn(|| match rows.next() {
+                Ok(row) => row.map(|row| record::decode_view(&Cols(row))),
+                Err(e) => Some(Err(SqlError::from(e).0)),
+            });
+            Ok(record::page_of(limit, rows)?)
         })
         .await
     }

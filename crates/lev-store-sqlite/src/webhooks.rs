@@ -229,10 +229,7 @@ impl WebhookStore for SqliteStore {
                         .execute(params![endpoint_id, rfc3339(attempt.at), reason])?;
                     if n > 0 {
                         tx.endpoints_changed()?;
-                        write_change(
-                            tx,
-                            record::webhook_disabled(&endpoint_id, reason, "system"),
-                        )?;
+                        write_change(tx, record::webhook_disabled(&endpoint_id, reason, "system"))?;
                     }
                 }
                 Ok(())

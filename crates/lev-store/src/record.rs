@@ -317,6 +317,35 @@ pub fn interaction_cancelled(view: &InteractionView, actor: &str) -> Result<Chan
     ))
 }
 
+/// A page of at most `limit` interactions from `rows` (decoded in the
+/// listing's order, asked for with one more than `limit`): where the next
+/// page starts when that one more came. Rows past the page are not decoded.
+///
+/// # Errors
+/// The first row that fails.
+pub fn page_of(
+    limit: i64,
+    rows: impl IntoIterator<Item = Result<(i64, InteractionView)>>,
+) -> Result<crate::ListPage> {
+    let mut items = Vec::new();
+    let mut last_seq = None;
+    for row in rows {
+        if items.len() as i64 == limit {
+            return Ok(crate::ListPage {
+                items,
+                next_before: last_seq,
+            });
+        }
+        let (seq, view) = row?;
+        last_seq = Some(seq);
+        items.push(view);
+    }
+    Ok(crate::ListPage {
+        items,
+        next_before: None,
+    })
+}
+
 /// What `on_timeout` makes of interaction `id` at its expiry: the status it
 /// moves to, and the answer given for it (a default choice).
 #[must_use]
