@@ -71,7 +71,7 @@ impl AppState {
         // Without randomness the id is still this process's own.
         let replica_id = crate::ids::new_id("rp_", time::OffsetDateTime::now_utc())
             .unwrap_or_else(|_| format!("rp_pid{}", std::process::id()));
-        let state = Self(Arc::new(Inner {
+        Self(Arc::new(Inner {
             replica_id,
             store,
             keys,
@@ -85,8 +85,7 @@ impl AppState {
             webhooks: Arc::new(tokio::sync::Notify::new()),
             outbound: std::sync::OnceLock::new(),
             tasks,
-        }));
-        state
+        }))
     }
 
     /// Run `task` on the runtime as one of the server's own: a server that

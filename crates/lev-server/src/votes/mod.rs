@@ -597,7 +597,7 @@ pub async fn cast(
             .await?;
         match settled(state, &id, outcome, &vote) {
             Ok(done) => return done,
-            Err(again) => view = again,
+            Err(again) => view = *again,
         }
     }
     Err(ApiError::Conflict {
@@ -694,7 +694,7 @@ fn settled(
     id: &str,
     outcome: VoteOutcome,
     vote: &Vote,
-) -> Result<ApiResult<RespondResult>, InteractionView> {
+) -> Result<ApiResult<RespondResult>, Box<InteractionView>> {
     Ok(match outcome {
         VoteOutcome::Recorded(recorded) => {
             if recorded.request.status == InteractionStatus::Answered {
@@ -702,7 +702,7 @@ fn settled(
             }
             Ok(result_of(*recorded, vote))
         }
-        VoteOutcome::AlreadyVoted(again) | VoteOutcome::Stale(again) => return Err(*again),
+        VoteOutcome::AlreadyVoted(again) | VoteOutcome::Stale(again) => return Err(again),
         VoteOutcome::Closed(TransitionOutcome::AlreadyAnswered(v)) => {
             Err(crate::error::already_answered(*v))
         }
