@@ -58,13 +58,13 @@ enum Sub {
     /// through lev's gate as tool mcp__NAME__TOOL and reaches the server only
     /// after a decision that verified, with the approved (perhaps edited)
     /// arguments. Everything else passes through unchanged.
-    Proxy(super::mcp_proxy::Args),
+    Proxy(Box<super::mcp_proxy::Args>),
 }
 
 /// Run `lev mcp` until the client closes stdin.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(Sub::Proxy(proxy)) = args.command {
-        return super::mcp_proxy::run(proxy);
+        return super::mcp_proxy::run(*proxy);
     }
     let client = args.client.client()?;
     let pinned = args.trust.pinned()?;

@@ -201,7 +201,7 @@ impl Shared {
     }
 
     /// A message from the client.
-    fn from_client(self: &Arc<Self>, mut message: Message) {
+    fn on_client(self: &Arc<Self>, mut message: Message) {
         match message.kind() {
             Kind::Request => {
                 let method = message.method().unwrap_or_default().to_owned();
@@ -264,7 +264,7 @@ impl Shared {
     }
 
     /// A message from the upstream.
-    fn from_upstream(&self, mut message: Message) {
+    fn on_upstream(&self, mut message: Message) {
         match message.kind() {
             Kind::Response => {
                 let Some(id) = message.id() else {
@@ -494,7 +494,7 @@ pub async fn run(
     loop {
         tokio::select! {
             incoming = from_client.recv() => match incoming {
-                Some(Incoming::Message(message)) => shared.from_client(message),
+                Some(Incoming::Message(message)) => shared.on_client(message),
                 Some(Incoming::Unparsable(why)) => shared.to_client(message::error(
                     Value::Null,
                     code::PARSE_ERROR,
@@ -503,7 +503,7 @@ pub async fn run(
                 Some(Incoming::Closed(_)) | None => break,
             },
             incoming = from_upstream.recv(), if upstream_open => match incoming {
-                Some(Incoming::Message(message)) => shared.from_upstream(message),
+                Some(Incoming::Message(message)) => shared.on_upstream(message),
                 Some(Incoming::Unparsable(why)) => {
                     eprintln!("lev mcp proxy: the upstream wrote a line that is not JSON ({why}); dropped");
                 }
