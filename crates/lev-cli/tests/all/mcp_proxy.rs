@@ -83,6 +83,11 @@ enum Target<'a> {
 
 impl Driver {
     fn start(mode: &str, served: &Served, target: Target<'_>) -> Self {
+        Self::start_with(mode, served, target, false)
+    }
+
+    /// With `features`, the client declares sampling and roots too.
+    fn start_with(mode: &str, served: &Served, target: Target<'_>, features: bool) -> Self {
         let script =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_proxy_driver.py");
         let mut command = Command::new(python());
@@ -94,6 +99,10 @@ impl Driver {
         let mut child = command
             .env("LEV_URL", &served.url)
             .env("LEV_TOKEN", &served.worker)
+            .env(
+                "MCP_DRIVER_CLIENT_FEATURES",
+                if features { "1" } else { "0" },
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -381,6 +390,46 @@ fn allowed_asked_and_denied_calls_with_progress_while_waiting() {
     mcp.send(&json!({"op": "cancel", "id": "cancel"}));
     assert_eq!(mcp.next("cancelled")["id"], "cancel");
     served.wait_status("gate", asked.id(), InteractionStatus::Cancelled);
+}
+
+#[test]
+fn the_servers_own_requests_reach_the_client_and_their_answers_come_back() {
+    let policy = "[[rule]]\ntool = \"mcp__everything__*\"\ndecision = \"allow\"\n";
+    let served = Served::start("proxy-sampling", Some(policy));
+    let through = proxy(
+        &["--name", "everything", "--session", "sampling"],
+        &everything(),
+    );
+    let mut mcp = Driver::start_with("legacy", &served, Target::Stdio(&through), true);
+    let tools = mcp.ask(json!({"op": "list_tools"}), "tools");
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"trigger-sampling-request"), "{names:?}");
+
+    // roots/list: the server asks the client, under an id the proxy chose.
+    mcp.call("roots", "get-roots-list", json!({}));
+    let (texts, is_error) = mcp.result("roots");
+    assert!(
+        !is_error && texts[0].contains("file:///srv/test-root"),
+        "{texts:?}"
+    );
+
+    // sampling/createMessage in the middle of a gated tool call.
+    mcp.call(
+        "sample",
+        "trigger-sampling-request",
+        json!({"prompt": "hi", "maxTokens": 10}),
+    );
+    let (texts, is_error) = mcp.result("sample");
+    assert!(!is_error, "{texts:?}");
+    assert!(
+        texts[0].contains("sampled: Resource trigger-sampling-request context: hi"),
+        "{texts:?}"
+    );
 }
 
 /// Read-only tools run; non-destructive writes too; destructive ones ask.

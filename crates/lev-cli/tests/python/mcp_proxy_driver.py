@@ -6,6 +6,9 @@ Usage: mcp_proxy_driver.py MODE -- COMMAND ARGS...   (stdio: the SDK starts it)
 
 MODE is the SDK's connect mode ("legacy", "auto", "2026-07-28"). The whole
 environment is passed to a stdio server (LEV_URL and LEV_TOKEN for lev).
+With MCP_DRIVER_CLIENT_FEATURES=1 the client also declares sampling (it
+answers "sampled: " and the first message's text) and roots (one root,
+file:///srv/test-root).
 
 One command per line on stdin, one JSON object per line on stdout:
 
@@ -33,6 +36,7 @@ import os
 import sys
 
 import anyio
+import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 
@@ -50,7 +54,23 @@ async def main(mode, target):
         server = StdioServerParameters(command=target[0], args=target[1:], env=dict(os.environ))
     else:
         server = target
-    async with Client(server, mode=mode) as client:
+    extra = {}
+    if os.environ.get("MCP_DRIVER_CLIENT_FEATURES") == "1":
+        # Sampling and roots: the server's own requests to the client.
+        async def sampling(context, params):
+            asked = params.messages[0].content.text
+            return types.CreateMessageResult(
+                role="assistant",
+                content=types.TextContent(type="text", text=f"sampled: {asked}"),
+                model="test-model",
+                stop_reason="endTurn",
+            )
+
+        async def roots(context):
+            return types.ListRootsResult(roots=[types.Root(uri="file:///srv/test-root", name="test")])
+
+        extra = {"sampling_callback": sampling, "list_roots_callback": roots}
+    async with Client(server, mode=mode, **extra) as client:
         info = client.server_info
         emit(
             {
