@@ -26,8 +26,9 @@
 //! - `demo`: `lev demo`'s agent asks and prints what its model reads.
 //! - `mcp_proxy`: `lev mcp proxy` between the official MCP Python SDK and
 //!   the reference MCP servers from npm: pass-through, gated calls (allowed,
-//!   asked, denied, edited, cancelled), annotations in the policy, a broken
-//!   upstream, Streamable HTTP on either side.
+//!   asked, denied, edited, cancelled), annotations in the policy, the
+//!   server's sampling and roots requests, `--elicit`, a broken upstream,
+//!   Streamable HTTP on either side.
 //! - `health`: `lev health` (the container image's HEALTHCHECK), and a
 //!   client of plain http:// on a system without certificate roots.
 //! - `newcomer`: what a new user runs into: `| head`, usage errors, flags

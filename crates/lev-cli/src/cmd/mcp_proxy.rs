@@ -81,6 +81,20 @@ pub struct Args {
     /// client does].
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     upstream_timeout: Option<u64>,
+    /// Where the client declares elicitation, also put each call lev asks
+    /// a person about to the client's own user (approve, or deny with
+    /// feedback); their answer is recorded in lev with --elicit-token, so it
+    /// is that person's decision. lev's other channels may answer first.
+    #[arg(long, requires = "elicit_token")]
+    elicit: bool,
+    /// The approver token of the client's user, for --elicit.
+    #[arg(
+        long,
+        env = "LEV_ELICIT_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    elicit_token: Option<String>,
     #[command(flatten)]
     trust: crate::trust::TrustArgs,
     #[command(flatten)]
@@ -116,8 +130,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => Upstream::Command(args.command),
     };
+    let client = args.client.client()?;
+    let elicit = args
+        .elicit
+        .then(|| client.with_token(args.elicit_token.clone()));
     let config = proxy::Config {
-        client: args.client.client()?,
+        client,
+        elicit,
         process_session: proxy::process_session(&args.name),
         name: args.name,
         session: args.session,

@@ -83,11 +83,12 @@ enum Target<'a> {
 
 impl Driver {
     fn start(mode: &str, served: &Served, target: Target<'_>) -> Self {
-        Self::start_with(mode, served, target, false)
+        Self::start_with(mode, served, target, &[])
     }
 
-    /// With `features`, the client declares sampling and roots too.
-    fn start_with(mode: &str, served: &Served, target: Target<'_>, features: bool) -> Self {
+    /// With `env` for the driver (`MCP_DRIVER_CLIENT_FEATURES=1`: sampling
+    /// and roots; `MCP_DRIVER_ELICIT=1`: elicitation).
+    fn start_with(mode: &str, served: &Served, target: Target<'_>, env: &[(&str, &str)]) -> Self {
         let script =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_proxy_driver.py");
         let mut command = Command::new(python());
@@ -99,10 +100,7 @@ impl Driver {
         let mut child = command
             .env("LEV_URL", &served.url)
             .env("LEV_TOKEN", &served.worker)
-            .env(
-                "MCP_DRIVER_CLIENT_FEATURES",
-                if features { "1" } else { "0" },
-            )
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -400,7 +398,12 @@ fn the_servers_own_requests_reach_the_client_and_their_answers_come_back() {
         &["--name", "everything", "--session", "sampling"],
         &everything(),
     );
-    let mut mcp = Driver::start_with("legacy", &served, Target::Stdio(&through), true);
+    let mut mcp = Driver::start_with(
+        "legacy",
+        &served,
+        Target::Stdio(&through),
+        &[("MCP_DRIVER_CLIENT_FEATURES", "1")],
+    );
     let tools = mcp.ask(json!({"op": "list_tools"}), "tools");
     let names: Vec<&str> = tools["tools"]
         .as_array()
@@ -430,6 +433,57 @@ fn the_servers_own_requests_reach_the_client_and_their_answers_come_back() {
         texts[0].contains("sampled: Resource trigger-sampling-request context: hi"),
         "{texts:?}"
     );
+}
+
+#[test]
+fn elicit_puts_an_asked_call_to_the_clients_user_as_their_decision() {
+    let served = Served::start("proxy-elicit", Some(EVERYTHING_POLICY));
+    // ellie: the client's user, an approver in lev.
+    let admin = lev_client::Client::new(&served.url, Some(served.admin.clone())).unwrap();
+    let token =
+        crate::agents::served::block_on(admin.create_token(&lev_protocol::api::TokenCreate {
+            name: "ellie".into(),
+            role: lev_protocol::api::Role::Approver,
+            caller: None,
+            sessions: None,
+        }))
+        .unwrap()
+        .token;
+    let through = proxy(
+        &[
+            "--name",
+            "everything",
+            "--session",
+            "elicit",
+            "--elicit",
+            "--elicit-token",
+            &token,
+        ],
+        &everything(),
+    );
+    let mut mcp = Driver::start_with(
+        "legacy",
+        &served,
+        Target::Stdio(&through),
+        &[("MCP_DRIVER_ELICIT", "1")],
+    );
+    mcp.ask(json!({"op": "list_tools"}), "tools");
+
+    mcp.call("yes", "get-sum", json!({"a": 1, "b": 2}));
+    let (texts, is_error) = mcp.result("yes");
+    assert!(!is_error && texts[0].contains('3'), "{texts:?}");
+    let decided = served.all("elicit");
+    assert_eq!(decided.len(), 1);
+    assert_eq!(
+        decided[0].answered_by.as_deref(),
+        Some("ellie"),
+        "{decided:?}"
+    );
+
+    mcp.call("no", "get-sum", json!({"a": 5, "b": 5}));
+    let (texts, is_error) = mcp.result("no");
+    assert!(is_error, "{texts:?}");
+    assert!(texts[0].ends_with("Feedback: not five"), "{texts:?}");
 }
 
 /// Read-only tools run; non-destructive writes too; destructive ones ask.

@@ -8,7 +8,9 @@ MODE is the SDK's connect mode ("legacy", "auto", "2026-07-28"). The whole
 environment is passed to a stdio server (LEV_URL and LEV_TOKEN for lev).
 With MCP_DRIVER_CLIENT_FEATURES=1 the client also declares sampling (it
 answers "sampled: " and the first message's text) and roots (one root,
-file:///srv/test-root).
+file:///srv/test-root). With MCP_DRIVER_ELICIT=1 it declares elicitation
+and answers each one: deny with feedback "not five" when the message holds
+"a":5, else approve.
 
 One command per line on stdin, one JSON object per line on stdout:
 
@@ -70,6 +72,17 @@ async def main(mode, target):
             return types.ListRootsResult(roots=[types.Root(uri="file:///srv/test-root", name="test")])
 
         extra = {"sampling_callback": sampling, "list_roots_callback": roots}
+    if os.environ.get("MCP_DRIVER_ELICIT") == "1":
+        # The client's user answers elicitations: a call with "a":5 in it is
+        # denied with feedback, any other approved.
+        async def elicit(context, params):
+            if '"a":5' in params.message.replace(" ", ""):
+                return types.ElicitResult(
+                    action="accept", content={"decision": "deny", "feedback": "not five"}
+                )
+            return types.ElicitResult(action="accept", content={"decision": "approve"})
+
+        extra["elicitation_callback"] = elicit
     async with Client(server, mode=mode, **extra) as client:
         info = client.server_info
         emit(

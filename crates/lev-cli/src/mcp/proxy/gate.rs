@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use lev_protocol::claude_code::Verdict;
 use serde_json::{Map, Value, json};
 
+use super::elicit;
 use super::message::{self, Message, code};
 use super::relay::{Hints, Shared};
 use crate::deadline::Deadline;
@@ -123,6 +124,8 @@ pub async fn call(
         required_capabilities: capabilities(hints),
     };
     let deadline = Deadline::from_now(config.timeout);
+    // The interaction a person decides, for `--elicit`.
+    let (found_tx, mut found_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let decide = async {
         let keys = match &config.pinned {
             Some(keys) => Some(keys),
@@ -139,12 +142,28 @@ pub async fn call(
             *interaction
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(found.to_owned());
+            let _ = found_tx.send(found.to_owned());
         })
         .await
     };
-    let verdict = match message.progress_token().cloned() {
-        Some(token) => with_progress(&shared, token, decide).await,
-        None => decide.await,
+    let token = message.progress_token().cloned();
+    let decided = async {
+        match token {
+            Some(token) => with_progress(&shared, token, decide).await,
+            None => decide.await,
+        }
+    };
+    // The client's user may answer too; lev's decision, verified, is what
+    // counts, and the elicitation is withdrawn once there is one.
+    let elicited = async {
+        if let Some(found) = found_rx.recv().await {
+            elicit::ask(&shared, &found, &gated_name, &input).await;
+        }
+        std::future::pending::<Verdict>().await
+    };
+    let verdict = tokio::select! {
+        verdict = decided => verdict,
+        verdict = elicited => verdict,
     };
     match verdict {
         Verdict::Allow(allowed) => {

@@ -11,6 +11,7 @@
 //! upstream connection per MCP session); upstream, a child process
 //! (`-- CMD ARGS`) or Streamable HTTP ([`http_upstream`]).
 
+pub mod elicit;
 pub mod gate;
 pub mod http_downstream;
 pub mod http_upstream;
@@ -55,6 +56,9 @@ pub struct Config {
     pub progress_every: Duration,
     /// How long a request forwarded upstream may go unanswered.
     pub upstream_timeout: Option<Duration>,
+    /// `--elicit`: lev, with the approver token of the client's user, to
+    /// record that user's answer to an elicitation as their decision.
+    pub elicit: Option<Client>,
 }
 
 /// Where the upstream server is.

@@ -51,6 +51,8 @@ struct State {
     /// The server's requests to the client: the relay's id -> the server's.
     server_requests: HashMap<String, Value>,
     next_server_request: u64,
+    /// The relay's own requests to the client (elicitations), by id.
+    own_requests: HashMap<String, tokio::sync::oneshot::Sender<Value>>,
     /// Each tool's annotations, from the upstream's `tools/list` results.
     tools: HashMap<String, Hints>,
     /// Why the upstream is gone, once it is.
@@ -81,7 +83,7 @@ pub struct Shared {
     /// The MCP session id, when a transport has one.
     pub(super) mcp_session: Arc<Mutex<Option<String>>>,
     /// The client declared `elicitation` in `initialize`.
-    pub(super) client_elicitation: Mutex<bool>,
+    client_elicitation: Mutex<bool>,
     /// The server's keys, fetched at the first call and pinned.
     pub(super) keys: tokio::sync::OnceCell<lev_approval::TrustedKeys>,
 }
@@ -114,6 +116,48 @@ impl Shared {
             Some(mcp) => super::session_of(&mcp),
             None => self.config.process_session.clone(),
         }
+    }
+
+    /// Send the client a request of the relay's own: its id, and its
+    /// response once it comes.
+    pub(super) fn ask_client(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> (Value, tokio::sync::oneshot::Receiver<Value>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = {
+            let mut state = self.lock();
+            state.next_server_request += 1;
+            let id = json!(state.next_server_request);
+            state.own_requests.insert(id_key(&id), tx);
+            id
+        };
+        self.to_client(Message::new(json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": method,
+            "params": params,
+        })));
+        (id, rx)
+    }
+
+    /// Withdraw a request of the relay's own the client has not answered.
+    pub(super) fn withdraw_client_request(&self, id: &Value, reason: &str) {
+        if self.lock().own_requests.remove(&id_key(id)).is_some() {
+            self.to_client(message::notification(
+                "notifications/cancelled",
+                json!({"requestId": id, "reason": reason}),
+            ));
+        }
+    }
+
+    /// Whether the client declared `elicitation` in `initialize`.
+    pub(super) fn client_elicits(&self) -> bool {
+        *self
+            .client_elicitation
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The annotations of `tool`, when the upstream listed it.
@@ -246,6 +290,11 @@ impl Shared {
                 let Some(id) = message.id().cloned() else {
                     return;
                 };
+                let own = self.lock().own_requests.remove(&id_key(&id));
+                if let Some(own) = own {
+                    let _ = own.send(message.value().clone());
+                    return;
+                }
                 let original = self.lock().server_requests.remove(&id_key(&id));
                 if let Some(original) = original {
                     message.set_id(original);
