@@ -230,7 +230,7 @@ pub async fn ensure_admin_token(
         let secret = new_secret().map_err(|e| BootstrapError::Random(e.to_string()))?;
         // The file first: a crash between the two leaves a file whose token
         // is unknown, and the next start makes a new one and overwrites it.
-        lev_store_sqlite::write_secret_file(&path, &format!("{secret}\n")).map_err(|source| {
+        lev_store::files::write_secret_file(&path, &format!("{secret}\n")).map_err(|source| {
             BootstrapError::Io {
                 path: path.display().to_string(),
                 source,

@@ -87,7 +87,7 @@ async fn pass(
                 && now >= at
                 && !escalated.contains(&id)
             {
-                let mut data = lev_store::view_json(view);
+                let mut data = lev_store::view_json(view)?;
                 let q = view.request.request.quorum.clone().unwrap_or_default();
                 if let Some(obj) = data.as_object_mut() {
                     obj.insert(
@@ -120,7 +120,7 @@ async fn pass(
             if n == 0 || sent.get(&id).is_some_and(|&m| m >= n) {
                 continue;
             }
-            let mut data = lev_store::view_json(view);
+            let mut data = lev_store::view_json(view)?;
             if let Some(obj) = data.as_object_mut() {
                 obj.insert(
                     "reminder".into(),

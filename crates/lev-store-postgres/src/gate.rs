@@ -1,23 +1,23 @@
 //! The gate's tables: `gate_calls`, `grants`, `nonces`, `nonce_owners`.
 
 use async_trait::async_trait;
-use lev_protocol::ApprovalScope;
 use lev_protocol::api::{GateResponse, Grant};
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use crate::sql::{Tx, col, corrupt, parse_time, rfc3339};
+use crate::sql::{Cols, Tx, col, corrupt, rfc3339};
 use crate::{
     InsertOutcome, PostgresStore, VIEW_COLUMNS, answer_in, insert_interaction, session_lock, sql,
-    view_from_row, view_json,
+    view_from_row,
 };
-use lev_protocol::InteractionStatus;
+use lev_protocol::api::InteractionView;
 use lev_store::gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
     NonceOwner, VoteAuthority, VoteOutcome,
 };
-use lev_store::{AuditRecord, Result, TransitionOutcome};
+use lev_store::record::{self, AuditAction, GATE_COLUMNS, GRANT_COLUMNS};
+use lev_store::{NewInteraction, Result, TransitionOutcome};
 
 /// Note whose approval `approval`'s nonce is (its session and caller), in
 /// the transaction that stores it; nothing for a denial.
@@ -52,7 +52,7 @@ async fn authority_holds(tx: &Tx<'_>, authority: &VoteAuthority) -> Result<bool>
             .query_opt("SELECT role FROM tokens WHERE name = $1 FOR SHARE", &[name])
             .await?;
         let role = row.as_ref().map(|r| col::<String>(r, 0)).transpose()?;
-        if !role.is_some_and(|r| matches!(r.as_str(), "approver" | "admin" | "operator")) {
+        if !role.is_some_and(|r| record::role_votes(&r)) {
             return Ok(false);
         }
     }
@@ -108,30 +108,14 @@ pub(crate) async fn void_pending_votes(
             )
             .await?;
         let (_, after) = view_from_row(&row)?;
-        tx.event("interaction.voted", &view_json(&after));
+        tx.record(record::votes_voided(&after)?);
         all.extend(voided);
     }
     Ok(all)
 }
 
-const GATE_COLUMNS: &str = "session_id, request_id, call_json, decision_json, created_at";
-
 fn gate_from_row(row: &Row) -> Result<GateCallRecord> {
-    let session_id: String = col(row, 0)?;
-    let request_id: String = col(row, 1)?;
-    let what = format!("gate call {session_id}/{request_id}");
-    let call: Value =
-        serde_json::from_str(&col::<String>(row, 2)?).map_err(|e| corrupt(&what, e))?;
-    let decision: GateResponse =
-        serde_json::from_str(&col::<String>(row, 3)?).map_err(|e| corrupt(&what, e))?;
-    let created_at = parse_time(&what, &col::<String>(row, 4)?)?;
-    Ok(GateCallRecord {
-        session_id,
-        request_id,
-        call,
-        decision,
-        created_at,
-    })
+    record::decode_gate_call(&Cols(row))
 }
 
 async fn load_gate(
@@ -149,47 +133,13 @@ async fn load_gate(
     .transpose()
 }
 
-const GRANT_COLUMNS: &str = "id, scope, caller, conversation_id, sandbox_mode, tool_name, covered_json, grant_args_json, approver, interaction_id, created_at";
-
 fn grant_from_row(row: &Row) -> Result<Grant> {
-    let id: String = col(row, 0)?;
-    let what = format!("grant {id}");
-    let scope = match col::<String>(row, 1)?.as_str() {
-        "session" => ApprovalScope::Session,
-        "always" => ApprovalScope::Always,
-        other => return Err(corrupt(&what, format!("unknown scope {other:?}"))),
-    };
-    let covered_capabilities: Vec<String> =
-        serde_json::from_str(&col::<String>(row, 6)?).map_err(|e| corrupt(&what, e))?;
-    let grant_args = col::<Option<String>>(row, 7)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    let created_at = parse_time(&what, &col::<String>(row, 10)?)?;
-    Ok(Grant {
-        id,
-        scope,
-        caller: col(row, 2)?,
-        conversation_id: col(row, 3)?,
-        sandbox_mode: col(row, 4)?,
-        tool_name: col(row, 5)?,
-        covered_capabilities,
-        grant_args,
-        approver: col(row, 8)?,
-        interaction_id: col(row, 9)?,
-        created_at,
-    })
+    record::decode_grant(&Cols(row))
 }
 
 async fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
     let g = &new.grant;
-    let covered = serde_json::to_string(&g.covered_capabilities).map_err(|e| corrupt(&g.id, e))?;
-    let grant_args = g
-        .grant_args
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| corrupt(&g.id, e))?;
+    let (covered, grant_args) = record::grant_json(g)?;
     // One grant per key, also when two approvals of it commit at once on
     // two servers: look for the twin under a lock on the key.
     let key = serde_json::json!([
@@ -235,11 +185,11 @@ async fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
         .await?;
         let mut renewed = g.clone();
         renewed.id = twin;
-        tx.audit(&AuditRecord {
-            action: "grant.renewed".into(),
-            actor: new.actor.clone(),
-            data: serde_json::to_value(&renewed).unwrap_or(Value::Null),
-        });
+        tx.record(record::grant_changed(
+            AuditAction::GrantRenewed,
+            &renewed,
+            &new.actor,
+        )?);
         return Ok(());
     }
     tx.execute(
@@ -261,12 +211,89 @@ async fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
         ],
     )
     .await?;
-    tx.audit(&AuditRecord {
-        action: "grant.created".into(),
-        actor: new.actor.clone(),
-        data: serde_json::to_value(g).unwrap_or(Value::Null),
-    });
+    tx.record(record::grant_changed(
+        AuditAction::GrantCreated,
+        g,
+        &new.actor,
+    )?);
     Ok(())
+}
+
+/// Take the advisory locks of the idempotency key's session and the new
+/// interaction's, in one order (they are the same in practice).
+async fn lock_sessions(
+    tx: &Tx<'_>,
+    record: &GateCallRecord,
+    interaction: Option<&NewInteraction>,
+) -> Result<()> {
+    let mut sessions = vec![record.session_id.as_str()];
+    if let Some(i) = interaction {
+        sessions.push(i.interaction.request.session_id.as_str());
+    }
+    sessions.sort_unstable();
+    sessions.dedup();
+    for session in sessions {
+        tx.lock(&session_lock(session)).await?;
+    }
+    Ok(())
+}
+
+/// Open the interaction an ask opens, inside the gate's transaction (its
+/// session locked): the view, or `Err` with the outcome when the session
+/// is at its limit.
+async fn open_interaction(
+    tx: &mut Tx<'_>,
+    new: &NewInteraction,
+) -> Result<std::result::Result<Box<InteractionView>, GateRecordOutcome>> {
+    let request_json = serde_json::to_string(&new.interaction.request)
+        .map_err(|e| corrupt(new.interaction.id(), e))?;
+    match insert_interaction(tx, new, &request_json).await? {
+        InsertOutcome::Created(view) => Ok(Ok(view)),
+        InsertOutcome::TooManyPending => Ok(Err(GateRecordOutcome::TooManyPending)),
+        InsertOutcome::IdTaken => Err(corrupt(
+            new.interaction.id(),
+            "a gate's new interaction id is taken",
+        )),
+    }
+}
+
+/// Insert the gate call (its call and decision as JSON text); false when
+/// its key was taken.
+async fn insert_gate_call(
+    tx: &Tx<'_>,
+    record: &GateCallRecord,
+    call_json: &str,
+    decision_json: &str,
+) -> Result<bool> {
+    let interaction_id = match &record.decision {
+        GateResponse::Ask { interaction_id } => Some(interaction_id.as_str()),
+        _ => None,
+    };
+    let inserted = tx
+        .execute(
+            "INSERT INTO gate_calls (session_id, request_id, call_json, decision_json, interaction_id, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (session_id, request_id) DO NOTHING",
+            &[
+                &record.session_id,
+                &record.request_id,
+                &call_json,
+                &decision_json,
+                &interaction_id,
+                &rfc3339(record.created_at),
+            ],
+        )
+        .await?;
+    Ok(inserted > 0)
+}
+
+/// A replay of `record`'s key: the same call (idempotent) or another.
+fn replay(record: &GateCallRecord, existing: GateCallRecord) -> GateRecordOutcome {
+    if existing.call == record.call {
+        GateRecordOutcome::Existing(Box::new(existing))
+    } else {
+        GateRecordOutcome::Conflict(Box::new(existing))
+    }
 }
 
 #[async_trait]
@@ -275,78 +302,31 @@ impl GateStore for PostgresStore {
         let call_json = new.record.call.to_string();
         let decision_json = serde_json::to_string(&new.record.decision)
             .map_err(|e| corrupt(&new.record.request_id, e))?;
-        let created_at = rfc3339(new.record.created_at);
         let NewGateDecision {
             record,
             interaction,
             audit,
         } = new;
-        let replay = |existing: GateCallRecord| {
-            if existing.call == record.call {
-                GateRecordOutcome::Existing(Box::new(existing))
-            } else {
-                GateRecordOutcome::Conflict(Box::new(existing))
-            }
-        };
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        // The idempotency key's session and the interaction's, in one order
-        // (they are the same in practice).
-        let mut sessions = vec![record.session_id.as_str()];
-        if let Some(i) = &interaction {
-            sessions.push(i.interaction.request.session_id.as_str());
-        }
-        sessions.sort_unstable();
-        sessions.dedup();
-        for session in sessions {
-            tx.lock(&session_lock(session)).await?;
-        }
+        lock_sessions(&tx, &record, interaction.as_ref()).await?;
         // Look for a replay first, so a retry never opens a second
         // interaction (nor hits the pending limit).
         if let Some(existing) = load_gate(&tx, &record.session_id, &record.request_id).await? {
             tx.commit().await?;
-            return Ok(replay(existing));
+            return Ok(replay(&record, existing));
         }
         let opened = match &interaction {
-            Some(i) => {
-                let request_json = serde_json::to_string(&i.interaction.request)
-                    .map_err(|e| corrupt(i.interaction.id(), e))?;
-                match insert_interaction(&mut tx, i, &request_json).await? {
-                    InsertOutcome::Created(view) => Some(view),
-                    InsertOutcome::TooManyPending => {
-                        tx.commit().await?;
-                        return Ok(GateRecordOutcome::TooManyPending);
-                    }
-                    InsertOutcome::IdTaken => {
-                        return Err(corrupt(
-                            i.interaction.id(),
-                            "a gate's new interaction id is taken",
-                        ));
-                    }
+            Some(i) => match open_interaction(&mut tx, i).await? {
+                Ok(view) => Some(view),
+                Err(outcome) => {
+                    tx.commit().await?;
+                    return Ok(outcome);
                 }
-            }
+            },
             None => None,
         };
-        let interaction_id = match &record.decision {
-            GateResponse::Ask { interaction_id } => Some(interaction_id.as_str()),
-            _ => None,
-        };
-        let inserted = tx
-            .execute(
-                "INSERT INTO gate_calls (session_id, request_id, call_json, decision_json, interaction_id, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6)
-                 ON CONFLICT (session_id, request_id) DO NOTHING",
-                &[
-                    &record.session_id,
-                    &record.request_id,
-                    &call_json,
-                    &decision_json,
-                    &interaction_id,
-                    &created_at,
-                ],
-            )
-            .await?;
-        if inserted == 0 {
+        if !insert_gate_call(&tx, &record, &call_json, &decision_json).await? {
             // Under the session's lock nobody else records this key, so
             // only an edit of the database gets here; roll back whatever
             // this transaction opened, and answer with the record.
@@ -362,7 +342,7 @@ impl GateStore for PostgresStore {
             )
             .await?
             .ok_or_else(|| corrupt(&record.request_id, "conflicting gate call vanished"))?;
-            return Ok(replay(gate_from_row(&row)?));
+            return Ok(replay(&record, gate_from_row(&row)?));
         }
         if let GateResponse::Allow { approval } = &record.decision {
             note_nonce(&tx, approval, &record.session_id).await?;
@@ -410,24 +390,7 @@ impl GateStore for PostgresStore {
             return Ok(VoteOutcome::Closed(TransitionOutcome::NotFound));
         };
         let (_, view) = view_from_row(&row)?;
-        let early = match view.request.status {
-            InteractionStatus::Answered => Some(VoteOutcome::Closed(
-                TransitionOutcome::AlreadyAnswered(Box::new(view.clone())),
-            )),
-            InteractionStatus::Expired | InteractionStatus::Cancelled => Some(VoteOutcome::Closed(
-                TransitionOutcome::Gone(Box::new(view.clone())),
-            )),
-            InteractionStatus::Pending
-                if view.request.votes.iter().any(|v| v.voter == new.vote.voter) =>
-            {
-                Some(VoteOutcome::AlreadyVoted(Box::new(view.clone())))
-            }
-            InteractionStatus::Pending if view.request.votes != new.seen_votes || !authority => {
-                Some(VoteOutcome::Stale(Box::new(view.clone())))
-            }
-            InteractionStatus::Pending => None,
-        };
-        if let Some(outcome) = early {
+        if let Some(outcome) = record::vote_refused(&view, &new, authority) {
             tx.rollback().await?;
             return Ok(outcome);
         }
@@ -443,8 +406,7 @@ impl GateStore for PostgresStore {
             )
             .await?;
         let (_, voted) = view_from_row(&row)?;
-        tx.event("interaction.voted", &view_json(&voted));
-        tx.audit(&lev_store::vote_audit(&voted, &new));
+        tx.record(record::interaction_voted(&voted, &new)?);
         let outcome = match new.decision {
             None => VoteOutcome::Recorded(Box::new(voted)),
             Some((answer, grant)) => match answer_in(&mut tx, answer).await? {
@@ -519,11 +481,11 @@ impl GateStore for PostgresStore {
             return Ok(None);
         };
         let grant = grant_from_row(&row)?;
-        tx.audit(&AuditRecord {
-            action: "grant.revoked".into(),
-            actor: actor.to_owned(),
-            data: serde_json::to_value(&grant).unwrap_or(Value::Null),
-        });
+        tx.record(record::grant_changed(
+            AuditAction::GrantRevoked,
+            &grant,
+            actor,
+        )?);
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;

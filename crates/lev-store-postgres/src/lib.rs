@@ -22,8 +22,9 @@
 //! - **Announced after commit**: each sequencer pass announces, after its
 //!   commit, what was sequenced and not yet announced in this process, before
 //!   the writers it serves return; a listener (module `listener`) per process LISTENs
-//!   for every process's passes and announces the rest. One announcer keeps
-//!   one order: each event once, in seq order, without a gap.
+//!   for every process's passes and announces the rest. One announcer
+//!   (module `announcer`, below both) keeps one order: each event once, in
+//!   seq order, without a gap.
 //!
 //! Connections per process: a pool ([`Options::max_connections`], 16 by
 //! default), one for the sequencer and one that listens; migrations use one
@@ -38,6 +39,7 @@
 //! compared as values in Rust; a task's output tail and error (free text
 //! that may hold a NUL, which `text` refuses) are JSON strings.
 
+mod announcer;
 mod gate;
 mod keys;
 mod listener;
@@ -60,20 +62,20 @@ use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use lev_approval::audit::GENESIS_HASH;
 use lev_protocol::api::{AuditEntry, InteractionView, Role, TokenInfo};
-use lev_protocol::{
-    Envelope, Interaction, InteractionRequest, InteractionResponse, InteractionStatus, OnTimeout,
-    StoredResponse,
-};
-use serde_json::{Value, json};
+use lev_protocol::{Envelope, InteractionRequest, InteractionStatus, StoredResponse};
+use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::{broadcast, watch};
 use tokio_postgres::{NoTls, Row};
 
 use crate::sequencer::Sequencer;
-use crate::sql::{Tx, chain, col, corrupt, describe, millis, parse_time, rfc3339};
+use crate::sql::{Cols, Tx, chain, col, corrupt, describe, millis, rfc3339};
+pub(crate) use lev_store::record::VIEW_COLUMNS;
+use lev_store::record::{self, AUDIT_COLUMNS, EVENT_COLUMNS, TOKEN_COLUMNS};
 use lev_store::{
-    AlikeNames, AuditRecord, CreateOutcome, ListFilter, ListPage, NewAnswer, NewInteraction,
-    Result, Store, StoreError, StoredEvent, TokenCreateOutcome, TokenRecord, TransitionOutcome,
+    AlikeNames, AuditRecord, AuditStore, BlobStore, CreateOutcome, EventStore, InteractionStore,
+    ListFilter, ListPage, NewAnswer, NewInteraction, Result, Store, StoreError, StoredEvent,
+    TokenCreateOutcome, TokenRecord, TokenStore, TransitionOutcome,
 };
 
 /// How a [`PostgresStore`] connects.
@@ -287,7 +289,7 @@ impl PostgresStore {
         // for rows a crashed writer left unsequenced).
         sequencer::pass(
             &sequencer_pool,
-            &listener::Announcer::new(i64::MAX, lev_store::EventFeed::with_budget(1, 0)),
+            &announcer::Announcer::new(i64::MAX, lev_store::EventFeed::with_budget(1, 0)),
         )
         .await?;
         let last = {
@@ -297,7 +299,7 @@ impl PostgresStore {
             col::<i64>(&row, 0)?
         };
         let events = lev_store::EventFeed::default();
-        let announcer = Arc::new(listener::Announcer::new(last, events.clone()));
+        let announcer = Arc::new(announcer::Announcer::new(last, events.clone()));
         let sequencer = Sequencer::new(sequencer_pool, Arc::clone(&announcer));
         let (shutdown, shutdown_rx) = watch::channel(());
         let (operators, _) = broadcast::channel(4096);
@@ -359,55 +361,9 @@ impl PostgresStore {
     }
 }
 
-pub(crate) const VIEW_COLUMNS: &str = "seq, id, request_json, status, created_at, expires_at, answered_at, answered_by, response_json, approval_json, votes_json";
-
 /// A row of [`VIEW_COLUMNS`], decoded.
 pub(crate) fn view_from_row(row: &Row) -> Result<(i64, InteractionView)> {
-    let seq: i64 = col(row, 0)?;
-    let id: String = col(row, 1)?;
-    let what = format!("interaction {id}");
-    let request: InteractionRequest =
-        serde_json::from_str(&col::<String>(row, 2)?).map_err(|e| corrupt(&what, e))?;
-    let status_text: String = col(row, 3)?;
-    let status =
-        InteractionStatus::parse(&status_text).ok_or_else(|| corrupt(&what, "unknown status"))?;
-    let created_at = parse_time(&what, &col::<String>(row, 4)?)?;
-    let expires_at = col::<Option<String>>(row, 5)?
-        .map(|s| parse_time(&what, &s))
-        .transpose()?;
-    let answered_at = col::<Option<String>>(row, 6)?
-        .map(|s| parse_time(&what, &s))
-        .transpose()?;
-    let answered_by: Option<String> = col(row, 7)?;
-    let response: Option<StoredResponse> = col::<Option<String>>(row, 8)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    let approval: Option<Envelope> = col::<Option<String>>(row, 9)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    let votes: Vec<lev_protocol::Vote> = col::<Option<String>>(row, 10)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?
-        .unwrap_or_default();
-    Ok((
-        seq,
-        InteractionView {
-            request: Interaction {
-                request,
-                status,
-                created_at,
-                expires_at,
-                answered_at,
-                answered_by,
-                votes,
-            },
-            response,
-            approval,
-        },
-    ))
+    record::decode_view(&Cols(row))
 }
 
 async fn load_view<C: GenericClient>(c: &C, id: &str) -> Result<Option<InteractionView>> {
@@ -422,8 +378,6 @@ async fn load_view<C: GenericClient>(c: &C, id: &str) -> Result<Option<Interacti
         None => Ok(None),
     }
 }
-
-pub(crate) use lev_store::{audit_summary, view_json};
 
 /// Compare-and-set `pending` -> `status`: the view when this call moved it,
 /// `None` when it was not pending (any more).
@@ -469,20 +423,12 @@ async fn set_final(
 
 /// Why a compare-and-set did not move `id`: it is gone, or was answered.
 async fn lost(tx: &Tx<'_>, id: &str) -> Result<TransitionOutcome> {
-    Ok(match load_view(tx.client(), id).await? {
-        None => TransitionOutcome::NotFound,
-        Some(v) => match v.request.status {
-            InteractionStatus::Answered => TransitionOutcome::AlreadyAnswered(Box::new(v)),
-            InteractionStatus::Expired | InteractionStatus::Cancelled => {
-                TransitionOutcome::Gone(Box::new(v))
-            }
-            // Not pending a moment ago, pending now: only an edit of the
-            // database does that.
-            InteractionStatus::Pending => {
-                return Err(corrupt(id, "pending again after its compare-and-set"));
-            }
-        },
-    })
+    match record::still_pending(load_view(tx.client(), id).await?) {
+        Err(outcome) => Ok(outcome),
+        // Not pending a moment ago, pending now: only an edit of the
+        // database does that.
+        Ok(_) => Err(corrupt(id, "pending again after its compare-and-set")),
+    }
 }
 
 /// Compare-and-set `pending` -> `answered` inside the open transaction, with
@@ -523,29 +469,10 @@ pub(crate) async fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<Tran
     if let Some(approval) = &answer.approval {
         crate::gate::note_nonce(tx, approval, &view.request.request.session_id).await?;
     }
-    tx.event("interaction.answered", &view_json(&view));
-    let mut data = audit_summary(&view);
-    data.insert("answered_by".into(), json!(answer.answered_by));
-    data.insert(
-        "response".into(),
-        serde_json::to_value(&answer.response).map_err(|e| corrupt(&answer.id, e))?,
-    );
-    data.extend(answer.audit);
-    tx.audit(&AuditRecord {
-        action: "interaction.answered".into(),
-        actor: answer.answered_by,
-        data: Value::Object(data),
-    });
+    let change =
+        record::interaction_answered(&view, &answer.answered_by, &answer.response, answer.audit)?;
+    tx.record(change);
     Ok(TransitionOutcome::Done(Box::new(view)))
-}
-
-fn event_kind(status: InteractionStatus) -> &'static str {
-    match status {
-        InteractionStatus::Pending => "interaction.created",
-        InteractionStatus::Answered => "interaction.answered",
-        InteractionStatus::Expired => "interaction.expired",
-        InteractionStatus::Cancelled => "interaction.cancelled",
-    }
 }
 
 /// The advisory lock key of a session: taken before "count, then insert".
@@ -620,12 +547,7 @@ pub(crate) async fn insert_interaction(
         return Ok(InsertOutcome::IdTaken);
     };
     let (_, view) = view_from_row(&row)?;
-    tx.event("interaction.created", &view_json(&view));
-    tx.audit(&AuditRecord {
-        action: "interaction.created".into(),
-        actor: new.actor.clone(),
-        data: Value::Object(audit_summary(&view)),
-    });
+    tx.record(record::interaction_created(&view, &new.actor)?);
     Ok(InsertOutcome::Created(Box::new(view)))
 }
 
@@ -637,60 +559,22 @@ pub(crate) enum InsertOutcome {
     IdTaken,
 }
 
-/// The columns [`token_from_row`] reads.
-const TOKEN_COLUMNS: &str = "name, role, caller, created_at, hash, sessions_json";
-
-/// A token row. A role, time or session list that does not decode is an
-/// error, never a default: a corrupt row must not become a working token.
 fn token_from_row(row: &Row) -> Result<TokenRecord> {
-    let name: String = col(row, 0)?;
-    let what = format!("token {name}");
-    let role: String = col(row, 1)?;
-    let role =
-        Role::parse(&role).ok_or_else(|| corrupt(&what, format!("unknown role {role:?}")))?;
-    let created_at = parse_time(&what, &col::<String>(row, 3)?)?;
-    let sessions = col::<Option<String>>(row, 5)?
-        .map(|s| serde_json::from_str::<Vec<String>>(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    Ok(TokenRecord {
-        info: TokenInfo {
-            name,
-            role,
-            caller: col(row, 2)?,
-            sessions,
-            created_at,
-        },
-        hash: col(row, 4)?,
-    })
+    record::decode_token(&Cols(row))
 }
-
-const AUDIT_COLUMNS: &str = "seq, at, action, actor, data_json, prev_hash, hash";
 
 fn audit_from_row(row: &Row) -> Result<AuditEntry> {
-    let seq: i64 = col(row, 0)?;
-    let data: String = col(row, 4)?;
-    Ok(AuditEntry {
-        seq: u64::try_from(seq).unwrap_or_default(),
-        at: col(row, 1)?,
-        action: col(row, 2)?,
-        actor: col(row, 3)?,
-        data: serde_json::from_str(&data).map_err(|e| corrupt(&format!("audit entry {seq}"), e))?,
-        prev_hash: col(row, 5)?,
-        hash: col(row, 6)?,
-    })
+    record::decode_audit(&Cols(row))
 }
 
-#[async_trait]
 impl Store for PostgresStore {
     fn kind(&self) -> &'static str {
         "postgres"
     }
+}
 
-    fn subscribe(&self) -> lev_store::EventReceiver {
-        self.inner.events.subscribe()
-    }
-
+#[async_trait]
+impl InteractionStore for PostgresStore {
     async fn create_interaction(&self, new: NewInteraction) -> Result<CreateOutcome> {
         let i = &new.interaction;
         let id = i.id().to_owned();
@@ -739,23 +623,7 @@ impl Store for PostgresStore {
             &[&before, &status, &filter.session_id, &(limit + 1)],
         )
         .await?;
-        let mut items = Vec::new();
-        let mut last_seq = None;
-        for row in &rows {
-            if items.len() as i64 == limit {
-                return Ok(ListPage {
-                    items,
-                    next_before: last_seq,
-                });
-            }
-            let (seq, view) = view_from_row(row)?;
-            last_seq = Some(seq);
-            items.push(view);
-        }
-        Ok(ListPage {
-            items,
-            next_before: None,
-        })
+        record::page_of(limit, rows.iter().map(view_from_row))
     }
 
     async fn answer_interaction(&self, answer: NewAnswer) -> Result<TransitionOutcome> {
@@ -786,12 +654,7 @@ impl Store for PostgresStore {
             tx.commit().await?;
             return Ok(outcome);
         };
-        tx.event("interaction.cancelled", &view_json(&view));
-        tx.audit(&AuditRecord {
-            action: "interaction.cancelled".into(),
-            actor: actor.to_owned(),
-            data: Value::Object(audit_summary(&view)),
-        });
+        tx.record(record::interaction_cancelled(&view, actor)?);
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
@@ -815,32 +678,14 @@ impl Store for PostgresStore {
             let id: String = col(row, 0)?;
             let request: InteractionRequest = serde_json::from_str(&col::<String>(row, 1)?)
                 .map_err(|e| corrupt(&format!("interaction {id}"), e))?;
-            let (status, response) = match request.effective_on_timeout() {
-                OnTimeout::Deny => (InteractionStatus::Expired, None),
-                OnTimeout::Cancel => (InteractionStatus::Cancelled, None),
-                OnTimeout::Choice(n) => (
-                    InteractionStatus::Answered,
-                    Some(InteractionResponse::choice(id.clone(), n)),
-                ),
-            };
+            let (status, response) = record::timeout_outcome(&id, &request);
             let by = response.as_ref().map(|_| "timeout");
             // Answered or cancelled meanwhile (here or elsewhere): skip.
             let Some(view) = set_final(&tx, &id, status, by, response.as_ref(), None, now).await?
             else {
                 continue;
             };
-            tx.event(event_kind(status), &view_json(&view));
-            let mut data = audit_summary(&view);
-            data.insert("status".into(), json!(status.as_str()));
-            tx.audit(&AuditRecord {
-                action: if status == InteractionStatus::Answered {
-                    "interaction.answered".into()
-                } else {
-                    event_kind(status).to_owned()
-                },
-                actor: "timeout".into(),
-                data: Value::Object(data),
-            });
+            tx.record(record::interaction_timed_out(&view, status)?);
             moved.push(view);
         }
         let staged = tx.commit().await?.any();
@@ -873,26 +718,24 @@ impl Store for PostgresStore {
             OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
         }))
     }
+}
+
+#[async_trait]
+impl EventStore for PostgresStore {
+    fn subscribe(&self) -> lev_store::EventReceiver {
+        self.inner.events.subscribe()
+    }
 
     async fn events_after(&self, seq: i64, limit: u32) -> Result<Vec<StoredEvent>> {
         let client = self.client().await?;
         let rows = sql::query(
             &client,
-            "SELECT seq, kind, data_json FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"),
             &[&seq, &i64::from(limit)],
         )
         .await?;
         rows.iter()
-            .map(|row| {
-                let seq: i64 = col(row, 0)?;
-                let data: String = col(row, 2)?;
-                Ok(StoredEvent {
-                    seq,
-                    kind: col(row, 1)?,
-                    data: serde_json::from_str(&data)
-                        .map_err(|e| corrupt(&format!("event {seq}"), e))?,
-                })
-            })
+            .map(|row| record::decode_event(&Cols(row)))
             .collect()
     }
 
@@ -901,7 +744,10 @@ impl Store for PostgresStore {
         let row = sql::query_one(&client, "SELECT COALESCE(MAX(seq), 0) FROM events", &[]).await?;
         col(&row, 0)
     }
+}
 
+#[async_trait]
+impl TokenStore for PostgresStore {
     async fn create_token(
         &self,
         token: TokenRecord,
@@ -951,11 +797,7 @@ impl Store for PostgresStore {
             tx.commit().await?;
             return Ok(TokenCreateOutcome::NameTaken);
         }
-        tx.audit(&AuditRecord {
-            action: "token.created".into(),
-            actor: actor.to_owned(),
-            data: json!({"name": info.name, "role": info.role.as_str(), "caller": info.caller, "sessions": info.sessions}),
-        });
+        tx.record(record::token_created(info, actor));
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
@@ -984,11 +826,7 @@ impl Store for PostgresStore {
         if n > 0 {
             let keys = crate::people::revoke_all_of(&mut tx, name, actor).await?;
             let voided = crate::gate::void_pending_votes(&mut tx, |v| v.voter == name).await?;
-            tx.audit(&AuditRecord {
-                action: "token.revoked".into(),
-                actor: actor.to_owned(),
-                data: json!({"name": name, "person_keys_revoked": keys, "votes_voided": voided}),
-            });
+            tx.record(record::token_revoked(name, actor, &keys, &voided));
         }
         let staged = tx.commit().await?.any();
         drop(client);
@@ -1019,7 +857,10 @@ impl Store for PostgresStore {
         .await?
         .is_some())
     }
+}
 
+#[async_trait]
+impl AuditStore for PostgresStore {
     async fn append_audit(&self, record: AuditRecord) -> Result<AuditEntry> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
@@ -1068,7 +909,10 @@ impl Store for PostgresStore {
             None => (0, GENESIS_HASH.to_owned()),
         })
     }
+}
 
+#[async_trait]
+impl BlobStore for PostgresStore {
     async fn put_blob(&self, sha256: &str, _media_type: &str, bytes: Vec<u8>) -> Result<()> {
         // The bytes only: the row that serves them is written by the answer
         // that carries them, in its transaction, and only if it wins.

@@ -9,19 +9,20 @@
 //! but its process died before its sequencer pass).
 //!
 //! This process's own sequencer passes announce what they sequenced right
-//! after their commit, through the same [`Announcer`], before the writers
+//! after their commit, through the same [`Announcer`] (module `announcer`,
+//! below both), before the writers
 //! they serve return: a local waiter is woken without a round trip, and a
 //! subscriber that subscribes after a local write returned is never told
 //! of it. The announcer keeps one order for both: each event once, by seq,
 //! without a gap.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use lev_store::{EventFeed, StoredEvent};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
+use crate::announcer::Announcer;
 use crate::sequencer::Sequencer;
 use crate::sql::describe;
 
@@ -32,50 +33,6 @@ const OPERATORS: &str = "lev_operators";
 const TICK: Duration = Duration::from_secs(1);
 /// Most events read at once.
 const PAGE: i64 = 1000;
-
-/// Where committed events are announced, in seq order, each once.
-#[derive(Debug)]
-pub(crate) struct Announcer {
-    /// The last seq announced (or known when the store opened).
-    last: Mutex<i64>,
-    events: EventFeed,
-}
-
-impl Announcer {
-    pub(crate) fn new(last: i64, events: EventFeed) -> Self {
-        Self {
-            last: Mutex::new(last),
-            events,
-        }
-    }
-
-    /// The last seq announced.
-    pub(crate) fn last(&self) -> i64 {
-        *self.last.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Announce `rows` (`seq`, kind, data as stored), in seq order: those
-    /// already announced are skipped, and a gap stops the run (the listener
-    /// reads on from the last announced one). An event whose data does not
-    /// parse is passed over (it stays readable, as an error, through
-    /// `events_after`).
-    pub(crate) fn announce(&self, mut rows: Vec<(i64, String, String)>) {
-        rows.sort_by_key(|(seq, _, _)| *seq);
-        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        for (seq, kind, data) in rows {
-            if seq <= *last {
-                continue;
-            }
-            if Some(seq) != last.checked_add(1) {
-                break;
-            }
-            *last = seq;
-            if let Ok(data) = serde_json::from_str(&data) {
-                self.events.send(StoredEvent { seq, kind, data });
-            }
-        }
-    }
-}
 
 pub(crate) struct Listener {
     /// Told once the first LISTEN is in place (the store waits for it, so

@@ -1,18 +1,13 @@
 //! People's keys in the `people_keys` table.
 
 use async_trait::async_trait;
-use lev_protocol::api::PersonJwk;
-use lev_store::{
-    AuditRecord, NewPersonKey, PeopleKeyStore, PersonKeyOutcome, PersonKeyRecord, Result,
-};
-use serde_json::json;
+use lev_store::{NewPersonKey, PeopleKeyStore, PersonKeyOutcome, PersonKeyRecord, Result};
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use crate::sql::{Tx, col, corrupt, parse_time, rfc3339};
+use crate::sql::{Cols, Tx, col, corrupt, rfc3339};
 use crate::{PostgresStore, sql};
-
-const COLUMNS: &str = "kid, person, fingerprint, jwk_json, created_at, revoked_at";
+use lev_store::record::{self, PERSON_KEY_COLUMNS as COLUMNS};
 
 /// The lock a person's registrations take (N and the key limit are
 /// decided under it), and the one every registration takes for the
@@ -23,20 +18,7 @@ fn person_lock(person: &str) -> String {
 const FINGERPRINT_LOCK: &str = "lev:person-keys";
 
 fn from_row(row: &Row) -> Result<PersonKeyRecord> {
-    let kid: String = col(row, 0)?;
-    let what = format!("person key {kid}");
-    let mut jwk: PersonJwk =
-        serde_json::from_str(&col::<String>(row, 3)?).map_err(|e| corrupt(&what, e))?;
-    jwk.kid = kid;
-    Ok(PersonKeyRecord {
-        jwk,
-        person: col(row, 1)?,
-        fingerprint: col(row, 2)?,
-        created_at: parse_time(&what, &col::<String>(row, 4)?)?,
-        revoked_at: col::<Option<String>>(row, 5)?
-            .map(|t| parse_time(&what, &t))
-            .transpose()?,
-    })
+    record::decode_person_key(&Cols(row))
 }
 
 /// Revoke every key of `person` in force, inside the open transaction (a
@@ -142,12 +124,12 @@ impl PeopleKeyStore for PostgresStore {
         )
         .await?;
         jwk.kid = kid.clone();
-        tx.audit(&AuditRecord {
-            action: "person_key.added".into(),
-            actor: new.actor.clone(),
-            data: json!({"kid": kid, "person": new.person, "fingerprint": new.fingerprint,
-                         "jwk": jwk}),
-        });
+        tx.record(record::person_key_added(
+            &jwk,
+            &new.person,
+            &new.fingerprint,
+            &new.actor,
+        )?);
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
@@ -198,11 +180,7 @@ impl PeopleKeyStore for PostgresStore {
             v.voter == key.person && lev_store::signed_with(v, kid)
         })
         .await?;
-        tx.audit(&AuditRecord {
-            action: "person_key.revoked".into(),
-            actor: actor.to_owned(),
-            data: json!({"kid": kid, "person": key.person, "votes_voided": voided}),
-        });
+        tx.record(record::person_key_revoked(kid, &key.person, actor, &voided));
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;

@@ -20,12 +20,12 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use deadpool_postgres::Pool;
+use deadpool_postgres::{Pool, Transaction};
 use lev_approval::audit::{GENESIS_HASH, entry_hash};
 use lev_store::{Result, StoreError};
 use tokio::sync::watch;
 
-use crate::listener::Announcer;
+use crate::announcer::Announcer;
 use crate::sql::{col, corrupt, pg, pool};
 
 /// The advisory lock key of the sequencer (`lev:sequencer`), the same on
@@ -145,6 +145,25 @@ pub(crate) async fn pass(pool_: &Pool, announcer: &Announcer) -> Result<i64> {
     tx.execute(&stmt, &[&SEQUENCER_LOCK]).await.map_err(pg)?;
     // Under the lock, each statement's snapshot sees every pass before
     // this one and every writer that committed before it.
+    let top = number_events(&tx).await?;
+    let sequenced = unannounced(&tx, announced).await?;
+    chain_audit(&tx).await?;
+    if top > 0 {
+        // Delivered at commit, and only if it commits.
+        let stmt = tx
+            .prepare_cached("SELECT pg_notify('lev_events', $1)")
+            .await
+            .map_err(pg)?;
+        tx.execute(&stmt, &[&top.to_string()]).await.map_err(pg)?;
+    }
+    tx.commit().await.map_err(pg)?;
+    announcer.announce(sequenced);
+    Ok(top)
+}
+
+/// Number every unsequenced event after the greatest seq, in id order;
+/// returns the greatest seq given (0 when none).
+async fn number_events(tx: &Transaction<'_>) -> Result<i64> {
     let stmt = tx
         .prepare_cached(
             "WITH base AS (SELECT COALESCE(MAX(seq), 0) AS top FROM events),
@@ -160,9 +179,14 @@ pub(crate) async fn pass(pool_: &Pool, announcer: &Announcer) -> Result<i64> {
     for row in tx.query(&stmt, &[]).await.map_err(pg)? {
         top = top.max(col::<i64>(&row, 0)?);
     }
-    // Every event sequenced and not yet announced here: ours, and those
-    // other processes' passes sequenced (this process's writers among
-    // them), so that a writer returns after its events were announced here.
+    Ok(top)
+}
+
+/// Every event sequenced and not yet announced here (after `announced`):
+/// this pass's, and those other processes' passes sequenced (this
+/// process's writers among them), so that a writer returns after its
+/// events were announced here.
+async fn unannounced(tx: &Transaction<'_>, announced: i64) -> Result<Vec<(i64, String, String)>> {
     let stmt = tx
         .prepare_cached(
             "SELECT seq, kind, data_json FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
@@ -181,7 +205,11 @@ pub(crate) async fn pass(pool_: &Pool, announcer: &Announcer) -> Result<i64> {
             col::<String>(&row, 2)?,
         ));
     }
+    Ok(sequenced)
+}
 
+/// Chain every unchained audit row to the head, in id order.
+async fn chain_audit(tx: &Transaction<'_>) -> Result<()> {
     let stmt = tx
         .prepare_cached(
             "SELECT id, at, action, actor, data_json FROM audit WHERE seq IS NULL ORDER BY id",
@@ -189,64 +217,52 @@ pub(crate) async fn pass(pool_: &Pool, announcer: &Announcer) -> Result<i64> {
         .await
         .map_err(pg)?;
     let todo = tx.query(&stmt, &[]).await.map_err(pg)?;
-    if !todo.is_empty() {
-        let stmt = tx
-            .prepare_cached(
-                "SELECT seq, hash FROM audit WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1",
-            )
-            .await
-            .map_err(pg)?;
-        let (mut seq, mut prev) = match tx.query(&stmt, &[]).await.map_err(pg)?.first() {
-            Some(row) => (col::<i64>(row, 0)?, col::<String>(row, 1)?),
-            None => (0, GENESIS_HASH.to_owned()),
-        };
-        let mut ids = Vec::with_capacity(todo.len());
-        let mut seqs = Vec::with_capacity(todo.len());
-        let mut prevs = Vec::with_capacity(todo.len());
-        let mut hashes = Vec::with_capacity(todo.len());
-        for row in &todo {
-            let id: i64 = col(row, 0)?;
-            let at: String = col(row, 1)?;
-            let action: String = col(row, 2)?;
-            let actor: String = col(row, 3)?;
-            let data: String = col(row, 4)?;
-            let data: serde_json::Value =
-                serde_json::from_str(&data).map_err(|e| corrupt(&format!("audit row {id}"), e))?;
-            seq += 1;
-            let hash = entry_hash(
-                u64::try_from(seq).unwrap_or_default(),
-                &at,
-                &action,
-                &actor,
-                &data,
-                &prev,
-            );
-            ids.push(id);
-            seqs.push(seq);
-            prevs.push(std::mem::replace(&mut prev, hash.clone()));
-            hashes.push(hash);
-        }
-        let stmt = tx
-            .prepare_cached(
-                "UPDATE audit SET seq = v.seq, prev_hash = v.prev, hash = v.hash
-                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS v(id, seq, prev, hash)
-                 WHERE audit.id = v.id",
-            )
-            .await
-            .map_err(pg)?;
-        tx.execute(&stmt, &[&ids, &seqs, &prevs, &hashes])
-            .await
-            .map_err(pg)?;
+    if todo.is_empty() {
+        return Ok(());
     }
-    if top > 0 {
-        // Delivered at commit, and only if it commits.
-        let stmt = tx
-            .prepare_cached("SELECT pg_notify('lev_events', $1)")
-            .await
-            .map_err(pg)?;
-        tx.execute(&stmt, &[&top.to_string()]).await.map_err(pg)?;
+    let stmt = tx
+        .prepare_cached(
+            "SELECT seq, hash FROM audit WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1",
+        )
+        .await
+        .map_err(pg)?;
+    let (mut seq, mut prev) = match tx.query(&stmt, &[]).await.map_err(pg)?.first() {
+        Some(row) => (col::<i64>(row, 0)?, col::<String>(row, 1)?),
+        None => (0, GENESIS_HASH.to_owned()),
+    };
+    let mut ids = Vec::with_capacity(todo.len());
+    let mut seqs = Vec::with_capacity(todo.len());
+    let mut prevs = Vec::with_capacity(todo.len());
+    let mut hashes = Vec::with_capacity(todo.len());
+    for row in &todo {
+        let id: i64 = col(row, 0)?;
+        let data: String = col(row, 4)?;
+        let data: serde_json::Value =
+            serde_json::from_str(&data).map_err(|e| corrupt(&format!("audit row {id}"), e))?;
+        seq += 1;
+        let hash = entry_hash(
+            u64::try_from(seq).unwrap_or_default(),
+            &col::<String>(row, 1)?,
+            &col::<String>(row, 2)?,
+            &col::<String>(row, 3)?,
+            &data,
+            &prev,
+        );
+        ids.push(id);
+        seqs.push(seq);
+        prevs.push(std::mem::replace(&mut prev, hash.clone()));
+        hashes.push(hash);
     }
-    tx.commit().await.map_err(pg)?;
-    announcer.announce(sequenced);
-    Ok(top)
+    let stmt = tx
+        .prepare_cached(
+            "UPDATE audit SET seq = v.seq, prev_hash = v.prev, hash = v.hash
+             FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS v(id, seq, prev, hash)
+             WHERE audit.id = v.id",
+        )
+        .await
+        .map_err(pg)?;
+    tx.execute(&stmt, &[&ids, &seqs, &prevs, &hashes])
+        .await
+        .map_err(pg)?;
+    Ok(())
 }

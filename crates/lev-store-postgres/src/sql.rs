@@ -4,6 +4,7 @@
 
 use deadpool_postgres::GenericClient;
 pub(crate) use lev_store::codec::{corrupt, millis, parse_time, rfc3339};
+use lev_store::record::{Change, Columns};
 use lev_store::{AuditRecord, Result, StoreError};
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -158,6 +159,21 @@ pub(crate) async fn execute<C: GenericClient>(c: &C, sql: &str, params: Params<'
     c.execute(&stmt, params).await.map_err(pg)
 }
 
+/// A row as the shared decoders ([`lev_store::record`]) read it.
+pub(crate) struct Cols<'a>(pub(crate) &'a Row);
+
+impl Columns for Cols<'_> {
+    fn text(&self, i: usize) -> Result<String> {
+        col(self.0, i)
+    }
+    fn text_opt(&self, i: usize) -> Result<Option<String>> {
+        col(self.0, i)
+    }
+    fn int(&self, i: usize) -> Result<i64> {
+        col(self.0, i)
+    }
+}
+
 /// A write transaction (READ COMMITTED). Its events and audit entries are
 /// staged, and inserted unsequenced by one statement just before the
 /// commit; the sequencer numbers and chains them after it.
@@ -237,6 +253,16 @@ impl<'a> Tx<'a> {
             record.actor.clone(),
             record.data.to_string(),
         ));
+    }
+
+    /// Stage `change`'s event and audit entry.
+    pub(crate) fn record(&mut self, change: Change) {
+        if let Some(event) = change.event {
+            self.event(event.kind.as_str(), &event.data);
+        }
+        if let Some(audit) = change.audit {
+            self.audit(&audit);
+        }
     }
 
     /// Roll back everything this transaction did.

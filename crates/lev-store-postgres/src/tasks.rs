@@ -2,13 +2,14 @@
 //! the escalation note on an interaction.
 
 use async_trait::async_trait;
-use lev_protocol::api::{InteractionView, Task, TaskStatus};
+use lev_protocol::api::{InteractionView, Task};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use crate::sql::{Tx, col, corrupt, parse_time, rfc3339, text_in, text_out};
-use crate::{PostgresStore, audit_summary, sql, view_from_row, view_json};
+use crate::sql::{Cols, Tx, col, corrupt, rfc3339, text_in, text_out};
+use crate::{PostgresStore, sql, view_from_row};
+use lev_store::record::{self, AuditAction};
 use lev_store::tasks::{
     NewTask, TaskChange, TaskFilter, TaskFinish, TaskPage, TaskResult, TaskStore,
 };
@@ -16,54 +17,10 @@ use lev_store::{AuditRecord, Result};
 
 const TASK_COLUMNS: &str = "seq, id, session_id, status, spawn_json, last_result_json, output_tail_json, error_json, created_at, updated_at, caller";
 
-fn status_str(s: TaskStatus) -> &'static str {
-    match s {
-        TaskStatus::Pending => "pending",
-        TaskStatus::Running => "running",
-        TaskStatus::Succeeded => "succeeded",
-        TaskStatus::Failed => "failed",
-    }
-}
-
-fn parse_status(s: &str) -> Option<TaskStatus> {
-    Some(match s {
-        "pending" => TaskStatus::Pending,
-        "running" => TaskStatus::Running,
-        "succeeded" => TaskStatus::Succeeded,
-        "failed" => TaskStatus::Failed,
-        _ => return None,
-    })
-}
+use lev_store::record::task_status_str as status_str;
 
 fn task_from_row(row: &Row) -> Result<(i64, Task)> {
-    let seq: i64 = col(row, 0)?;
-    let id: String = col(row, 1)?;
-    let what = format!("task {id}");
-    let status_text: String = col(row, 3)?;
-    let status = parse_status(&status_text).ok_or_else(|| corrupt(&what, "unknown status"))?;
-    let spawn: Value =
-        serde_json::from_str(&col::<String>(row, 4)?).map_err(|e| corrupt(&what, e))?;
-    let last_result: Option<Value> = col::<Option<String>>(row, 5)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    let created_at = parse_time(&what, &col::<String>(row, 8)?)?;
-    let updated_at = parse_time(&what, &col::<String>(row, 9)?)?;
-    Ok((
-        seq,
-        Task {
-            session_id: col(row, 2)?,
-            status,
-            spawn,
-            last_result,
-            output_tail: text_out(&what, col(row, 6)?)?,
-            error: text_out(&what, col(row, 7)?)?,
-            caller: col(row, 10)?,
-            created_at,
-            updated_at,
-            id,
-        },
-    ))
+    record::decode_task(&Cols(row), text_out)
 }
 
 async fn load_task(tx: &Tx<'_>, id: &str) -> Result<Option<Task>> {
@@ -77,30 +34,16 @@ async fn load_task(tx: &Tx<'_>, id: &str) -> Result<Option<Task>> {
     .transpose()
 }
 
-fn task_json(task: &Task) -> Value {
-    serde_json::to_value(task).unwrap_or(Value::Null)
-}
-
 /// Commit the `task.updated` event of `task` as it now is, and its audit
 /// entry `action`.
 async fn announce(
     tx: &mut Tx<'_>,
     task: &Task,
-    action: &str,
+    action: AuditAction,
     actor: String,
-    mut data: Value,
+    data: Value,
 ) -> Result<()> {
-    tx.event("task.updated", &task_json(task));
-    if let Value::Object(m) = &mut data {
-        m.insert("task_id".into(), json!(task.id));
-        m.insert("session_id".into(), json!(task.session_id));
-        m.insert("status".into(), json!(status_str(task.status)));
-    }
-    tx.audit(&AuditRecord {
-        action: action.to_owned(),
-        actor,
-        data,
-    });
+    tx.record(record::task_changed(task, action, actor, data)?);
     Ok(())
 }
 
@@ -121,7 +64,7 @@ impl PostgresStore {
         id: &str,
         update: &str,
         params: sql::Params<'_>,
-        action: &str,
+        action: AuditAction,
         actor: &str,
         data: Value,
     ) -> Result<TaskChange> {
@@ -170,7 +113,7 @@ impl TaskStore for PostgresStore {
         announce(
             &mut tx,
             &task,
-            "task.created",
+            AuditAction::TaskCreated,
             new.actor.clone(),
             json!({"spawn": t.spawn}),
         )
@@ -258,7 +201,7 @@ impl TaskStore for PostgresStore {
                  RETURNING {TASK_COLUMNS}"
             ),
             &[&id, &rfc3339(OffsetDateTime::now_utc())],
-            "task.started",
+            AuditAction::TaskStarted,
             actor,
             json!({}),
         )
@@ -282,7 +225,7 @@ impl TaskStore for PostgresStore {
                 &tail,
                 &rfc3339(OffsetDateTime::now_utc()),
             ],
-            "task.result",
+            AuditAction::TaskResult,
             &result.actor,
             json!({"last_result": result.last_result}),
         )
@@ -306,7 +249,7 @@ impl TaskStore for PostgresStore {
                 &error,
                 &rfc3339(OffsetDateTime::now_utc()),
             ],
-            "task.finished",
+            AuditAction::TaskFinished,
             &finish.actor,
             json!({"result": finish.result, "error": finish.error}),
         )
@@ -359,21 +302,14 @@ impl TaskStore for PostgresStore {
             tx.commit().await?;
             return Ok(None);
         };
-        let mut request: lev_protocol::InteractionRequest =
+        let request: lev_protocol::InteractionRequest =
             serde_json::from_str(&col::<String>(&row, 0)?).map_err(|e| corrupt(id, e))?;
-        let note = json!({
-            "reason": reason,
-            "by": actor,
-            "at": rfc3339(OffsetDateTime::now_utc()),
-        });
-        request.metadata = Some(match request.metadata.take() {
-            None => json!({ "escalation": note }),
-            Some(Value::Object(mut m)) => {
-                m.insert("escalation".into(), note);
-                Value::Object(m)
-            }
-            Some(other) => json!({ "escalation": note, "metadata": other }),
-        });
+        let request = record::with_escalation_note(
+            request,
+            reason,
+            actor,
+            &rfc3339(OffsetDateTime::now_utc()),
+        );
         let text = serde_json::to_string(&request).map_err(|e| corrupt(id, e))?;
         let row = tx
             .query_one(
@@ -389,14 +325,7 @@ impl TaskStore for PostgresStore {
             )
             .await?;
         let (_, view) = view_from_row(&row)?;
-        tx.event("interaction.escalated", &view_json(&view));
-        let mut data = audit_summary(&view);
-        data.insert("reason".into(), json!(reason));
-        tx.audit(&AuditRecord {
-            action: "interaction.escalated".into(),
-            actor: actor.to_owned(),
-            data: Value::Object(data),
-        });
+        tx.record(record::interaction_escalated(&view, reason, actor)?);
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;

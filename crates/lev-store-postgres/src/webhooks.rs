@@ -5,38 +5,21 @@
 //! server at a time.
 
 use async_trait::async_trait;
-use lev_store::webhooks::{filter_events, filter_text};
+use lev_store::webhooks::filter_text;
 use lev_store::{
-    AttemptOutcome, AttemptRecord, AuditRecord, DeliveryAttempt, DeliveryRecord, DeliveryState,
-    DueDelivery, Endpoint, EndpointKind, Result, WebhookStore,
+    AttemptOutcome, AttemptRecord, DeliveryAttempt, DeliveryRecord, DeliveryState, DueDelivery,
+    Endpoint, EndpointKind, Result, WebhookStore,
 };
-use serde_json::json;
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use crate::sql::{Tx, col, corrupt, millis, parse_time, rfc3339};
+use crate::sql::{Cols, Tx, col, corrupt, millis, parse_time, rfc3339};
 use crate::{PostgresStore, sql};
 use lev_store::codec::from_millis;
-
-const ENDPOINT_COLUMNS: &str =
-    "id, kind, url, events, secret, created_by, created_at, disabled_at, disabled_reason";
+use lev_store::record::{self, ENDPOINT_COLUMNS};
 
 fn endpoint_from_row(row: &Row) -> Result<Endpoint> {
-    let id: String = col(row, 0)?;
-    let what = format!("webhook {id}");
-    let kind: String = col(row, 1)?;
-    let disabled_at: Option<String> = col(row, 7)?;
-    Ok(Endpoint {
-        kind: EndpointKind::parse(&kind).ok_or_else(|| corrupt(&what, "unknown kind"))?,
-        url: col(row, 2)?,
-        events: filter_events(&col::<String>(row, 3)?),
-        secret: col(row, 4)?,
-        created_by: col(row, 5)?,
-        created_at: parse_time(&what, &col::<String>(row, 6)?)?,
-        disabled_at: disabled_at.map(|t| parse_time(&what, &t)).transpose()?,
-        disabled_reason: col(row, 8)?,
-        id,
-    })
+    record::decode_endpoint(&Cols(row))
 }
 
 #[async_trait]
@@ -61,16 +44,7 @@ impl WebhookStore for PostgresStore {
             ],
         )
         .await?;
-        tx.audit(&AuditRecord {
-            action: "webhook.created".into(),
-            actor: endpoint.created_by.clone(),
-            data: json!({
-                "id": endpoint.id,
-                "kind": endpoint.kind.as_str(),
-                "url": endpoint.url,
-                "events": endpoint.events,
-            }),
-        });
+        tx.record(record::webhook_created(&endpoint));
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
@@ -114,11 +88,7 @@ impl WebhookStore for PostgresStore {
         .await?;
         tx.execute("DELETE FROM message_refs WHERE endpoint_id = $1", &[&id])
             .await?;
-        tx.audit(&AuditRecord {
-            action: "webhook.deleted".into(),
-            actor: actor.to_owned(),
-            data: json!({ "id": id }),
-        });
+        tx.record(record::webhook_deleted(id, actor));
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
@@ -139,11 +109,7 @@ impl WebhookStore for PostgresStore {
             tx.rollback().await?;
             return Ok(false);
         }
-        tx.audit(&AuditRecord {
-            action: "webhook.disabled".into(),
-            actor: "system".into(),
-            data: json!({ "id": id, "reason": reason }),
-        });
+        tx.record(record::webhook_disabled(id, reason, "system"));
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
@@ -250,11 +216,7 @@ impl WebhookStore for PostgresStore {
                 )
                 .await?;
             if n > 0 {
-                tx.audit(&AuditRecord {
-                    action: "webhook.disabled".into(),
-                    actor: "system".into(),
-                    data: json!({ "id": endpoint_id, "reason": reason }),
-                });
+                tx.record(record::webhook_disabled(&endpoint_id, reason, "system"));
             }
         }
         let staged = tx.commit().await?.any();
@@ -390,7 +352,7 @@ impl WebhookStore for PostgresStore {
             tx.rollback().await?;
             return Ok(false);
         }
-        tx.event("interaction.reminder", &data);
+        tx.record(record::reminded(data));
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;
@@ -405,12 +367,7 @@ impl WebhookStore for PostgresStore {
             tx.rollback().await?;
             return Ok(false);
         }
-        tx.audit(&AuditRecord {
-            action: "interaction.escalated".into(),
-            actor: "system".into(),
-            data: lev_store::escalation_audit(&data),
-        });
-        tx.event("interaction.escalated", &data);
+        tx.record(record::escalated_once(data));
         let staged = tx.commit().await?.any();
         drop(client);
         self.sequenced(staged).await;

@@ -2,19 +2,21 @@
 //! `nonces`; and `nonce_owners` (migration 8).
 
 use async_trait::async_trait;
-use lev_protocol::ApprovalScope;
 use lev_protocol::api::{GateResponse, Grant};
 use rusqlite::{Connection, OptionalExtension as _, Row, params};
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::writer::{Tx, rfc3339};
-use crate::{SqliteStore, audit_summary, corrupt, load_view, millis, parse_time, view_json};
+use crate::{SqliteStore, corrupt, load_view, millis};
 use lev_store::gate::{
     GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
     NonceOwner, VoteAuthority, VoteOutcome,
 };
-use lev_store::{AuditRecord, NewInteraction, Result, TransitionOutcome};
+use lev_store::record::{self, AuditAction, GATE_COLUMNS, GRANT_COLUMNS};
+use lev_store::{NewInteraction, TransitionOutcome};
+
+use crate::{Cols, Result, write_change};
 
 /// Note whose approval `approval`'s nonce is (its session and caller), in
 /// the transaction that stores it; nothing for a denial.
@@ -42,7 +44,7 @@ fn authority_holds(conn: &Connection, authority: &VoteAuthority) -> Result<bool>
             .prepare_cached("SELECT role FROM tokens WHERE name = ?1")?
             .query_row([name], |r| r.get(0))
             .optional()?;
-        if !role.is_some_and(|r| matches!(r.as_str(), "approver" | "admin" | "operator")) {
+        if !role.is_some_and(|r| record::role_votes(&r)) {
             return Ok(false);
         }
     }
@@ -87,30 +89,14 @@ pub(crate) fn void_pending_votes(
             .prepare_cached("UPDATE interactions SET votes_json = ?2 WHERE id = ?1")?
             .execute(params![id, text])?;
         let after = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished"))?;
-        tx.event("interaction.voted", view_json(&after))?;
+        write_change(tx, record::votes_voided(&after)?)?;
         all.extend(voided);
     }
     Ok(all)
 }
 
-const GATE_COLUMNS: &str = "session_id, request_id, call_json, decision_json, created_at";
-
 fn gate_from_row(row: &Row<'_>) -> Result<GateCallRecord> {
-    let session_id: String = row.get(0)?;
-    let request_id: String = row.get(1)?;
-    let what = format!("gate call {session_id}/{request_id}");
-    let call: Value =
-        serde_json::from_str(&row.get::<_, String>(2)?).map_err(|e| corrupt(&what, e))?;
-    let decision: GateResponse =
-        serde_json::from_str(&row.get::<_, String>(3)?).map_err(|e| corrupt(&what, e))?;
-    let created_at = parse_time(&what, &row.get::<_, String>(4)?)?;
-    Ok(GateCallRecord {
-        session_id,
-        request_id,
-        call,
-        decision,
-        created_at,
-    })
+    Ok(record::decode_gate_call(&Cols(row))?)
 }
 
 fn load_gate(
@@ -128,37 +114,8 @@ fn load_gate(
     }
 }
 
-const GRANT_COLUMNS: &str = "id, scope, caller, conversation_id, sandbox_mode, tool_name, covered_json, grant_args_json, approver, interaction_id, created_at";
-
 fn grant_from_row(row: &Row<'_>) -> Result<Grant> {
-    let id: String = row.get(0)?;
-    let what = format!("grant {id}");
-    let scope = match row.get::<_, String>(1)?.as_str() {
-        "session" => ApprovalScope::Session,
-        "always" => ApprovalScope::Always,
-        other => return Err(corrupt(&what, format!("unknown scope {other:?}"))),
-    };
-    let covered_capabilities: Vec<String> =
-        serde_json::from_str(&row.get::<_, String>(6)?).map_err(|e| corrupt(&what, e))?;
-    let grant_args = row
-        .get::<_, Option<String>>(7)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    let created_at = parse_time(&what, &row.get::<_, String>(10)?)?;
-    Ok(Grant {
-        id,
-        scope,
-        caller: row.get(2)?,
-        conversation_id: row.get(3)?,
-        sandbox_mode: row.get(4)?,
-        tool_name: row.get(5)?,
-        covered_capabilities,
-        grant_args,
-        approver: row.get(8)?,
-        interaction_id: row.get(9)?,
-        created_at,
-    })
+    Ok(record::decode_grant(&Cols(row))?)
 }
 
 fn collect_grants(mut rows: rusqlite::Rows<'_>) -> Result<Vec<Grant>> {
@@ -200,24 +157,13 @@ fn insert_interaction(
         ],
     )?;
     let view = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished after insert"))?;
-    tx.event("interaction.created", view_json(&view))?;
-    tx.audit(AuditRecord {
-        action: "interaction.created".into(),
-        actor: new.actor.clone(),
-        data: Value::Object(audit_summary(&view)),
-    })?;
+    write_change(tx, record::interaction_created(&view, &new.actor)?)?;
     Ok(Some(view))
 }
 
 fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
     let g = &new.grant;
-    let covered = serde_json::to_string(&g.covered_capabilities).map_err(|e| corrupt(&g.id, e))?;
-    let grant_args = g
-        .grant_args
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| corrupt(&g.id, e))?;
+    let (covered, grant_args) = record::grant_json(g)?;
     // One grant per key: the same approval again renews the grant in force
     // (its approver, interaction and time) rather than adding a twin.
     let twin: Option<String> = tx
@@ -250,11 +196,10 @@ fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
         )?;
         let mut renewed = g.clone();
         renewed.id = twin;
-        tx.audit(AuditRecord {
-            action: "grant.renewed".into(),
-            actor: new.actor.clone(),
-            data: serde_json::to_value(&renewed).unwrap_or(Value::Null),
-        })?;
+        write_change(
+            tx,
+            record::grant_changed(AuditAction::GrantRenewed, &renewed, &new.actor)?,
+        )?;
         return Ok(());
     }
     tx.conn.execute(
@@ -273,17 +218,19 @@ fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
             rfc3339(g.created_at)
         ],
     )?;
-    tx.audit(AuditRecord {
-        action: "grant.created".into(),
-        actor: new.actor.clone(),
-        data: serde_json::to_value(g).unwrap_or(Value::Null),
-    })?;
+    write_change(
+        tx,
+        record::grant_changed(AuditAction::GrantCreated, g, &new.actor)?,
+    )?;
     Ok(())
 }
 
 #[async_trait]
 impl GateStore for SqliteStore {
-    async fn record_gate_decision(&self, new: NewGateDecision) -> Result<GateRecordOutcome> {
+    async fn record_gate_decision(
+        &self,
+        new: NewGateDecision,
+    ) -> lev_store::Result<GateRecordOutcome> {
         // Serialise here, on the caller's thread: the one writer thread does
         // only the SQL.
         let call_json = new.record.call.to_string();
@@ -362,7 +309,7 @@ impl GateStore for SqliteStore {
     async fn gate_call_by_interaction(
         &self,
         interaction_id: &str,
-    ) -> Result<Option<GateCallRecord>> {
+    ) -> lev_store::Result<Option<GateCallRecord>> {
         let id = interaction_id.to_owned();
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
@@ -377,21 +324,21 @@ impl GateStore for SqliteStore {
         .await
     }
 
-    async fn cast_vote(&self, new: NewVote) -> Result<VoteOutcome> {
+    async fn cast_vote(&self, new: NewVote) -> lev_store::Result<VoteOutcome> {
         self.writer
             .write(move |tx| {
                 let view = match crate::precheck(load_view(tx.conn, &new.id)?) {
                     Ok(view) => view,
                     Err(closed) => return Ok(VoteOutcome::Closed(closed)),
                 };
-                let votes = &view.request.votes;
-                if votes.iter().any(|v| v.voter == new.vote.voter) {
-                    return Ok(VoteOutcome::AlreadyVoted(Box::new(view)));
+                // The authority is read only when the rest would record it.
+                if let Some(refused) = record::vote_refused(&view, &new, true) {
+                    return Ok(refused);
                 }
-                if *votes != new.seen_votes || !authority_holds(tx.conn, &new.authority)? {
+                if !authority_holds(tx.conn, &new.authority)? {
                     return Ok(VoteOutcome::Stale(Box::new(view)));
                 }
-                let mut all = votes.clone();
+                let mut all = view.request.votes.clone();
                 all.push(new.vote.clone());
                 let text = serde_json::to_string(&all).map_err(|e| corrupt(&new.id, e))?;
                 tx.conn
@@ -401,8 +348,7 @@ impl GateStore for SqliteStore {
                     .execute(params![new.id, text])?;
                 let voted = load_view(tx.conn, &new.id)?
                     .ok_or_else(|| corrupt(&new.id, "vanished during its own vote"))?;
-                tx.event("interaction.voted", view_json(&voted))?;
-                tx.audit(lev_store::vote_audit(&voted, &new))?;
+                write_change(tx, record::interaction_voted(&voted, &new)?)?;
                 let Some((answer, grant)) = new.decision else {
                     return Ok(VoteOutcome::Recorded(Box::new(voted)));
                 };
@@ -425,7 +371,7 @@ impl GateStore for SqliteStore {
         conversation_id: &str,
         sandbox_mode: &str,
         tool_name: &str,
-    ) -> Result<Vec<Grant>> {
+    ) -> lev_store::Result<Vec<Grant>> {
         let key = (
             caller.to_owned(),
             conversation_id.to_owned(),
@@ -444,7 +390,7 @@ impl GateStore for SqliteStore {
         .await
     }
 
-    async fn list_grants(&self) -> Result<Vec<Grant>> {
+    async fn list_grants(&self) -> lev_store::Result<Vec<Grant>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {GRANT_COLUMNS} FROM grants WHERE revoked_at IS NULL ORDER BY seq"
@@ -454,7 +400,7 @@ impl GateStore for SqliteStore {
         .await
     }
 
-    async fn revoke_grant(&self, id: &str, actor: &str) -> Result<Option<Grant>> {
+    async fn revoke_grant(&self, id: &str, actor: &str) -> lev_store::Result<Option<Grant>> {
         let (id, actor) = (id.to_owned(), actor.to_owned());
         self.writer
             .write(move |tx| {
@@ -472,17 +418,16 @@ impl GateStore for SqliteStore {
                     "UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1",
                     params![id, rfc3339(OffsetDateTime::now_utc()), actor],
                 )?;
-                tx.audit(AuditRecord {
-                    action: "grant.revoked".into(),
-                    actor,
-                    data: serde_json::to_value(&grant).unwrap_or(Value::Null),
-                })?;
+                write_change(
+                    tx,
+                    record::grant_changed(AuditAction::GrantRevoked, &grant, &actor)?,
+                )?;
                 Ok(Some(grant))
             })
             .await
     }
 
-    async fn consume_nonce(&self, nonce: &str, actor: &str) -> Result<NonceOutcome> {
+    async fn consume_nonce(&self, nonce: &str, actor: &str) -> lev_store::Result<NonceOutcome> {
         // Remembered by its bytes: every spelling of a spent nonce is spent.
         let (nonce, actor) = (lev_approval::nonce_key(nonce), actor.to_owned());
         self.writer
@@ -503,7 +448,7 @@ impl GateStore for SqliteStore {
             .await
     }
 
-    async fn nonce_owner(&self, nonce: &str) -> Result<Option<NonceOwner>> {
+    async fn nonce_owner(&self, nonce: &str) -> lev_store::Result<Option<NonceOwner>> {
         let nonce = nonce.to_owned();
         self.read(move |conn| {
             Ok(conn

@@ -4,12 +4,13 @@
 //! (the data dir is locked to one process) and each file is written
 //! durably before the next step.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use lev_store::{KeyRemoveOutcome, KeyStore, Result, StoreError, StoredSigningKey};
+
+use lev_store::files::write_secret_file;
 
 use crate::SqliteStore;
 
@@ -111,11 +112,11 @@ fn check_kid(kid: &str) -> Result<()> {
 
 #[async_trait]
 impl KeyStore for SqliteStore {
-    async fn signing_keys(&self) -> Result<Vec<StoredSigningKey>> {
+    async fn signing_keys(&self) -> lev_store::Result<Vec<StoredSigningKey>> {
         self.keys.blocking(KeyDir::list).await
     }
 
-    async fn init_signing_key(&self, key: StoredSigningKey) -> Result<StoredSigningKey> {
+    async fn init_signing_key(&self, key: StoredSigningKey) -> lev_store::Result<StoredSigningKey> {
         check_kid(&key.kid)?;
         let _changing = self.keys.changing.lock().await;
         self.keys
@@ -136,7 +137,7 @@ impl KeyStore for SqliteStore {
             .await
     }
 
-    async fn rotate_signing_key(&self, key: StoredSigningKey) -> Result<Option<String>> {
+    async fn rotate_signing_key(&self, key: StoredSigningKey) -> lev_store::Result<Option<String>> {
         check_kid(&key.kid)?;
         let _changing = self.keys.changing.lock().await;
         self.keys
@@ -152,7 +153,7 @@ impl KeyStore for SqliteStore {
             .await
     }
 
-    async fn remove_signing_key(&self, kid: &str) -> Result<KeyRemoveOutcome> {
+    async fn remove_signing_key(&self, kid: &str) -> lev_store::Result<KeyRemoveOutcome> {
         if !is_kid(kid) {
             return Ok(KeyRemoveOutcome::NotFound);
         }
@@ -178,32 +179,6 @@ impl KeyStore for SqliteStore {
             })
             .await
     }
-}
-
-/// Write `text` to `path` durably, created with mode 0600 (never readable by
-/// others, not even for an instant), replacing any file there.
-///
-/// # Errors
-/// When the file cannot be written.
-pub fn write_secret_file(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut f = options.open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 pub(crate) type SharedKeyDir = Arc<KeyDir>;

@@ -19,8 +19,6 @@ mod tasks;
 mod webhooks;
 mod writer;
 
-pub use keys::write_secret_file;
-
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,20 +26,86 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use lev_approval::audit::GENESIS_HASH;
 use lev_protocol::api::{AuditEntry, InteractionView, Role, TokenInfo};
-use lev_protocol::{
-    Envelope, Interaction, InteractionRequest, InteractionResponse, InteractionStatus, OnTimeout,
-    StoredResponse,
-};
+use lev_protocol::{Envelope, InteractionStatus, StoredResponse};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::writer::{Tx, Writer};
-pub(crate) use lev_store::codec::{corrupt, millis, parse_time, rfc3339};
+pub(crate) use lev_store::codec::{corrupt, millis, rfc3339};
+use lev_store::record::{self, AUDIT_COLUMNS, EVENT_COLUMNS, TOKEN_COLUMNS, VIEW_COLUMNS};
 use lev_store::{
-    AlikeNames, AuditRecord, CreateOutcome, ListFilter, ListPage, NewAnswer, NewInteraction,
-    Result, Store, StoreError, StoredEvent, TokenCreateOutcome, TokenRecord, TransitionOutcome,
+    AlikeNames, AuditRecord, AuditStore, BlobStore, CreateOutcome, EventStore, InteractionStore,
+    ListFilter, ListPage, NewAnswer, NewInteraction, Store, StoreError, StoredEvent,
+    TokenCreateOutcome, TokenRecord, TokenStore, TransitionOutcome,
 };
+
+/// A SQLite error in the store's terms: what every function of this crate
+/// returns, so that `?` maps the driver's errors (the store's error type
+/// knows no driver).
+#[derive(Debug)]
+pub(crate) struct SqlError(pub(crate) StoreError);
+
+/// Result of this crate's functions; [`lev_store::Result`] at the trait.
+pub(crate) type Result<T, E = SqlError> = std::result::Result<T, E>;
+
+impl From<StoreError> for SqlError {
+    fn from(e: StoreError) -> Self {
+        Self(e)
+    }
+}
+
+impl From<SqlError> for StoreError {
+    fn from(e: SqlError) -> Self {
+        e.0
+    }
+}
+
+impl From<rusqlite::Error> for SqlError {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode;
+        Self(match e.sqlite_error_code() {
+            // Out of disk or memory, an IO error, a file that cannot be
+            // opened (no file handles left), or a lock held past the busy
+            // timeout: the database cannot serve now, and nothing committed.
+            Some(
+                ErrorCode::DiskFull
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::OutOfMemory
+                | ErrorCode::CannotOpen
+                | ErrorCode::DatabaseBusy
+                | ErrorCode::DatabaseLocked,
+            ) => StoreError::Unavailable(e.to_string()),
+            _ => StoreError::Database(e.to_string()),
+        })
+    }
+}
+
+/// A row as the shared decoders ([`lev_store::record`]) read it.
+pub(crate) struct Cols<'a, 'b>(pub(crate) &'a Row<'b>);
+
+impl record::Columns for Cols<'_, '_> {
+    fn text(&self, i: usize) -> lev_store::Result<String> {
+        Ok(self.0.get(i).map_err(SqlError::from)?)
+    }
+    fn text_opt(&self, i: usize) -> lev_store::Result<Option<String>> {
+        Ok(self.0.get(i).map_err(SqlError::from)?)
+    }
+    fn int(&self, i: usize) -> lev_store::Result<i64> {
+        Ok(self.0.get(i).map_err(SqlError::from)?)
+    }
+}
+
+/// Write `change`'s event and audit entry in the open transaction.
+pub(crate) fn write_change(tx: &mut Tx<'_>, change: record::Change) -> Result<()> {
+    if let Some(event) = change.event {
+        tx.event(event.kind.as_str(), event.data)?;
+    }
+    if let Some(audit) = change.audit {
+        tx.audit(audit)?;
+    }
+    Ok(())
+}
 
 /// The database file's name inside the data dir.
 pub const DB_FILE: &str = "lev.db";
@@ -56,7 +120,7 @@ pub struct SqliteStore {
     events: lev_store::EventFeed,
     blob_dir: PathBuf,
     keys: keys::SharedKeyDir,
-    operators: Arc<lev_store::InProcessOperators>,
+    operators: Arc<operators::InProcessOperators>,
     /// The data dir's lock (`lev.lock`), held while any clone lives: one
     /// process per SQLite file, since only that process would announce its
     /// commits to its waiters.
@@ -112,13 +176,13 @@ fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File> {
         .map_err(io_err(&path))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Database(format!(
+        Err(std::fs::TryLockError::WouldBlock) => Err(SqlError(StoreError::Database(format!(
             "{} is in use by another lev process (it holds {}); several servers share \
              state only on PostgreSQL (--database postgres://...)",
             data_dir.display(),
             path.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
+        )))),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err(&path)(e).into()),
     }
 }
 
@@ -128,7 +192,11 @@ impl SqliteStore {
     ///
     /// # Errors
     /// When the directory or database cannot be opened or migrated.
-    pub fn open(data_dir: &Path) -> Result<Self> {
+    pub fn open(data_dir: &Path) -> lev_store::Result<Self> {
+        Ok(Self::open_here(data_dir)?)
+    }
+
+    fn open_here(data_dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(data_dir).map_err(io_err(data_dir))?;
         let lock = lock_data_dir(data_dir)?;
         let path = data_dir.join(DB_FILE);
@@ -151,12 +219,12 @@ impl SqliteStore {
             events,
             blob_dir,
             keys: Arc::new(keys::KeyDir::open(data_dir)?),
-            operators: Arc::new(lev_store::InProcessOperators::default()),
+            operators: Arc::new(operators::InProcessOperators::default()),
             _lock: Arc::new(lock),
         })
     }
 
-    async fn read<T, F>(&self, f: F) -> Result<T>
+    async fn read<T, F>(&self, f: F) -> lev_store::Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -166,7 +234,7 @@ impl SqliteStore {
             let conn = readers.take()?;
             let result = f(&conn);
             readers.put(conn);
-            result
+            Ok(result?)
         })
         .await
         .map_err(|e| StoreError::Database(format!("read task failed: {e}")))?
@@ -174,11 +242,11 @@ impl SqliteStore {
 
     /// A short indexed read on the calling thread, for lookups so small that
     /// moving them to the blocking pool costs more than the read.
-    fn read_inline<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    fn read_inline<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> lev_store::Result<T> {
         let conn = self.readers.take()?;
         let result = f(&conn);
         self.readers.put(conn);
-        result
+        Ok(result?)
     }
 
     fn blob_path(&self, sha256: &str) -> PathBuf {
@@ -203,60 +271,9 @@ fn query_one<T>(
     conn.prepare_cached(sql)?.query_row(params, f)
 }
 
-const VIEW_COLUMNS: &str = "seq, id, request_json, status, created_at, expires_at, answered_at, answered_by, response_json, approval_json, votes_json";
-
 /// A row of [`VIEW_COLUMNS`], decoded.
 fn view_from_row(row: &Row<'_>) -> Result<(i64, InteractionView)> {
-    let seq: i64 = row.get(0)?;
-    let id: String = row.get(1)?;
-    let what = format!("interaction {id}");
-    let request: InteractionRequest =
-        serde_json::from_str(&row.get::<_, String>(2)?).map_err(|e| corrupt(&what, e))?;
-    let status_text: String = row.get(3)?;
-    let status =
-        InteractionStatus::parse(&status_text).ok_or_else(|| corrupt(&what, "unknown status"))?;
-    let created_at = parse_time(&what, &row.get::<_, String>(4)?)?;
-    let expires_at = row
-        .get::<_, Option<String>>(5)?
-        .map(|s| parse_time(&what, &s))
-        .transpose()?;
-    let answered_at = row
-        .get::<_, Option<String>>(6)?
-        .map(|s| parse_time(&what, &s))
-        .transpose()?;
-    let answered_by: Option<String> = row.get(7)?;
-    let response: Option<StoredResponse> = row
-        .get::<_, Option<String>>(8)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    let approval: Option<Envelope> = row
-        .get::<_, Option<String>>(9)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    let votes: Vec<lev_protocol::Vote> = row
-        .get::<_, Option<String>>(10)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?
-        .unwrap_or_default();
-    Ok((
-        seq,
-        InteractionView {
-            request: Interaction {
-                request,
-                status,
-                created_at,
-                expires_at,
-                answered_at,
-                answered_by,
-                votes,
-            },
-            response,
-            approval,
-        },
-    ))
+    Ok(record::decode_view(&Cols(row))?)
 }
 
 fn load_view(conn: &Connection, id: &str) -> Result<Option<InteractionView>> {
@@ -269,8 +286,6 @@ fn load_view(conn: &Connection, id: &str) -> Result<Option<InteractionView>> {
         None => Ok(None),
     }
 }
-
-pub(crate) use lev_store::{audit_summary, view_json};
 
 fn set_final(
     tx: &mut Tx<'_>,
@@ -295,7 +310,7 @@ fn set_final(
          WHERE id = ?1 AND status = 'pending'",
         params![id, status.as_str(), rfc3339(at), answered_by, response_json, approval_json],
     )?;
-    load_view(tx.conn, id)?.ok_or_else(|| corrupt(id, "vanished during its own update"))
+    Ok(load_view(tx.conn, id)?.ok_or_else(|| corrupt(id, "vanished during its own update"))?)
 }
 
 /// Compare-and-set `pending` -> `answered` inside the open transaction, with
@@ -329,100 +344,35 @@ pub(crate) fn answer_in(tx: &mut Tx<'_>, answer: NewAnswer) -> Result<Transition
     if let Some(approval) = &answer.approval {
         crate::gate::note_nonce(tx, approval, &view.request.request.session_id)?;
     }
-    tx.event("interaction.answered", view_json(&view))?;
-    let mut data = audit_summary(&view);
-    data.insert("answered_by".into(), json!(answer.answered_by));
-    data.insert(
-        "response".into(),
-        serde_json::to_value(&answer.response).map_err(|e| corrupt(&answer.id, e))?,
-    );
-    data.extend(answer.audit);
-    tx.audit(AuditRecord {
-        action: "interaction.answered".into(),
-        actor: answer.answered_by,
-        data: Value::Object(data),
-    })?;
+    let change =
+        record::interaction_answered(&view, &answer.answered_by, &answer.response, answer.audit)?;
+    write_change(tx, change)?;
     Ok(TransitionOutcome::Done(Box::new(view)))
-}
-
-fn event_kind(status: InteractionStatus) -> &'static str {
-    match status {
-        InteractionStatus::Pending => "interaction.created",
-        InteractionStatus::Answered => "interaction.answered",
-        InteractionStatus::Expired => "interaction.expired",
-        InteractionStatus::Cancelled => "interaction.cancelled",
-    }
 }
 
 pub(crate) fn precheck(
     view: Option<InteractionView>,
 ) -> std::result::Result<InteractionView, TransitionOutcome> {
-    match view {
-        None => Err(TransitionOutcome::NotFound),
-        Some(v) => match v.request.status {
-            InteractionStatus::Pending => Ok(v),
-            InteractionStatus::Answered => Err(TransitionOutcome::AlreadyAnswered(Box::new(v))),
-            InteractionStatus::Expired | InteractionStatus::Cancelled => {
-                Err(TransitionOutcome::Gone(Box::new(v)))
-            }
-        },
-    }
+    record::still_pending(view)
 }
 
-/// The columns [`token_from_row`] reads.
-const TOKEN_COLUMNS: &str = "name, role, caller, created_at, hash, sessions_json";
-
-/// A token row. A role, time or session list that does not decode is an
-/// error, never a default: a corrupt row must not become a working token.
 fn token_from_row(row: &Row<'_>) -> Result<TokenRecord> {
-    let name: String = row.get(0)?;
-    let what = format!("token {name}");
-    let role: String = row.get(1)?;
-    let role =
-        Role::parse(&role).ok_or_else(|| corrupt(&what, format!("unknown role {role:?}")))?;
-    let created_at = parse_time(&what, &row.get::<_, String>(3)?)?;
-    let sessions = row
-        .get::<_, Option<String>>(5)?
-        .map(|s| serde_json::from_str::<Vec<String>>(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    Ok(TokenRecord {
-        info: TokenInfo {
-            name,
-            role,
-            caller: row.get(2)?,
-            sessions,
-            created_at,
-        },
-        hash: row.get(4)?,
-    })
+    Ok(record::decode_token(&Cols(row))?)
 }
 
 fn audit_from_row(row: &Row<'_>) -> Result<AuditEntry> {
-    let seq: i64 = row.get(0)?;
-    let data: String = row.get(4)?;
-    Ok(AuditEntry {
-        seq: u64::try_from(seq).unwrap_or_default(),
-        at: row.get(1)?,
-        action: row.get(2)?,
-        actor: row.get(3)?,
-        data: serde_json::from_str(&data).map_err(|e| corrupt(&format!("audit entry {seq}"), e))?,
-        prev_hash: row.get(5)?,
-        hash: row.get(6)?,
-    })
+    Ok(record::decode_audit(&Cols(row))?)
 }
 
-#[async_trait]
 impl Store for SqliteStore {
     fn kind(&self) -> &'static str {
         "sqlite"
     }
+}
 
-    fn subscribe(&self) -> lev_store::EventReceiver {
-        self.events.subscribe()
-    }
-
-    async fn create_interaction(&self, new: NewInteraction) -> Result<CreateOutcome> {
+#[async_trait]
+impl InteractionStore for SqliteStore {
+    async fn create_interaction(&self, new: NewInteraction) -> lev_store::Result<CreateOutcome> {
         self.writer
             .write(move |tx| {
                 let i = &new.interaction;
@@ -469,24 +419,19 @@ impl Store for SqliteStore {
                     ],
                 )?;
                 let view = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished after insert"))?;
-                tx.event("interaction.created", view_json(&view))?;
-                tx.audit(AuditRecord {
-                    action: "interaction.created".into(),
-                    actor: new.actor,
-                    data: Value::Object(audit_summary(&view)),
-                })?;
+                write_change(tx, record::interaction_created(&view, &new.actor)?)?;
                 Ok(CreateOutcome::Created(Box::new(view)))
             })
             .await
     }
 
-    async fn get_interaction(&self, id: &str) -> Result<Option<InteractionView>> {
+    async fn get_interaction(&self, id: &str) -> lev_store::Result<Option<InteractionView>> {
         // One row by its unique id: cheaper than a hop to the blocking pool,
         // and in WAL mode a reader never waits for the writer.
         self.read_inline(|conn| load_view(conn, id))
     }
 
-    async fn list_interactions(&self, filter: ListFilter) -> Result<ListPage> {
+    async fn list_interactions(&self, filter: ListFilter) -> lev_store::Result<ListPage> {
         self.read(move |conn| {
             let limit = i64::from(filter.limit.clamp(1, 500));
             let mut sql = format!("SELECT {VIEW_COLUMNS} FROM interactions WHERE seq < ?1");
@@ -501,32 +446,24 @@ impl Store for SqliteStore {
             let before = filter.before.unwrap_or(i64::MAX);
             let status = filter.status.map(InteractionStatus::as_str);
             let mut rows = stmt.query(params![before, status, filter.session_id, limit + 1])?;
-            let mut items = Vec::new();
-            let mut last_seq = None;
-            while let Some(row) = rows.next()? {
-                if items.len() as i64 == limit {
-                    return Ok(ListPage {
-                        items,
-                        next_before: last_seq,
-                    });
-                }
-                let (seq, view) = view_from_row(row)?;
-                last_seq = Some(seq);
-                items.push(view);
-            }
-            Ok(ListPage {
-                items,
-                next_before: None,
-            })
+            let rows = std::iter::from_fn(|| match rows.next() {
+                Ok(row) => row.map(|row| record::decode_view(&Cols(row))),
+                Err(e) => Some(Err(SqlError::from(e).0)),
+            });
+            Ok(record::page_of(limit, rows)?)
         })
         .await
     }
 
-    async fn answer_interaction(&self, answer: NewAnswer) -> Result<TransitionOutcome> {
+    async fn answer_interaction(&self, answer: NewAnswer) -> lev_store::Result<TransitionOutcome> {
         self.writer.write(move |tx| answer_in(tx, answer)).await
     }
 
-    async fn cancel_interaction(&self, id: &str, actor: &str) -> Result<TransitionOutcome> {
+    async fn cancel_interaction(
+        &self,
+        id: &str,
+        actor: &str,
+    ) -> lev_store::Result<TransitionOutcome> {
         let (id, actor) = (id.to_owned(), actor.to_owned());
         self.writer
             .write(move |tx| {
@@ -542,18 +479,13 @@ impl Store for SqliteStore {
                     None,
                     OffsetDateTime::now_utc(),
                 )?;
-                tx.event("interaction.cancelled", view_json(&view))?;
-                tx.audit(AuditRecord {
-                    action: "interaction.cancelled".into(),
-                    actor,
-                    data: Value::Object(audit_summary(&view)),
-                })?;
+                write_change(tx, record::interaction_cancelled(&view, &actor)?)?;
                 Ok(TransitionOutcome::Done(Box::new(view)))
             })
             .await
     }
 
-    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<InteractionView>> {
+    async fn expire_due(&self, now: OffsetDateTime) -> lev_store::Result<Vec<InteractionView>> {
         self.writer
             .write(move |tx| {
                 let due: Vec<String> = {
@@ -567,27 +499,10 @@ impl Store for SqliteStore {
                 let mut moved = Vec::with_capacity(due.len());
                 for id in due {
                     let Some(view) = load_view(tx.conn, &id)? else { continue };
-                    let (status, response) = match view.request.request.effective_on_timeout() {
-                        OnTimeout::Deny => (InteractionStatus::Expired, None),
-                        OnTimeout::Cancel => (InteractionStatus::Cancelled, None),
-                        OnTimeout::Choice(n) => {
-                            (InteractionStatus::Answered, Some(InteractionResponse::choice(id.clone(), n)))
-                        }
-                    };
+                    let (status, response) = record::timeout_outcome(&id, &view.request.request);
                     let by = response.as_ref().map(|_| "timeout");
                     let view = set_final(tx, &id, status, by, response.as_ref(), None, now)?;
-                    tx.event(event_kind(status), view_json(&view))?;
-                    let mut data = audit_summary(&view);
-                    data.insert("status".into(), json!(status.as_str()));
-                    tx.audit(AuditRecord {
-                        action: if status == InteractionStatus::Answered {
-                            "interaction.answered".into()
-                        } else {
-                            event_kind(status).to_owned()
-                        },
-                        actor: "timeout".into(),
-                        data: Value::Object(data),
-                    })?;
+                    write_change(tx, record::interaction_timed_out(&view, status)?)?;
                     moved.push(view);
                 }
                 Ok(moved)
@@ -595,7 +510,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn count_pending(&self) -> Result<u64> {
+    async fn count_pending(&self) -> lev_store::Result<u64> {
         self.read(|conn| {
             let n: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM interactions WHERE status = 'pending'",
@@ -607,7 +522,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn next_expiry(&self) -> Result<Option<OffsetDateTime>> {
+    async fn next_expiry(&self) -> lev_store::Result<Option<OffsetDateTime>> {
         self.read(|conn| {
             let ms: Option<i64> = conn.query_row(
                 "SELECT MIN(expires_at_ms) FROM interactions WHERE status = 'pending' AND expires_at_ms IS NOT NULL",
@@ -618,42 +533,45 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
-    async fn events_after(&self, seq: i64, limit: u32) -> Result<Vec<StoredEvent>> {
+#[async_trait]
+impl EventStore for SqliteStore {
+    fn subscribe(&self) -> lev_store::EventReceiver {
+        self.events.subscribe()
+    }
+
+    async fn events_after(&self, seq: i64, limit: u32) -> lev_store::Result<Vec<StoredEvent>> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, kind, data_json FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-            )?;
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+            ))?;
             let mut rows = stmt.query(params![seq, i64::from(limit)])?;
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
-                let seq: i64 = row.get(0)?;
-                let data: String = row.get(2)?;
-                out.push(StoredEvent {
-                    seq,
-                    kind: row.get(1)?,
-                    data: serde_json::from_str(&data)
-                        .map_err(|e| corrupt(&format!("event {seq}"), e))?,
-                });
+                out.push(record::decode_event(&Cols(row))?);
             }
             Ok(out)
         })
         .await
     }
 
-    async fn last_event_seq(&self) -> Result<i64> {
+    async fn last_event_seq(&self) -> lev_store::Result<i64> {
         self.read(|conn| {
             Ok(conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))?)
         })
         .await
     }
+}
 
+#[async_trait]
+impl TokenStore for SqliteStore {
     async fn create_token(
         &self,
         token: TokenRecord,
         actor: &str,
         alike: AlikeNames,
-    ) -> Result<TokenCreateOutcome> {
+    ) -> lev_store::Result<TokenCreateOutcome> {
         let actor = actor.to_owned();
         self.writer
             .write(move |tx| {
@@ -687,17 +605,13 @@ impl Store for SqliteStore {
                     "INSERT INTO tokens (name, role, caller, hash, created_at, sessions_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     params![info.name, info.role.as_str(), info.caller, token.hash, rfc3339(info.created_at), sessions],
                 )?;
-                tx.audit(AuditRecord {
-                    action: "token.created".into(),
-                    actor,
-                    data: json!({"name": info.name, "role": info.role.as_str(), "caller": info.caller, "sessions": info.sessions}),
-                })?;
+                write_change(tx, record::token_created(info, &actor))?;
                 Ok(TokenCreateOutcome::Created)
             })
             .await
     }
 
-    async fn list_tokens(&self) -> Result<Vec<TokenInfo>> {
+    async fn list_tokens(&self) -> lev_store::Result<Vec<TokenInfo>> {
         self.read(|conn| {
             let mut stmt =
                 conn.prepare_cached(&format!("SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY name"))?;
@@ -711,7 +625,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool> {
+    async fn revoke_token(&self, name: &str, actor: &str) -> lev_store::Result<bool> {
         let (name, actor) = (name.to_owned(), actor.to_owned());
         self.writer
             .write(move |tx| {
@@ -721,19 +635,14 @@ impl Store for SqliteStore {
                 if n > 0 {
                     let keys = crate::people::revoke_all_of(tx, &name, &actor)?;
                     let voided = crate::gate::void_pending_votes(tx, |v| v.voter == name)?;
-                    tx.audit(AuditRecord {
-                        action: "token.revoked".into(),
-                        actor,
-                        data: json!({"name": name, "person_keys_revoked": keys,
-                                     "votes_voided": voided}),
-                    })?;
+                    write_change(tx, record::token_revoked(&name, &actor, &keys, &voided))?;
                 }
                 Ok(n > 0)
             })
             .await
     }
 
-    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+    async fn token_by_hash(&self, hash: &str) -> lev_store::Result<Option<TokenRecord>> {
         // Every request makes this lookup: run it here, not on the blocking
         // pool, whose thread hand-off costs several times the indexed read
         // (a WAL reader never waits for the writer).
@@ -746,7 +655,7 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn has_token_with_role(&self, role: Role) -> Result<bool> {
+    async fn has_token_with_role(&self, role: Role) -> lev_store::Result<bool> {
         self.read(move |conn| {
             Ok(conn
                 .query_row(
@@ -759,17 +668,23 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
-    async fn append_audit(&self, record: AuditRecord) -> Result<AuditEntry> {
+#[async_trait]
+impl AuditStore for SqliteStore {
+    async fn append_audit(&self, record: AuditRecord) -> lev_store::Result<AuditEntry> {
         self.writer.write(move |tx| tx.audit(record)).await
     }
 
-    async fn audit_after(&self, seq: u64, limit: u32) -> Result<Vec<AuditEntry>> {
+    async fn audit_after(&self, seq: u64, limit: u32) -> lev_store::Result<Vec<AuditEntry>> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, at, action, actor, data_json, prev_hash, hash FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-            )?;
-            let mut rows = stmt.query(params![i64::try_from(seq).unwrap_or(i64::MAX), i64::from(limit)])?;
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+            ))?;
+            let mut rows = stmt.query(params![
+                i64::try_from(seq).unwrap_or(i64::MAX),
+                i64::from(limit)
+            ])?;
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
                 out.push(audit_from_row(row)?);
@@ -779,7 +694,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn audit_head(&self) -> Result<(u64, String)> {
+    async fn audit_head(&self) -> lev_store::Result<(u64, String)> {
         self.read(|conn| {
             let head = conn
                 .query_row(
@@ -797,8 +712,16 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
-    async fn put_blob(&self, sha256: &str, _media_type: &str, bytes: Vec<u8>) -> Result<()> {
+#[async_trait]
+impl BlobStore for SqliteStore {
+    async fn put_blob(
+        &self,
+        sha256: &str,
+        _media_type: &str,
+        bytes: Vec<u8>,
+    ) -> lev_store::Result<()> {
         // The bytes only: the row that serves them is written by the answer
         // that carries them, in its transaction, and only if it wins.
         let path = self.blob_path(sha256);
@@ -807,7 +730,7 @@ impl Store for SqliteStore {
             .map_err(|e| StoreError::Database(format!("blob task failed: {e}")))?
     }
 
-    async fn get_blob(&self, sha256: &str) -> Result<Option<(String, Vec<u8>)>> {
+    async fn get_blob(&self, sha256: &str) -> lev_store::Result<Option<(String, Vec<u8>)>> {
         let sha = sha256.to_owned();
         let media: Option<String> = self
             .read(move |conn| {
@@ -833,7 +756,7 @@ impl Store for SqliteStore {
 /// Write `bytes` to `path` so that it survives a crash: a temporary file,
 /// fsync, rename, fsync of the directory. An existing file is kept (same
 /// digest, same bytes).
-fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+fn write_durably(path: &Path, bytes: &[u8]) -> lev_store::Result<()> {
     if path.exists() {
         return Ok(());
     }

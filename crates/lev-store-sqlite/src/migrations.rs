@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-use lev_store::Result;
+use crate::Result;
 
 /// `(version, SQL)`, applied in order, each in its own transaction.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -291,7 +291,8 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
             "the database has schema version {newer}, newer than this lev knows \
              (up to {}): run the lev that wrote it, or a newer one",
             MIGRATIONS.iter().map(|(v, _)| *v).max().unwrap_or_default()
-        )));
+        ))
+        .into());
     }
     let mut todo: Vec<&(i64, &str)> = MIGRATIONS
         .iter()

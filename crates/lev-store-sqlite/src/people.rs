@@ -1,35 +1,16 @@
 //! People's keys in the `people_keys` table.
 
 use async_trait::async_trait;
-use lev_protocol::api::PersonJwk;
-use lev_store::{
-    AuditRecord, NewPersonKey, PeopleKeyStore, PersonKeyOutcome, PersonKeyRecord, Result,
-};
+use lev_store::record::{self, PERSON_KEY_COLUMNS as COLUMNS};
+use lev_store::{NewPersonKey, PeopleKeyStore, PersonKeyOutcome, PersonKeyRecord};
 use rusqlite::{Connection, OptionalExtension as _, Row, params};
-use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::writer::{Tx, rfc3339};
-use crate::{SqliteStore, corrupt, parse_time};
-
-const COLUMNS: &str = "kid, person, fingerprint, jwk_json, created_at, revoked_at";
+use crate::{Cols, Result, SqliteStore, corrupt, write_change};
 
 fn from_row(row: &Row<'_>) -> Result<PersonKeyRecord> {
-    let kid: String = row.get(0)?;
-    let what = format!("person key {kid}");
-    let mut jwk: PersonJwk =
-        serde_json::from_str(&row.get::<_, String>(3)?).map_err(|e| corrupt(&what, e))?;
-    jwk.kid = kid;
-    Ok(PersonKeyRecord {
-        jwk,
-        person: row.get(1)?,
-        fingerprint: row.get(2)?,
-        created_at: parse_time(&what, &row.get::<_, String>(4)?)?,
-        revoked_at: row
-            .get::<_, Option<String>>(5)?
-            .map(|t| parse_time(&what, &t))
-            .transpose()?,
-    })
+    Ok(record::decode_person_key(&Cols(row))?)
 }
 
 fn in_force(conn: &Connection, person: Option<&str>) -> Result<Vec<PersonKeyRecord>> {
@@ -65,7 +46,7 @@ pub(crate) fn revoke_all_of(tx: &mut Tx<'_>, person: &str, actor: &str) -> Resul
 
 #[async_trait]
 impl PeopleKeyStore for SqliteStore {
-    async fn add_person_key(&self, new: NewPersonKey) -> Result<PersonKeyOutcome> {
+    async fn add_person_key(&self, new: NewPersonKey) -> lev_store::Result<PersonKeyOutcome> {
         self.writer
             .write(move |tx| {
                 // The signing key ids noted are the fingerprints' first 16.
@@ -121,12 +102,9 @@ impl PeopleKeyStore for SqliteStore {
                     )?
                     .execute(params![kid, new.person, n, new.fingerprint, text, rfc3339(new.at)])?;
                 jwk.kid = kid.clone();
-                tx.audit(AuditRecord {
-                    action: "person_key.added".into(),
-                    actor: new.actor.clone(),
-                    data: json!({"kid": kid, "person": new.person, "fingerprint": new.fingerprint,
-                                 "jwk": jwk}),
-                })?;
+                let change =
+                    record::person_key_added(&jwk, &new.person, &new.fingerprint, &new.actor)?;
+                write_change(tx, change)?;
                 Ok(PersonKeyOutcome::Added(Box::new(PersonKeyRecord {
                     jwk,
                     person: new.person,
@@ -138,13 +116,17 @@ impl PeopleKeyStore for SqliteStore {
             .await
     }
 
-    async fn person_keys(&self, person: Option<&str>) -> Result<Vec<PersonKeyRecord>> {
+    async fn person_keys(&self, person: Option<&str>) -> lev_store::Result<Vec<PersonKeyRecord>> {
         let person = person.map(str::to_owned);
         self.read(move |conn| in_force(conn, person.as_deref()))
             .await
     }
 
-    async fn revoke_person_key(&self, kid: &str, actor: &str) -> Result<Option<PersonKeyRecord>> {
+    async fn revoke_person_key(
+        &self,
+        kid: &str,
+        actor: &str,
+    ) -> lev_store::Result<Option<PersonKeyRecord>> {
         let (kid, actor) = (kid.to_owned(), actor.to_owned());
         self.writer
             .write(move |tx| {
@@ -168,18 +150,17 @@ impl PeopleKeyStore for SqliteStore {
                 let voided = crate::gate::void_pending_votes(tx, |v| {
                     v.voter == key.person && lev_store::signed_with(v, &kid)
                 })?;
-                tx.audit(AuditRecord {
-                    action: "person_key.revoked".into(),
-                    actor,
-                    data: json!({"kid": kid, "person": key.person, "votes_voided": voided}),
-                })?;
+                write_change(
+                    tx,
+                    record::person_key_revoked(&kid, &key.person, &actor, &voided),
+                )?;
                 key.revoked_at = Some(now);
                 Ok(Some(key))
             })
             .await
     }
 
-    async fn note_signing_keys(&self, kids: &[String]) -> Result<()> {
+    async fn note_signing_keys(&self, kids: &[String]) -> lev_store::Result<()> {
         let kids = kids.to_vec();
         self.writer
             .write(move |tx| {

@@ -1,16 +1,22 @@
 //! Dashboard sessions in the `dashboard_sessions` table.
 
 use async_trait::async_trait;
-use lev_store::{DashboardSession, DashboardSessionStore, Result};
+use lev_store::{DashboardSession, DashboardSessionStore};
+
 use rusqlite::{OptionalExtension as _, params};
 use time::OffsetDateTime;
 
 use crate::writer::rfc3339;
-use crate::{SqliteStore, millis, parse_time};
+use crate::{SqliteStore, millis};
+use lev_store::codec::parse_time;
 
 #[async_trait]
 impl DashboardSessionStore for SqliteStore {
-    async fn create_dashboard_session(&self, session: DashboardSession, max: u32) -> Result<()> {
+    async fn create_dashboard_session(
+        &self,
+        session: DashboardSession,
+        max: u32,
+    ) -> lev_store::Result<()> {
         self.writer
             .write(move |tx| {
                 let count: i64 = tx
@@ -46,7 +52,10 @@ impl DashboardSessionStore for SqliteStore {
             .await
     }
 
-    async fn dashboard_session(&self, id_hash: &str) -> Result<Option<DashboardSession>> {
+    async fn dashboard_session(
+        &self,
+        id_hash: &str,
+    ) -> lev_store::Result<Option<DashboardSession>> {
         let id_hash = id_hash.to_owned();
         self.read(move |conn| {
             let row = conn
@@ -77,7 +86,11 @@ impl DashboardSessionStore for SqliteStore {
         .await
     }
 
-    async fn touch_dashboard_session(&self, id_hash: &str, at: OffsetDateTime) -> Result<()> {
+    async fn touch_dashboard_session(
+        &self,
+        id_hash: &str,
+        at: OffsetDateTime,
+    ) -> lev_store::Result<()> {
         let id_hash = id_hash.to_owned();
         self.writer
             .write(move |tx| {
@@ -92,7 +105,7 @@ impl DashboardSessionStore for SqliteStore {
             .await
     }
 
-    async fn delete_dashboard_session(&self, id_hash: &str) -> Result<()> {
+    async fn delete_dashboard_session(&self, id_hash: &str) -> lev_store::Result<()> {
         let id_hash = id_hash.to_owned();
         self.writer
             .write(move |tx| {
@@ -108,7 +121,7 @@ impl DashboardSessionStore for SqliteStore {
         &self,
         seen_before: OffsetDateTime,
         created_before: OffsetDateTime,
-    ) -> Result<u64> {
+    ) -> lev_store::Result<u64> {
         self.writer
             .write(move |tx| {
                 let n = tx

@@ -8,63 +8,20 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::writer::{Tx, rfc3339};
-use crate::{SqliteStore, audit_summary, corrupt, load_view, parse_time, view_json};
+use crate::{Cols, SqliteStore, corrupt, load_view};
+use lev_store::record::{self, AuditAction};
 use lev_store::tasks::{
     NewTask, TaskChange, TaskFilter, TaskFinish, TaskPage, TaskResult, TaskStore,
 };
-use lev_store::{AuditRecord, Result};
+
+use crate::{Result, write_change};
 
 const TASK_COLUMNS: &str = "seq, id, session_id, status, spawn_json, last_result_json, output_tail, error, created_at, updated_at, caller";
 
-pub(super) fn status_str(s: TaskStatus) -> &'static str {
-    match s {
-        TaskStatus::Pending => "pending",
-        TaskStatus::Running => "running",
-        TaskStatus::Succeeded => "succeeded",
-        TaskStatus::Failed => "failed",
-    }
-}
-
-fn parse_status(s: &str) -> Option<TaskStatus> {
-    Some(match s {
-        "pending" => TaskStatus::Pending,
-        "running" => TaskStatus::Running,
-        "succeeded" => TaskStatus::Succeeded,
-        "failed" => TaskStatus::Failed,
-        _ => return None,
-    })
-}
+use lev_store::record::task_status_str as status_str;
 
 fn task_from_row(row: &Row<'_>) -> Result<(i64, Task)> {
-    let seq: i64 = row.get(0)?;
-    let id: String = row.get(1)?;
-    let what = format!("task {id}");
-    let status_text: String = row.get(3)?;
-    let status = parse_status(&status_text).ok_or_else(|| corrupt(&what, "unknown status"))?;
-    let spawn: Value =
-        serde_json::from_str(&row.get::<_, String>(4)?).map_err(|e| corrupt(&what, e))?;
-    let last_result: Option<Value> = row
-        .get::<_, Option<String>>(5)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(&what, e))?;
-    let created_at = parse_time(&what, &row.get::<_, String>(8)?)?;
-    let updated_at = parse_time(&what, &row.get::<_, String>(9)?)?;
-    Ok((
-        seq,
-        Task {
-            id,
-            session_id: row.get(2)?,
-            status,
-            spawn,
-            last_result,
-            output_tail: row.get(6)?,
-            error: row.get(7)?,
-            caller: row.get(10)?,
-            created_at,
-            updated_at,
-        },
-    ))
+    Ok(record::decode_task(&Cols(row), |_, text| Ok(text))?)
 }
 
 fn load_task(conn: &Connection, id: &str) -> Result<Option<Task>> {
@@ -77,38 +34,24 @@ fn load_task(conn: &Connection, id: &str) -> Result<Option<Task>> {
     }
 }
 
-fn task_json(task: &Task) -> Value {
-    serde_json::to_value(task).unwrap_or(Value::Null)
-}
-
 /// Reload `id` after a change, commit its `task.updated` event and its audit
 /// entry `action`.
 fn announce(
     tx: &mut Tx<'_>,
     id: &str,
-    action: &str,
+    action: AuditAction,
     actor: String,
-    mut data: Value,
+    data: Value,
 ) -> Result<Task> {
     let task =
         load_task(tx.conn, id)?.ok_or_else(|| corrupt(id, "vanished during its own update"))?;
-    tx.event("task.updated", task_json(&task))?;
-    if let Value::Object(m) = &mut data {
-        m.insert("task_id".into(), json!(task.id));
-        m.insert("session_id".into(), json!(task.session_id));
-        m.insert("status".into(), json!(status_str(task.status)));
-    }
-    tx.audit(AuditRecord {
-        action: action.to_owned(),
-        actor,
-        data,
-    })?;
+    write_change(tx, record::task_changed(&task, action, actor, data)?)?;
     Ok(task)
 }
 
 #[async_trait]
 impl TaskStore for SqliteStore {
-    async fn create_task(&self, new: NewTask) -> Result<Task> {
+    async fn create_task(&self, new: NewTask) -> lev_store::Result<Task> {
         self.writer
             .write(move |tx| {
                 let t = &new.task;
@@ -118,17 +61,17 @@ impl TaskStore for SqliteStore {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
                     params![t.id, t.session_id, status_str(t.status), spawn, new.token_hash, rfc3339(t.created_at), t.caller],
                 )?;
-                announce(tx, &t.id, "task.created", new.actor, json!({"spawn": t.spawn}))
+                announce(tx, &t.id, AuditAction::TaskCreated, new.actor, json!({"spawn": t.spawn}))
             })
             .await
     }
 
-    async fn get_task(&self, id: &str) -> Result<Option<Task>> {
+    async fn get_task(&self, id: &str) -> lev_store::Result<Option<Task>> {
         let id = id.to_owned();
         self.read(move |conn| load_task(conn, &id)).await
     }
 
-    async fn list_tasks(&self, filter: TaskFilter) -> Result<TaskPage> {
+    async fn list_tasks(&self, filter: TaskFilter) -> lev_store::Result<TaskPage> {
         self.read(move |conn| {
             let limit = i64::from(filter.limit.clamp(1, 500));
             let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE seq < ?1");
@@ -172,7 +115,7 @@ impl TaskStore for SqliteStore {
         .await
     }
 
-    async fn task_by_token_hash(&self, hash: &str) -> Result<Option<Task>> {
+    async fn task_by_token_hash(&self, hash: &str) -> lev_store::Result<Option<Task>> {
         let hash = hash.to_owned();
         self.read(move |conn| {
             let id: Option<String> = conn
@@ -188,7 +131,7 @@ impl TaskStore for SqliteStore {
         .await
     }
 
-    async fn start_task(&self, id: &str, actor: &str) -> Result<TaskChange> {
+    async fn start_task(&self, id: &str, actor: &str) -> lev_store::Result<TaskChange> {
         let (id, actor) = (id.to_owned(), actor.to_owned());
         self.writer
             .write(move |tx| {
@@ -206,13 +149,13 @@ impl TaskStore for SqliteStore {
                     "UPDATE tasks SET status = 'running', updated_at = ?2 WHERE id = ?1",
                     params![id, rfc3339(OffsetDateTime::now_utc())],
                 )?;
-                let task = announce(tx, &id, "task.started", actor, json!({}))?;
+                let task = announce(tx, &id, AuditAction::TaskStarted, actor, json!({}))?;
                 Ok(TaskChange::Done(Box::new(task)))
             })
             .await
     }
 
-    async fn post_task_result(&self, result: TaskResult) -> Result<TaskChange> {
+    async fn post_task_result(&self, result: TaskResult) -> lev_store::Result<TaskChange> {
         self.writer
             .write(move |tx| {
                 let Some(task) = load_task(tx.conn, &result.task_id)? else {
@@ -230,7 +173,7 @@ impl TaskStore for SqliteStore {
                 let task = announce(
                     tx,
                     &result.task_id,
-                    "task.result",
+                    AuditAction::TaskResult,
                     result.actor,
                     json!({"last_result": result.last_result}),
                 )?;
@@ -239,7 +182,7 @@ impl TaskStore for SqliteStore {
             .await
     }
 
-    async fn finish_task(&self, finish: TaskFinish) -> Result<TaskChange> {
+    async fn finish_task(&self, finish: TaskFinish) -> lev_store::Result<TaskChange> {
         self.writer
             .write(move |tx| {
                 let Some(task) = load_task(tx.conn, &finish.task_id)? else {
@@ -263,7 +206,7 @@ impl TaskStore for SqliteStore {
                 let task = announce(
                     tx,
                     &finish.task_id,
-                    "task.finished",
+                    AuditAction::TaskFinished,
                     finish.actor,
                     json!({"result": finish.result, "error": finish.error}),
                 )?;
@@ -272,13 +215,18 @@ impl TaskStore for SqliteStore {
             .await
     }
 
-    async fn append_event(&self, kind: &str, data: Value, actor: Option<&str>) -> Result<i64> {
+    async fn append_event(
+        &self,
+        kind: &str,
+        data: Value,
+        actor: Option<&str>,
+    ) -> lev_store::Result<i64> {
         let (kind, actor) = (kind.to_owned(), actor.map(str::to_owned));
         self.writer
             .write(move |tx| {
                 let seq = tx.event(&kind, data.clone())?;
                 if let Some(actor) = actor {
-                    tx.audit(AuditRecord {
+                    tx.audit(lev_store::AuditRecord {
                         action: kind,
                         actor,
                         data,
@@ -294,7 +242,7 @@ impl TaskStore for SqliteStore {
         id: &str,
         reason: &str,
         actor: &str,
-    ) -> Result<Option<InteractionView>> {
+    ) -> lev_store::Result<Option<InteractionView>> {
         let (id, reason, actor) = (id.to_owned(), reason.to_owned(), actor.to_owned());
         self.writer
             .write(move |tx| {
@@ -304,20 +252,12 @@ impl TaskStore for SqliteStore {
                 if view.request.status != lev_protocol::InteractionStatus::Pending {
                     return Ok(None);
                 }
-                let mut request = view.request.request.clone();
-                let note = json!({
-                    "reason": reason,
-                    "by": actor,
-                    "at": rfc3339(OffsetDateTime::now_utc()),
-                });
-                request.metadata = Some(match request.metadata.take() {
-                    None => json!({ "escalation": note }),
-                    Some(Value::Object(mut m)) => {
-                        m.insert("escalation".into(), note);
-                        Value::Object(m)
-                    }
-                    Some(other) => json!({ "escalation": note, "metadata": other }),
-                });
+                let request = record::with_escalation_note(
+                    view.request.request.clone(),
+                    &reason,
+                    &actor,
+                    &rfc3339(OffsetDateTime::now_utc()),
+                );
                 let text = serde_json::to_string(&request).map_err(|e| corrupt(&id, e))?;
                 tx.conn.execute(
                     "UPDATE interactions
@@ -327,14 +267,7 @@ impl TaskStore for SqliteStore {
                     params![id, text],
                 )?;
                 let view = load_view(tx.conn, &id)?.ok_or_else(|| corrupt(&id, "vanished"))?;
-                tx.event("interaction.escalated", view_json(&view))?;
-                let mut data = audit_summary(&view);
-                data.insert("reason".into(), json!(reason));
-                tx.audit(AuditRecord {
-                    action: "interaction.escalated".into(),
-                    actor,
-                    data: Value::Object(data),
-                })?;
+                write_change(tx, record::interaction_escalated(&view, &reason, &actor)?)?;
                 Ok(Some(view))
             })
             .await

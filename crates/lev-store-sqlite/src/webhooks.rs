@@ -5,43 +5,27 @@
 //! interleave.
 
 use async_trait::async_trait;
-use lev_store::webhooks::{filter_events, filter_text};
+use lev_store::webhooks::filter_text;
 use lev_store::{
-    AttemptOutcome, AttemptRecord, AuditRecord, DeliveryAttempt, DeliveryRecord, DeliveryState,
-    DueDelivery, Endpoint, EndpointKind, Result, WebhookStore,
+    AttemptOutcome, AttemptRecord, DeliveryAttempt, DeliveryRecord, DeliveryState, DueDelivery,
+    Endpoint, EndpointKind, WebhookStore,
 };
 use rusqlite::{OptionalExtension as _, Row, params};
-use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::writer::rfc3339;
-use crate::{SqliteStore, corrupt, millis, parse_time};
+use crate::{Cols, Result, SqliteStore, corrupt, millis, write_change};
 use lev_store::codec::from_millis;
-
-const ENDPOINT_COLUMNS: &str =
-    "id, kind, url, events, secret, created_by, created_at, disabled_at, disabled_reason";
+use lev_store::codec::parse_time;
+use lev_store::record::{self, ENDPOINT_COLUMNS};
 
 fn endpoint_from_row(row: &Row<'_>) -> Result<Endpoint> {
-    let id: String = row.get(0)?;
-    let what = format!("webhook {id}");
-    let kind: String = row.get(1)?;
-    let disabled_at: Option<String> = row.get(7)?;
-    Ok(Endpoint {
-        kind: EndpointKind::parse(&kind).ok_or_else(|| corrupt(&what, "unknown kind"))?,
-        url: row.get(2)?,
-        events: filter_events(&row.get::<_, String>(3)?),
-        secret: row.get(4)?,
-        created_by: row.get(5)?,
-        created_at: parse_time(&what, &row.get::<_, String>(6)?)?,
-        disabled_at: disabled_at.map(|t| parse_time(&what, &t)).transpose()?,
-        disabled_reason: row.get(8)?,
-        id,
-    })
+    Ok(record::decode_endpoint(&Cols(row))?)
 }
 
 #[async_trait]
 impl WebhookStore for SqliteStore {
-    async fn put_endpoint(&self, endpoint: Endpoint) -> Result<()> {
+    async fn put_endpoint(&self, endpoint: Endpoint) -> lev_store::Result<()> {
         self.writer
             .write(move |tx| {
                 tx.conn
@@ -62,22 +46,13 @@ impl WebhookStore for SqliteStore {
                         rfc3339(endpoint.created_at),
                     ])?;
                 tx.endpoints_changed()?;
-                tx.audit(AuditRecord {
-                    action: "webhook.created".into(),
-                    actor: endpoint.created_by.clone(),
-                    data: json!({
-                        "id": endpoint.id,
-                        "kind": endpoint.kind.as_str(),
-                        "url": endpoint.url,
-                        "events": endpoint.events,
-                    }),
-                })?;
+                write_change(tx, record::webhook_created(&endpoint))?;
                 Ok(())
             })
             .await
     }
 
-    async fn endpoints(&self) -> Result<Vec<Endpoint>> {
+    async fn endpoints(&self) -> lev_store::Result<Vec<Endpoint>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {ENDPOINT_COLUMNS} FROM webhooks ORDER BY seq"
@@ -92,7 +67,7 @@ impl WebhookStore for SqliteStore {
         .await
     }
 
-    async fn delete_endpoint(&self, id: &str, actor: &str) -> Result<bool> {
+    async fn delete_endpoint(&self, id: &str, actor: &str) -> lev_store::Result<bool> {
         let (id, actor) = (id.to_owned(), actor.to_owned());
         self.writer
             .write(move |tx| {
@@ -116,17 +91,13 @@ impl WebhookStore for SqliteStore {
                     .prepare_cached("DELETE FROM message_refs WHERE endpoint_id = ?1")?
                     .execute([&id])?;
                 tx.endpoints_changed()?;
-                tx.audit(AuditRecord {
-                    action: "webhook.deleted".into(),
-                    actor,
-                    data: json!({ "id": id }),
-                })?;
+                write_change(tx, record::webhook_deleted(&id, &actor))?;
                 Ok(true)
             })
             .await
     }
 
-    async fn disable_endpoint(&self, id: &str, reason: &str) -> Result<bool> {
+    async fn disable_endpoint(&self, id: &str, reason: &str) -> lev_store::Result<bool> {
         let (id, reason) = (id.to_owned(), reason.to_owned());
         self.writer
             .write(move |tx| {
@@ -141,11 +112,7 @@ impl WebhookStore for SqliteStore {
                     return Ok(false);
                 }
                 tx.endpoints_changed()?;
-                tx.audit(AuditRecord {
-                    action: "webhook.disabled".into(),
-                    actor: "system".into(),
-                    data: json!({ "id": id, "reason": reason }),
-                })?;
+                write_change(tx, record::webhook_disabled(&id, &reason, "system"))?;
                 Ok(true)
             })
             .await
@@ -156,7 +123,7 @@ impl WebhookStore for SqliteStore {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
         limit: u32,
-    ) -> Result<Vec<DueDelivery>> {
+    ) -> lev_store::Result<Vec<DueDelivery>> {
         self.writer
             .write(move |tx| {
                 let mut stmt = tx.conn.prepare_cached(
@@ -211,7 +178,7 @@ impl WebhookStore for SqliteStore {
             .await
     }
 
-    async fn record_attempt(&self, attempt: DeliveryAttempt) -> Result<()> {
+    async fn record_attempt(&self, attempt: DeliveryAttempt) -> lev_store::Result<()> {
         self.writer
             .write(move |tx| {
                 let endpoint: Option<(String, i64)> = tx
@@ -262,11 +229,7 @@ impl WebhookStore for SqliteStore {
                         .execute(params![endpoint_id, rfc3339(attempt.at), reason])?;
                     if n > 0 {
                         tx.endpoints_changed()?;
-                        tx.audit(AuditRecord {
-                            action: "webhook.disabled".into(),
-                            actor: "system".into(),
-                            data: json!({ "id": endpoint_id, "reason": reason }),
-                        })?;
+                        write_change(tx, record::webhook_disabled(&endpoint_id, reason, "system"))?;
                     }
                 }
                 Ok(())
@@ -274,7 +237,11 @@ impl WebhookStore for SqliteStore {
             .await
     }
 
-    async fn deliveries(&self, endpoint_id: &str, limit: u32) -> Result<Vec<DeliveryRecord>> {
+    async fn deliveries(
+        &self,
+        endpoint_id: &str,
+        limit: u32,
+    ) -> lev_store::Result<Vec<DeliveryRecord>> {
         let endpoint_id = endpoint_id.to_owned();
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
@@ -338,7 +305,7 @@ impl WebhookStore for SqliteStore {
         .await
     }
 
-    async fn next_delivery_at(&self) -> Result<Option<OffsetDateTime>> {
+    async fn next_delivery_at(&self) -> lev_store::Result<Option<OffsetDateTime>> {
         self.read(|conn| {
             let ms: Option<i64> = conn
                 .prepare_cached(
@@ -347,13 +314,14 @@ impl WebhookStore for SqliteStore {
                      WHERE d.state = 'pending' AND w.disabled_at IS NULL",
                 )?
                 .query_row([], |r| r.get(0))?;
-            ms.map(|ms| from_millis("webhook deliveries", ms))
-                .transpose()
+            Ok(ms
+                .map(|ms| from_millis("webhook deliveries", ms))
+                .transpose()?)
         })
         .await
     }
 
-    async fn prune_deliveries(&self, before: OffsetDateTime) -> Result<u64> {
+    async fn prune_deliveries(&self, before: OffsetDateTime) -> lev_store::Result<u64> {
         self.writer
             .write(move |tx| {
                 tx.conn
@@ -379,7 +347,7 @@ impl WebhookStore for SqliteStore {
         endpoint_id: &str,
         interaction_id: &str,
         r: &str,
-    ) -> Result<()> {
+    ) -> lev_store::Result<()> {
         let (e, i, r) = (
             endpoint_id.to_owned(),
             interaction_id.to_owned(),
@@ -398,7 +366,11 @@ impl WebhookStore for SqliteStore {
             .await
     }
 
-    async fn message_ref(&self, endpoint_id: &str, interaction_id: &str) -> Result<Option<String>> {
+    async fn message_ref(
+        &self,
+        endpoint_id: &str,
+        interaction_id: &str,
+    ) -> lev_store::Result<Option<String>> {
         let (e, i) = (endpoint_id.to_owned(), interaction_id.to_owned());
         self.read(move |conn| {
             Ok(conn
@@ -412,20 +384,29 @@ impl WebhookStore for SqliteStore {
         .await
     }
 
-    async fn remind(&self, interaction_id: &str, n: u32, data: serde_json::Value) -> Result<bool> {
+    async fn remind(
+        &self,
+        interaction_id: &str,
+        n: u32,
+        data: serde_json::Value,
+    ) -> lev_store::Result<bool> {
         let id = interaction_id.to_owned();
         self.writer
             .write(move |tx| {
                 if !notice_once(tx, &id, n)? {
                     return Ok(false);
                 }
-                tx.event("interaction.reminder", data)?;
+                write_change(tx, record::reminded(data))?;
                 Ok(true)
             })
             .await
     }
 
-    async fn escalate_once(&self, interaction_id: &str, data: serde_json::Value) -> Result<bool> {
+    async fn escalate_once(
+        &self,
+        interaction_id: &str,
+        data: serde_json::Value,
+    ) -> lev_store::Result<bool> {
         let id = interaction_id.to_owned();
         self.writer
             .write(move |tx| {
@@ -433,12 +414,7 @@ impl WebhookStore for SqliteStore {
                 if !notice_once(tx, &id, 0)? {
                     return Ok(false);
                 }
-                tx.audit(lev_store::AuditRecord {
-                    action: "interaction.escalated".into(),
-                    actor: "system".into(),
-                    data: lev_store::escalation_audit(&data),
-                })?;
-                tx.event("interaction.escalated", data)?;
+                write_change(tx, record::escalated_once(data))?;
                 Ok(true)
             })
             .await

@@ -13,7 +13,9 @@ use time::OffsetDateTime;
 use tokio::sync::oneshot;
 
 pub(crate) use lev_store::codec::rfc3339;
-use lev_store::{AuditRecord, Result, StoreError, StoredEvent};
+use lev_store::{AuditRecord, StoreError, StoredEvent};
+
+use crate::{Result, SqlError};
 
 /// Most jobs in one transaction.
 const MAX_BATCH: usize = 256;
@@ -40,7 +42,13 @@ impl From<StoreError> for Failed {
 
 impl From<rusqlite::Error> for Failed {
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::from(e).into()
+        SqlError::from(e).0.into()
+    }
+}
+
+impl From<SqlError> for Failed {
+    fn from(e: SqlError) -> Self {
+        e.0.into()
     }
 }
 
@@ -207,14 +215,14 @@ impl Writer {
     }
 
     /// Run `f` in the next group commit; resolves once committed.
-    pub(crate) async fn write<T, F>(&self, f: F) -> Result<T>
+    pub(crate) async fn write<T, F>(&self, f: F) -> lev_store::Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Tx<'_>) -> Result<T> + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel::<Result<T>>();
+        let (tx, rx) = oneshot::channel::<lev_store::Result<T>>();
         let job: Job = Box::new(move |t: &mut Tx<'_>| {
-            let result = f(t);
+            let result = f(t).map_err(StoreError::from);
             let ok = result.is_ok();
             let reply: Reply = Box::new(move |commit: std::result::Result<(), Failed>| {
                 let _ = tx.send(match commit {

@@ -1,4 +1,4 @@
-//! The live feed of committed events ([`crate::Store::subscribe`]): a
+//! The live feed of committed events ([`crate::EventStore::subscribe`]): a
 //! broadcast whose memory is bounded by bytes as well as by count.
 //!
 //! tokio's broadcast channel keeps its last N values whole until every
@@ -206,7 +206,7 @@ impl EventReceiver {
 }
 
 /// The page size for reading back events a receiver missed
-/// ([`crate::Store::events_after`]), so that a page holds about
+/// ([`crate::EventStore::events_after`]), so that a page holds about
 /// [`PAGE_BYTES`] whatever the events' size: the next page's count is
 /// taken from the size of the events of the page before.
 #[derive(Debug, Clone, Copy)]

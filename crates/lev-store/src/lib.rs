@@ -38,7 +38,7 @@
 //!   outside it), so the chain verifies after any number of concurrent
 //!   writers.
 //! - **Announced after commit.** Committed events are announced on
-//!   [`Store::subscribe`] only after the commit, on every process sharing
+//!   [`EventStore::subscribe`] only after the commit, on every process sharing
 //!   the database, so nobody is woken by something that could still roll
 //!   back, and a waiter on one server is woken by an answer given on another.
 //! - **Shared state is stored.** Everything two servers must agree on is a
@@ -72,10 +72,12 @@ pub mod codec;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod feed;
+pub mod files;
 pub mod gate;
 pub mod keys;
 pub mod operators;
 pub mod people;
+pub mod record;
 pub mod sessions;
 pub mod tasks;
 pub mod webhooks;
@@ -87,10 +89,11 @@ pub use gate::{
 };
 pub use keys::{KeyRemoveOutcome, KeyStore, StoredSigningKey};
 pub use operators::{
-    InProcessOperators, OperatorPresence, OperatorReply, OperatorRequest, OperatorSignal,
-    OperatorStore, ResolveOutcome, WithdrawOutcome,
+    OperatorPresence, OperatorReply, OperatorRequest, OperatorSignal, OperatorStore,
+    ResolveOutcome, WithdrawOutcome,
 };
 pub use people::{NewPersonKey, PeopleKeyStore, PersonKeyOutcome, PersonKeyRecord};
+pub use record::{AuditAction, Change, Event, EventKind, audit_summary, view_json};
 pub use sessions::{DashboardSession, DashboardSessionStore};
 pub use tasks::TaskStore;
 pub use webhooks::{
@@ -170,27 +173,6 @@ pub fn io_may_pass(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(5 | 12 | 23 | 24))
 }
 
-#[cfg(feature = "rusqlite")]
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode;
-        match e.sqlite_error_code() {
-            // Out of disk or memory, an IO error, a file that cannot be
-            // opened (no file handles left), or a lock held past the busy
-            // timeout: the database cannot serve now, and nothing committed.
-            Some(
-                ErrorCode::DiskFull
-                | ErrorCode::SystemIoFailure
-                | ErrorCode::OutOfMemory
-                | ErrorCode::CannotOpen
-                | ErrorCode::DatabaseBusy
-                | ErrorCode::DatabaseLocked,
-            ) => Self::Unavailable(e.to_string()),
-            _ => Self::Database(e.to_string()),
-        }
-    }
-}
-
 /// Result of a store call.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -227,7 +209,7 @@ pub struct NewInteraction {
     pub actor: String,
 }
 
-/// Outcome of [`Store::create_interaction`].
+/// Outcome of [`InteractionStore::create_interaction`].
 #[derive(Debug, Clone)]
 pub enum CreateOutcome {
     /// Stored now.
@@ -258,7 +240,7 @@ pub struct NewAnswer {
     pub audit: BTreeMap<String, Value>,
 }
 
-/// Outcome of [`Store::answer_interaction`] and [`Store::cancel_interaction`].
+/// Outcome of [`InteractionStore::answer_interaction`] and [`InteractionStore::cancel_interaction`].
 #[derive(Debug, Clone)]
 pub enum TransitionOutcome {
     /// This call moved it out of `pending`.
@@ -302,7 +284,7 @@ pub struct TokenRecord {
     pub hash: String,
 }
 
-/// Outcome of [`Store::create_token`].
+/// Outcome of [`TokenStore::create_token`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenCreateOutcome {
     /// Stored.
@@ -314,7 +296,7 @@ pub enum TokenCreateOutcome {
     LooksLike(String),
 }
 
-/// Whether [`Store::create_token`] refuses a name that reads like an
+/// Whether [`TokenStore::create_token`] refuses a name that reads like an
 /// existing token's ([`lev_protocol::ids::fold_name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AlikeNames {
@@ -326,13 +308,18 @@ pub enum AlikeNames {
     Allow,
 }
 
-/// Where lev keeps its state. One implementation per backend.
+/// Where lev keeps its state: every part below, one implementation per
+/// backend.
 ///
 /// Every write is committed before it returns `Ok` and before its events are
-/// announced on [`Store::subscribe`].
-#[async_trait]
+/// announced on [`EventStore::subscribe`].
 pub trait Store:
-    TaskStore
+    InteractionStore
+    + EventStore
+    + TokenStore
+    + AuditStore
+    + BlobStore
+    + TaskStore
     + GateStore
     + KeyStore
     + DashboardSessionStore
@@ -345,16 +332,12 @@ pub trait Store:
 {
     /// `sqlite` or `postgres`, as `/v1/health` reports it.
     fn kind(&self) -> &'static str;
+}
 
-    /// Committed events, as they commit (on any replica sharing the
-    /// database), in increasing seq. Another replica's events reach this
-    /// one's subscribers shortly after their commit, so a new subscriber may
-    /// also be told of events committed just before it subscribed: skip
-    /// seqs already seen. The feed keeps a bounded number of events and
-    /// bytes ([`feed`]): a subscriber that falls behind gets `Lagged` and
-    /// reads what it missed with [`Store::events_after`].
-    fn subscribe(&self) -> EventReceiver;
-
+/// Interactions: created idempotently, read, listed, and moved out of
+/// `pending` by compare-and-set. Every [`Store`] is one.
+#[async_trait]
+pub trait InteractionStore: Send + Sync + 'static {
     /// Store a new interaction, idempotently by id.
     async fn create_interaction(&self, new: NewInteraction) -> Result<CreateOutcome>;
 
@@ -379,13 +362,31 @@ pub trait Store:
 
     /// The earliest `expires_at` among pending interactions.
     async fn next_expiry(&self) -> Result<Option<OffsetDateTime>>;
+}
+
+/// The committed events, as they commit and read back by seq. Every
+/// [`Store`] is one.
+#[async_trait]
+pub trait EventStore: Send + Sync + 'static {
+    /// Committed events, as they commit (on any replica sharing the
+    /// database), in increasing seq. Another replica's events reach this
+    /// one's subscribers shortly after their commit, so a new subscriber may
+    /// also be told of events committed just before it subscribed: skip
+    /// seqs already seen. The feed keeps a bounded number of events and
+    /// bytes ([`feed`]): a subscriber that falls behind gets `Lagged` and
+    /// reads what it missed with [`EventStore::events_after`].
+    fn subscribe(&self) -> EventReceiver;
 
     /// Events after `seq`, oldest first, at most `limit`.
     async fn events_after(&self, seq: i64, limit: u32) -> Result<Vec<StoredEvent>>;
 
     /// The last committed event's seq (0 when none).
     async fn last_event_seq(&self) -> Result<i64>;
+}
 
+/// API tokens (only their secrets' hashes). Every [`Store`] is one.
+#[async_trait]
+pub trait TokenStore: Send + Sync + 'static {
     /// Store a token (its hash only), unless a token of that name exists
     /// or, with [`AlikeNames::Refuse`], one whose name folds alike
     /// ([`lev_protocol::ids::fold_name`]), decided in the inserting
@@ -412,7 +413,11 @@ pub trait Store:
 
     /// Whether any token of `role` exists.
     async fn has_token_with_role(&self, role: Role) -> Result<bool>;
+}
 
+/// The hash-chained audit log. Every [`Store`] is one.
+#[async_trait]
+pub trait AuditStore: Send + Sync + 'static {
     /// Append an audit entry on its own (for changes with no row of their own).
     async fn append_audit(&self, record: AuditRecord) -> Result<AuditEntry>;
 
@@ -421,7 +426,11 @@ pub trait Store:
 
     /// The chain's head: the last entry's seq and hash (0 and the genesis hash when empty).
     async fn audit_head(&self) -> Result<(u64, String)>;
+}
 
+/// Attachments' bytes, by their SHA-256. Every [`Store`] is one.
+#[async_trait]
+pub trait BlobStore: Send + Sync + 'static {
     /// Store an attachment's bytes under their SHA-256 (hex); idempotent.
     /// They are served (`get_blob`) only once an answer whose parts name
     /// them commits: the winning answer records them in its transaction, so
@@ -430,98 +439,6 @@ pub trait Store:
 
     /// An attachment's media type and bytes.
     async fn get_blob(&self, sha256: &str) -> Result<Option<(String, Vec<u8>)>>;
-}
-
-/// An interaction as the JSON of its event (`Null` should it not serialise),
-/// for every backend alike.
-#[must_use]
-pub fn view_json(view: &InteractionView) -> Value {
-    serde_json::to_value(view).unwrap_or(Value::Null)
-}
-
-/// The `interaction.voted` audit entry of `vote` on `view` (after the
-/// vote): the same fields whichever backend writes it. Each vote is
-/// audited on its own, its signed envelope's payload included.
-#[must_use]
-pub fn vote_audit(view: &InteractionView, vote: &NewVote) -> AuditRecord {
-    let v = &vote.vote;
-    let mut data = audit_summary(view);
-    data.insert("voter".into(), Value::from(v.voter.as_str()));
-    data.insert("approved".into(), Value::from(v.approved));
-    data.insert("signed".into(), Value::from(v.signed));
-    data.insert(
-        "scope".into(),
-        serde_json::to_value(v.response.scope).unwrap_or(Value::Null),
-    );
-    if let Some(envelope) = &v.envelope {
-        data.insert(
-            "vote_payload".into(),
-            Value::from(envelope.payload.as_str()),
-        );
-        data.insert(
-            "vote_keyids".into(),
-            Value::from(
-                envelope
-                    .signatures
-                    .iter()
-                    .map(|s| Value::from(s.keyid.as_str()))
-                    .collect::<Vec<_>>(),
-            ),
-        );
-    }
-    data.insert("votes".into(), Value::from(view.request.votes.len()));
-    data.insert(
-        "approvals_needed".into(),
-        Value::from(view.request.approvals_needed()),
-    );
-    data.insert("decides".into(), Value::from(vote.decision.is_some()));
-    data.extend(vote.audit.clone());
-    AuditRecord {
-        action: "interaction.voted".into(),
-        actor: v.voter.clone(),
-        data: Value::Object(data),
-    }
-}
-
-/// The audit entry of a quorum's escalation, from its event's `data` (the
-/// interaction with its `escalation`).
-#[must_use]
-pub fn escalation_audit(data: &Value) -> Value {
-    let mut m = serde_json::Map::new();
-    let request = data.get("request");
-    for key in ["id", "session_id", "caller"] {
-        if let Some(v) = request.and_then(|r| r.get(key)) {
-            m.insert(key.into(), v.clone());
-        }
-    }
-    if let Some(e) = data.get("escalation") {
-        m.insert("escalation".into(), e.clone());
-    }
-    Value::Object(m)
-}
-
-/// What the audit log says of an interaction, beside the action: the same
-/// fields whichever backend writes the entry.
-#[must_use]
-pub fn audit_summary(view: &InteractionView) -> serde_json::Map<String, Value> {
-    let req = &view.request.request;
-    let mut m = serde_json::Map::new();
-    m.insert("id".into(), Value::from(view.request.id()));
-    m.insert("session_id".into(), Value::from(req.session_id.as_str()));
-    m.insert("kind".into(), Value::from(req.kind.type_name()));
-    if let Some(caller) = &req.caller {
-        m.insert("caller".into(), Value::from(caller.as_str()));
-    }
-    if let lev_protocol::InteractionKind::ToolApproval {
-        tool_name,
-        args_json,
-        ..
-    } = &req.kind
-    {
-        m.insert("tool_name".into(), Value::from(tool_name.as_str()));
-        m.insert("args_json".into(), Value::from(args_json.as_str()));
-    }
-    m
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! - N counts a person's keys from 1 and is never reused, revoked keys
 //!   included: a `kid` names one key for ever.
 //! - Revoking a token revokes its person's keys in the same transaction
-//!   ([`crate::Store::revoke_token`]); a revoked key's row stays. Revoking
+//!   ([`crate::TokenStore::revoke_token`]); a revoked key's row stays. Revoking
 //!   a key voids, in the same transaction, the pending votes it signed.
 //! - Every registration and revocation is audited.
 

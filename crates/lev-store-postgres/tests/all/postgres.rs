@@ -12,7 +12,10 @@ use std::time::Duration;
 use lev_approval::audit::{GENESIS_HASH, entry_hash};
 use lev_protocol::api::AuditEntry;
 use lev_protocol::{Interaction, InteractionKind, InteractionRequest, InteractionStatus};
-use lev_store::{CreateOutcome, NewInteraction, Store, StoreError, TaskStore};
+use lev_store::{
+    AuditStore, CreateOutcome, EventStore, InteractionStore, NewInteraction, Store, StoreError,
+    TaskStore,
+};
 use lev_store_postgres::{Options, PostgresStore, migrate, schema_version};
 use serde_json::json;
 use time::OffsetDateTime;

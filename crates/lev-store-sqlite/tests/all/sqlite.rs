@@ -2,7 +2,7 @@
 //! one process per data dir, a schema newer than the binary is refused, and
 //! the key files keep the layout older versions wrote.
 
-use lev_store::Store;
+use lev_store::AuditStore;
 use lev_store_sqlite::SqliteStore;
 
 #[tokio::test]

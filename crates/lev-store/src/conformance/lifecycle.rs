@@ -225,338 +225,419 @@ fn two(stores: &[Arc<dyn Store>], rng: &mut Rng) -> (Arc<dyn Store>, Arc<dyn Sto
 }
 
 async fn run_one(b: &dyn Backend, seed: u64) {
-    let mut stores: Vec<Arc<dyn Store>> = handles(b).await;
-    // Each seed on ids of its own: the backend's database is shared by the
-    // seeds of one test.
-    let base = usize::try_from(seed % 10_000).unwrap_or(0) * 100;
-    let mut rng = Rng(seed);
-    let mut model = Model::default();
+    let mut run = Run {
+        b,
+        stores: handles(b).await,
+        seed,
+        // Each seed on ids of its own: the backend's database is shared by
+        // the seeds of one test.
+        base: usize::try_from(seed % 10_000).unwrap_or(0) * 100,
+        rng: Rng(seed),
+        model: Model::default(),
+    };
     for step in 0..80 {
-        let at = format!("seed {seed}, step {step}");
-        if std::env::var_os("LEV_TRACE_MODEL").is_some() {
+        run.step(step).await;
+    }
+    run.check_final().await;
+}
+
+fn tracing() -> bool {
+    std::env::var_os("LEV_TRACE_MODEL").is_some()
+}
+
+/// The grants in force among the seed's, by key: the interaction whose
+/// approval made or last renewed each.
+async fn grants_in_force(store: &Arc<dyn Store>, base: usize) -> BTreeMap<GrantKey, String> {
+    grants_of(store, base)
+        .await
+        .into_iter()
+        .map(|(k, g)| (k, g.interaction_id.unwrap_or_default()))
+        .collect()
+}
+
+/// One seed's run: the handles, the generator and the model.
+struct Run<'a> {
+    b: &'a dyn Backend,
+    stores: Vec<Arc<dyn Store>>,
+    seed: u64,
+    base: usize,
+    rng: Rng,
+    model: Model,
+}
+
+/// One step: where it is (for messages), its number, the interaction's
+/// key and the handle it runs on.
+struct Step {
+    at: String,
+    n: usize,
+    key: usize,
+    store: Arc<dyn Store>,
+}
+
+impl Run<'_> {
+    async fn step(&mut self, n: usize) {
+        let at = format!("seed {}, step {n}", self.seed);
+        if tracing() {
             eprintln!("{at}");
         }
-        let store = Arc::clone(&stores[rng.below(stores.len())]);
-        let i = rng.below(IDS);
-        let key = base + i;
-        let op = rng.below(16);
-        if std::env::var_os("LEV_TRACE_MODEL").is_some() {
+        let store = Arc::clone(&self.stores[self.rng.below(self.stores.len())]);
+        let key = self.base + self.rng.below(IDS);
+        let op = self.rng.below(16);
+        if tracing() {
             eprintln!(
                 "  op {op} on {} (model {:?})",
                 id(key),
-                model.interactions.get(&key)
+                self.model.interactions.get(&key)
             );
         }
+        let s = Step { at, n, key, store };
         match op {
-            0 | 1 => {
-                let outcome = store.create_interaction(create(key)).await.unwrap();
-                let exists = model.interactions.contains_key(&key);
-                match outcome {
-                    CreateOutcome::Created(_) => {
-                        assert!(!exists, "{at}: created {} twice", id(key));
-                        model.interactions.insert(key, State::Pending);
-                    }
-                    CreateOutcome::Existing(_) => {
-                        assert!(exists, "{at}: {} existed before its create", id(key));
-                    }
-                    other => panic!("{at}: create {}: {other:?}", id(key)),
+            0 | 1 => self.create(&s).await,
+            2 | 3 => self.answer(&s).await,
+            4 => self.cancel(&s).await,
+            5 => self.expire(&s).await,
+            13 => self.answer_beside_expiry(&s).await,
+            14 => self.nonce_twice_at_once(&s).await,
+            6 | 7 => self.nonce(&s).await,
+            8 => self.answer_beside_cancel(&s).await,
+            9 | 10 => self.approve_with_grant(&s).await,
+            11 => self.revoke_grant(&s).await,
+            15 => self.approve_twice_at_once(&s).await,
+            _ => {
+                // A restart: every handle dropped, the database opened anew.
+                drop(s);
+                self.stores.clear();
+                self.stores = handles(self.b).await;
+            }
+        }
+    }
+
+    async fn create(&mut self, s: &Step) {
+        let (at, key) = (&s.at, s.key);
+        let outcome = s.store.create_interaction(create(key)).await.unwrap();
+        let exists = self.model.interactions.contains_key(&key);
+        match outcome {
+            CreateOutcome::Created(_) => {
+                assert!(!exists, "{at}: created {} twice", id(key));
+                self.model.interactions.insert(key, State::Pending);
+            }
+            CreateOutcome::Existing(_) => {
+                assert!(exists, "{at}: {} existed before its create", id(key));
+            }
+            other => panic!("{at}: create {}: {other:?}", id(key)),
+        }
+    }
+
+    async fn answer(&mut self, s: &Step) {
+        let (at, key) = (&s.at, s.key);
+        let value = format!("a{}", s.n);
+        let outcome = s
+            .store
+            .answer_interaction(answer(&id(key), &value, "alice"))
+            .await
+            .unwrap();
+        let expected = self.model.transition(key);
+        assert_eq!(did(&outcome), expected, "{at}: answer {}", id(key));
+        if expected == Did::Done {
+            self.model.interactions.insert(key, State::Answered(value));
+        }
+    }
+
+    async fn cancel(&mut self, s: &Step) {
+        let (at, key) = (&s.at, s.key);
+        let outcome = s.store.cancel_interaction(&id(key), "w").await.unwrap();
+        let expected = self.model.transition(key);
+        assert_eq!(did(&outcome), expected, "{at}: cancel {}", id(key));
+        if expected == Did::Done {
+            self.model.interactions.insert(key, State::Cancelled);
+        }
+    }
+
+    async fn expire(&mut self, s: &Step) {
+        let expired = s.store.expire_due(OffsetDateTime::now_utc()).await.unwrap();
+        let expected = self.model.expire();
+        assert_eq!(ours(expired, self.base), expected, "{}: expiry", s.at);
+    }
+
+    /// An answer against an expiry pass, from two handles: the question
+    /// moves once, by whichever came first.
+    async fn answer_beside_expiry(&mut self, s: &Step) {
+        let (at, key) = (&s.at, s.key);
+        let (a, e) = two(&self.stores, &mut self.rng);
+        let value = format!("late{}", s.n);
+        let (answered, expired) = tokio::join!(
+            tokio::spawn({
+                let (key, value) = (id(key), value.clone());
+                async move { a.answer_interaction(answer(&key, &value, "bob")).await }
+            }),
+            tokio::spawn(async move { e.expire_due(OffsetDateTime::now_utc()).await }),
+        );
+        let answered = did(&answered.unwrap().unwrap());
+        let expired = ours(expired.unwrap().unwrap(), self.base);
+        let before = self.model.transition(key);
+        let expiring = timeout_of(key) != Timeout::Never;
+        let mut expected = self.model.expire();
+        if before == Did::Done && expiring {
+            // It was pending and times out: one of the two won.
+            if answered == Did::Done {
+                self.model.interactions.insert(key, State::Answered(value));
+                expected.remove(&id(key));
+            } else {
+                assert_eq!(answered, Did::Gone, "{at}: answer lost to expiry");
+            }
+        } else {
+            assert_eq!(answered, before, "{at}: answer beside expiry");
+            if before == Did::Done {
+                self.model.interactions.insert(key, State::Answered(value));
+            }
+        }
+        assert_eq!(expired, expected, "{at}: expiry beside an answer");
+    }
+
+    /// One nonce spent twice at once, from two handles: exactly one spend
+    /// takes it.
+    async fn nonce_twice_at_once(&mut self, s: &Step) {
+        let (x, y) = two(&self.stores, &mut self.rng);
+        let nonce = self.base + self.rng.below(4);
+        let name = format!("nonce-m{nonce}");
+        let (first, second) = tokio::join!(
+            tokio::spawn({
+                let name = name.clone();
+                async move { x.consume_nonce(&name, "w").await }
+            }),
+            tokio::spawn(async move { y.consume_nonce(&name, "w").await }),
+        );
+        let outcomes = [first.unwrap().unwrap(), second.unwrap().unwrap()];
+        let spent = outcomes
+            .iter()
+            .filter(|o| **o == NonceOutcome::Spent)
+            .count();
+        let fresh = self.model.spent.insert(nonce);
+        assert_eq!(
+            spent,
+            usize::from(fresh),
+            "{}: nonce {nonce} at once: {outcomes:?}",
+            s.at
+        );
+    }
+
+    async fn nonce(&mut self, s: &Step) {
+        let nonce = self.base + self.rng.below(4);
+        let outcome = s
+            .store
+            .consume_nonce(&format!("nonce-m{nonce}"), "w")
+            .await
+            .unwrap();
+        let fresh = self.model.spent.insert(nonce);
+        let expected = if fresh {
+            NonceOutcome::Spent
+        } else {
+            NonceOutcome::AlreadySpent
+        };
+        assert_eq!(outcome, expected, "{}: nonce {nonce}", s.at);
+    }
+
+    /// An answer and a cancel at once, from different handles where there
+    /// are two: exactly one moves it, if any.
+    async fn answer_beside_cancel(&mut self, s: &Step) {
+        let (at, key) = (&s.at, s.key);
+        let (a, c) = two(&self.stores, &mut self.rng);
+        let value = format!("race{}", s.n);
+        let (answered, cancelled) = tokio::join!(
+            tokio::spawn({
+                let (key, value) = (id(key), value.clone());
+                async move { a.answer_interaction(answer(&key, &value, "bob")).await }
+            }),
+            tokio::spawn({
+                let key = id(key);
+                async move { c.cancel_interaction(&key, "w").await }
+            }),
+        );
+        let (answered, cancelled) = (
+            did(&answered.unwrap().unwrap()),
+            did(&cancelled.unwrap().unwrap()),
+        );
+        let expected = self.model.transition(key);
+        if expected == Did::Done {
+            match (answered, cancelled) {
+                (Did::Done, Did::AlreadyAnswered) => {
+                    self.model.interactions.insert(key, State::Answered(value));
                 }
-            }
-            2 | 3 => {
-                let value = format!("a{step}");
-                let outcome = store
-                    .answer_interaction(answer(&id(key), &value, "alice"))
-                    .await
-                    .unwrap();
-                let expected = model.transition(key);
-                assert_eq!(did(&outcome), expected, "{at}: answer {}", id(key));
-                if expected == Did::Done {
-                    model.interactions.insert(key, State::Answered(value));
+                (Did::Gone, Did::Done) => {
+                    self.model.interactions.insert(key, State::Cancelled);
                 }
+                other => panic!("{at}: race on {}: {other:?}", id(key)),
             }
-            4 => {
-                let outcome = store.cancel_interaction(&id(key), "w").await.unwrap();
-                let expected = model.transition(key);
-                assert_eq!(did(&outcome), expected, "{at}: cancel {}", id(key));
-                if expected == Did::Done {
-                    model.interactions.insert(key, State::Cancelled);
-                }
+        } else {
+            assert_eq!((answered, cancelled), (expected, expected), "{at}: race");
+        }
+    }
+
+    /// A tool approval of one of the seed's tool questions (created when
+    /// it is not there yet); its key in the model and its id.
+    async fn tool_question(&mut self, s: &Step) -> (usize, String) {
+        let tkey = self.base + TOOL + self.rng.below(TOOLS);
+        let tid = id(tkey);
+        let mut new = tool_approval(&tid, "s-m");
+        new.interaction.request.caller = Some(caller(self.base));
+        match s.store.create_interaction(new).await.unwrap() {
+            CreateOutcome::Created(_) => {
+                self.model.interactions.insert(tkey, State::Pending);
             }
-            5 => {
-                let expired = store.expire_due(OffsetDateTime::now_utc()).await.unwrap();
-                let expected = model.expire();
-                assert_eq!(ours(expired, base), expected, "{at}: expiry");
-            }
-            13 => {
-                // An answer against an expiry pass, from two handles: the
-                // question moves once, by whichever came first.
-                let (a, e) = two(&stores, &mut rng);
-                let value = format!("late{step}");
-                let (answered, expired) = tokio::join!(
-                    tokio::spawn({
-                        let (key, value) = (id(key), value.clone());
-                        async move { a.answer_interaction(answer(&key, &value, "bob")).await }
-                    }),
-                    tokio::spawn(async move { e.expire_due(OffsetDateTime::now_utc()).await }),
-                );
-                let answered = did(&answered.unwrap().unwrap());
-                let expired = ours(expired.unwrap().unwrap(), base);
-                let before = model.transition(key);
-                let expiring = timeout_of(key) != Timeout::Never;
-                let mut expected = model.expire();
-                if before == Did::Done && expiring {
-                    // It was pending and times out: one of the two won.
-                    if answered == Did::Done {
-                        model.interactions.insert(key, State::Answered(value));
-                        expected.remove(&id(key));
-                    } else {
-                        assert_eq!(answered, Did::Gone, "{at}: answer lost to expiry");
-                    }
-                } else {
-                    assert_eq!(answered, before, "{at}: answer beside expiry");
-                    if before == Did::Done {
-                        model.interactions.insert(key, State::Answered(value));
-                    }
-                }
-                assert_eq!(expired, expected, "{at}: expiry beside an answer");
-            }
-            14 => {
-                // One nonce spent twice at once, from two handles: exactly
-                // one spend takes it.
-                let (x, y) = two(&stores, &mut rng);
-                let nonce = base + rng.below(4);
-                let name = format!("nonce-m{nonce}");
-                let (first, second) = tokio::join!(
-                    tokio::spawn({
-                        let name = name.clone();
-                        async move { x.consume_nonce(&name, "w").await }
-                    }),
-                    tokio::spawn(async move { y.consume_nonce(&name, "w").await }),
-                );
-                let outcomes = [first.unwrap().unwrap(), second.unwrap().unwrap()];
-                let spent = outcomes
-                    .iter()
-                    .filter(|o| **o == NonceOutcome::Spent)
-                    .count();
-                let fresh = model.spent.insert(nonce);
-                assert_eq!(
-                    spent,
-                    usize::from(fresh),
-                    "{at}: nonce {nonce} at once: {outcomes:?}"
-                );
-            }
-            6 | 7 => {
-                let nonce = base + rng.below(4);
-                let outcome = store
-                    .consume_nonce(&format!("nonce-m{nonce}"), "w")
-                    .await
-                    .unwrap();
-                let fresh = model.spent.insert(nonce);
-                let expected = if fresh {
-                    NonceOutcome::Spent
-                } else {
-                    NonceOutcome::AlreadySpent
-                };
-                assert_eq!(outcome, expected, "{at}: nonce {nonce}");
-            }
-            8 => {
-                // An answer and a cancel at once, from different handles
-                // where there are two: exactly one moves it, if any.
-                let (a, c) = two(&stores, &mut rng);
-                let value = format!("race{step}");
-                let (answered, cancelled) = tokio::join!(
-                    tokio::spawn({
-                        let (key, value) = (id(key), value.clone());
-                        async move { a.answer_interaction(answer(&key, &value, "bob")).await }
-                    }),
-                    tokio::spawn({
-                        let key = id(key);
-                        async move { c.cancel_interaction(&key, "w").await }
-                    }),
-                );
-                let (answered, cancelled) = (
-                    did(&answered.unwrap().unwrap()),
-                    did(&cancelled.unwrap().unwrap()),
-                );
-                let expected = model.transition(key);
-                if expected == Did::Done {
-                    match (answered, cancelled) {
-                        (Did::Done, Did::AlreadyAnswered) => {
-                            model.interactions.insert(key, State::Answered(value));
-                        }
-                        (Did::Gone, Did::Done) => {
-                            model.interactions.insert(key, State::Cancelled);
-                        }
-                        other => panic!("{at}: race on {}: {other:?}", id(key)),
-                    }
-                } else {
-                    assert_eq!((answered, cancelled), (expected, expected), "{at}: race");
-                }
-            }
-            9 | 10 => {
-                // A tool approval approved for the session (one of two
-                // conversations) or always: its grant commits with it.
-                // Many tool approvals, few grant keys: renewals are common.
-                let tkey = base + TOOL + rng.below(TOOLS);
-                let tid = id(tkey);
-                let mut new = tool_approval(&tid, "s-m");
-                new.interaction.request.caller = Some(caller(base));
-                match store.create_interaction(new).await.unwrap() {
-                    CreateOutcome::Created(_) => {
-                        model.interactions.insert(tkey, State::Pending);
-                    }
-                    CreateOutcome::Existing(_) => {}
-                    other => panic!("{at}: create {tid}: {other:?}"),
-                }
-                let gkey: GrantKey = match rng.below(3) {
-                    0 => ("always", None),
-                    n => ("session", Some(format!("conv-{n}"))),
-                };
-                let value = format!("t{step}");
-                let outcome = answer_tool_approval(
-                    &*store,
+            CreateOutcome::Existing(_) => {}
+            other => panic!("{}: create {tid}: {other:?}", s.at),
+        }
+        (tkey, tid)
+    }
+
+    /// A tool approval approved for the session (one of two conversations)
+    /// or always: its grant commits with it. Many tool approvals, few
+    /// grant keys: renewals are common.
+    async fn approve_with_grant(&mut self, s: &Step) {
+        let (tkey, tid) = self.tool_question(s).await;
+        let gkey: GrantKey = match self.rng.below(3) {
+            0 => ("always", None),
+            n => ("session", Some(format!("conv-{n}"))),
+        };
+        let value = format!("t{}", s.n);
+        let outcome = answer_tool_approval(
+            &*s.store,
+            answer(&tid, &value, "bob"),
+            Some(NewGrant {
+                grant: grant_for(self.base, &tid, &gkey),
+                actor: "bob".into(),
+            }),
+        )
+        .await;
+        let expected = self.model.transition(tkey);
+        assert_eq!(did(&outcome), expected, "{}: approve {tid}", s.at);
+        if expected == Did::Done {
+            self.model.interactions.insert(tkey, State::Answered(value));
+            self.model.grants.insert(gkey, tid);
+        }
+        let in_force = grants_in_force(&s.store, self.base).await;
+        assert_eq!(in_force, self.model.grants, "{}: grants in force", s.at);
+    }
+
+    /// Revoke a grant in force (found by its key), or one that is not.
+    async fn revoke_grant(&mut self, s: &Step) {
+        let (at, base) = (&s.at, self.base);
+        let in_force = grants_of(&s.store, base).await;
+        let keys: Vec<GrantKey> = self.model.grants.keys().cloned().collect();
+        if keys.is_empty() {
+            let gone = s
+                .store
+                .revoke_grant(&format!("gr_none{base}"), "admin")
+                .await
+                .unwrap();
+            assert!(gone.is_none(), "{at}: revoked a grant that never was");
+            return;
+        }
+        let gkey = keys[self.rng.below(keys.len())].clone();
+        let grant = in_force
+            .get(&gkey)
+            .unwrap_or_else(|| panic!("{at}: grant {gkey:?} not in force"));
+        let revoked = s.store.revoke_grant(&grant.id, "admin").await.unwrap();
+        assert!(revoked.is_some(), "{at}: revoke {}", grant.id);
+        assert!(
+            s.store
+                .revoke_grant(&grant.id, "admin")
+                .await
+                .unwrap()
+                .is_none(),
+            "{at}: revoked twice"
+        );
+        self.model.grants.remove(&gkey);
+    }
+
+    /// One tool approval approved twice at once, from two handles, each
+    /// with its grant: one approval and one grant commit.
+    async fn approve_twice_at_once(&mut self, s: &Step) {
+        let (at, step, base) = (&s.at, s.n, self.base);
+        let tkey = base + TOOL + self.rng.below(TOOLS);
+        let tid = id(tkey);
+        let mut new = tool_approval(&tid, "s-m");
+        new.interaction.request.caller = Some(caller(base));
+        if let CreateOutcome::Created(_) = s.store.create_interaction(new).await.unwrap() {
+            self.model.interactions.insert(tkey, State::Pending);
+        }
+        let gkey: GrantKey = ("session", Some(format!("conv-{}", 1 + self.rng.below(2))));
+        let (x, y) = two(&self.stores, &mut self.rng);
+        let approve = |s: Arc<dyn Store>, value: String| {
+            let (tid, gkey) = (tid.clone(), gkey.clone());
+            tokio::spawn(async move {
+                answer_tool_approval(
+                    &*s,
                     answer(&tid, &value, "bob"),
                     Some(NewGrant {
                         grant: grant_for(base, &tid, &gkey),
                         actor: "bob".into(),
                     }),
                 )
-                .await;
-                let expected = model.transition(tkey);
-                assert_eq!(did(&outcome), expected, "{at}: approve {tid}");
-                if expected == Did::Done {
-                    model.interactions.insert(tkey, State::Answered(value));
-                    model.grants.insert(gkey, tid);
-                }
-                let in_force: BTreeMap<GrantKey, String> = grants_of(&store, base)
-                    .await
-                    .into_iter()
-                    .map(|(k, g)| (k, g.interaction_id.unwrap_or_default()))
-                    .collect();
-                assert_eq!(in_force, model.grants, "{at}: grants in force");
-            }
-            11 => {
-                // Revoke a grant in force (found by its key), or one that
-                // is not.
-                let in_force = grants_of(&store, base).await;
-                let keys: Vec<GrantKey> = model.grants.keys().cloned().collect();
-                if keys.is_empty() {
-                    let gone = store
-                        .revoke_grant(&format!("gr_none{base}"), "admin")
-                        .await
-                        .unwrap();
-                    assert!(gone.is_none(), "{at}: revoked a grant that never was");
-                } else {
-                    let gkey = keys[rng.below(keys.len())].clone();
-                    let grant = in_force
-                        .get(&gkey)
-                        .unwrap_or_else(|| panic!("{at}: grant {gkey:?} not in force"));
-                    let revoked = store.revoke_grant(&grant.id, "admin").await.unwrap();
-                    assert!(revoked.is_some(), "{at}: revoke {}", grant.id);
-                    assert!(
-                        store
-                            .revoke_grant(&grant.id, "admin")
-                            .await
-                            .unwrap()
-                            .is_none(),
-                        "{at}: revoked twice"
-                    );
-                    model.grants.remove(&gkey);
-                }
-            }
-            15 => {
-                // One tool approval approved twice at once, from two
-                // handles, each with its grant: one approval and one grant
-                // commit.
-                let tkey = base + TOOL + rng.below(TOOLS);
-                let tid = id(tkey);
-                let mut new = tool_approval(&tid, "s-m");
-                new.interaction.request.caller = Some(caller(base));
-                if let CreateOutcome::Created(_) = store.create_interaction(new).await.unwrap() {
-                    model.interactions.insert(tkey, State::Pending);
-                }
-                let gkey: GrantKey = ("session", Some(format!("conv-{}", 1 + rng.below(2))));
-                let (x, y) = two(&stores, &mut rng);
-                let approve = |s: Arc<dyn Store>, value: String| {
-                    let (tid, gkey) = (tid.clone(), gkey.clone());
-                    tokio::spawn(async move {
-                        answer_tool_approval(
-                            &*s,
-                            answer(&tid, &value, "bob"),
-                            Some(NewGrant {
-                                grant: grant_for(base, &tid, &gkey),
-                                actor: "bob".into(),
-                            }),
-                        )
-                        .await
-                    })
-                };
-                let (first, second) = tokio::join!(
-                    approve(x, format!("x{step}")),
-                    approve(y, format!("y{step}"))
-                );
-                let (first, second) = (first.unwrap(), second.unwrap());
-                let expected = model.transition(tkey);
-                if expected == Did::Done {
-                    let winner = match (did(&first), did(&second)) {
-                        (Did::Done, Did::AlreadyAnswered) => format!("x{step}"),
-                        (Did::AlreadyAnswered, Did::Done) => format!("y{step}"),
-                        other => panic!("{at}: two approvals of {tid}: {other:?}"),
-                    };
-                    model.interactions.insert(tkey, State::Answered(winner));
-                    model.grants.insert(gkey, tid.clone());
-                } else {
-                    assert_eq!((did(&first), did(&second)), (expected, expected), "{at}");
-                }
-                let in_force: BTreeMap<GrantKey, String> = grants_of(&store, base)
-                    .await
-                    .into_iter()
-                    .map(|(k, g)| (k, g.interaction_id.unwrap_or_default()))
-                    .collect();
-                assert_eq!(in_force, model.grants, "{at}: grants after two approvals");
-            }
-            _ => {
-                // A restart: every handle dropped, the database opened anew.
-                drop(store);
-                stores.clear();
-                stores = handles(b).await;
-            }
+                .await
+            })
+        };
+        let (first, second) = tokio::join!(
+            approve(x, format!("x{step}")),
+            approve(y, format!("y{step}"))
+        );
+        let (first, second) = (first.unwrap(), second.unwrap());
+        let expected = self.model.transition(tkey);
+        if expected == Did::Done {
+            let winner = match (did(&first), did(&second)) {
+                (Did::Done, Did::AlreadyAnswered) => format!("x{step}"),
+                (Did::AlreadyAnswered, Did::Done) => format!("y{step}"),
+                other => panic!("{at}: two approvals of {tid}: {other:?}"),
+            };
+            self.model
+                .interactions
+                .insert(tkey, State::Answered(winner));
+            self.model.grants.insert(gkey, tid.clone());
+        } else {
+            assert_eq!((did(&first), did(&second)), (expected, expected), "{at}");
         }
-    }
-    // The final state, read back, is the model's.
-    let store = &stores[0];
-    let in_force: BTreeMap<GrantKey, String> = grants_of(store, base)
-        .await
-        .into_iter()
-        .map(|(k, g)| (k, g.interaction_id.unwrap_or_default()))
-        .collect();
-    if std::env::var_os("LEV_TRACE_MODEL").is_some() {
-        eprintln!(
-            "seed {seed}: grants in force {in_force:?}, model {:?}",
-            model.grants
+        let in_force = grants_in_force(&s.store, base).await;
+        assert_eq!(
+            in_force, self.model.grants,
+            "{at}: grants after two approvals"
         );
     }
-    assert_eq!(in_force, model.grants, "seed {seed}: grants in force");
-    for k in (base..base + IDS).chain(base + TOOL..base + TOOL + TOOLS) {
-        let view = store.get_interaction(&id(k)).await.unwrap();
-        match (model.interactions.get(&k), view) {
-            (None, None) => {}
-            (Some(state), Some(view)) => {
-                let (status, value) = match state {
-                    State::Pending => (InteractionStatus::Pending, None),
-                    State::Answered(v) => (InteractionStatus::Answered, Some(v.as_str())),
-                    State::Expired => (InteractionStatus::Expired, None),
-                    State::Cancelled => (InteractionStatus::Cancelled, None),
-                };
-                assert_eq!(view.request.status, status, "seed {seed}: {}", id(k));
-                assert_eq!(
-                    view.response.as_ref().and_then(|r| r.value.as_deref()),
-                    value,
-                    "seed {seed}: {}",
-                    id(k)
-                );
+
+    /// The final state, read back, is the model's.
+    async fn check_final(&self) {
+        let (seed, base, model) = (self.seed, self.base, &self.model);
+        let store = &self.stores[0];
+        let in_force = grants_in_force(store, base).await;
+        if tracing() {
+            eprintln!(
+                "seed {seed}: grants in force {in_force:?}, model {:?}",
+                model.grants
+            );
+        }
+        assert_eq!(in_force, model.grants, "seed {seed}: grants in force");
+        for k in (base..base + IDS).chain(base + TOOL..base + TOOL + TOOLS) {
+            let view = store.get_interaction(&id(k)).await.unwrap();
+            match (model.interactions.get(&k), view) {
+                (None, None) => {}
+                (Some(state), Some(view)) => {
+                    let (status, value) = match state {
+                        State::Pending => (InteractionStatus::Pending, None),
+                        State::Answered(v) => (InteractionStatus::Answered, Some(v.as_str())),
+                        State::Expired => (InteractionStatus::Expired, None),
+                        State::Cancelled => (InteractionStatus::Cancelled, None),
+                    };
+                    assert_eq!(view.request.status, status, "seed {seed}: {}", id(k));
+                    assert_eq!(
+                        view.response.as_ref().and_then(|r| r.value.as_deref()),
+                        value,
+                        "seed {seed}: {}",
+                        id(k)
+                    );
+                }
+                (state, view) => {
+                    panic!("seed {seed}: {}: model {state:?}, store {view:?}", id(k))
+                }
             }
-            (state, view) => panic!("seed {seed}: {}: model {state:?}, store {view:?}", id(k)),
         }
     }
 }
