@@ -25,6 +25,7 @@ pub mod dsse;
 pub mod grant;
 pub mod keys;
 pub mod ledger;
+mod pae;
 pub mod payload;
 pub mod policy;
 pub mod verify;
