@@ -6,7 +6,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts (seconds since the start), and the end lists
+# how long each took, so a slow step shows where the time goes.
+start=$SECONDS
+last=$SECONDS
+name=""
+times=()
+step() {
+  if [ -n "$name" ]; then
+    times+=("$(printf '%5d s  %s' $((SECONDS - last)) "$name")")
+  fi
+  name="$*"
+  last=$SECONDS
+  printf '\n==> [%4d s] %s\n' $((SECONDS - start)) "$*"
+}
 
 step "test services"
 bash scripts/services.sh
@@ -24,6 +37,10 @@ bash scripts/tty-env.sh
 step "the pinned Codex CLI for the Codex tests (npm, cached)"
 LEV_TEST_CODEX="$(bash scripts/codex-env.sh)"
 export LEV_TEST_CODEX
+
+step "the pinned reference MCP servers for the lev mcp proxy tests (npm, cached)"
+LEV_TEST_MCP_SERVERS="$(bash scripts/mcp-servers-env.sh)"
+export LEV_TEST_MCP_SERVERS
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -66,5 +83,13 @@ if [ -f fuzz/Cargo.toml ]; then
   cargo check --manifest-path fuzz/Cargo.toml --locked
 fi
 
+# The benchmarks build in the test profile, beside the tests (their code is
+# linted above with the rest); `cargo bench` builds them optimized when they
+# are run. A release build here cost minutes and checked nothing more.
 step "benchmarks build"
-cargo bench --workspace --locked --no-run
+cargo test --workspace --locked --benches --no-run
+
+step "done"
+printf '\nwhere the time went:\n'
+printf '%s\n' "${times[@]}"
+printf '%5d s  in all\n' $((SECONDS - start))

@@ -841,9 +841,13 @@ impl Policy {
     /// may vote: the matching ask rule's quorum when it says, else the first
     /// `[[tool]]` entry for the tool that says; `None`: one approver, anyone.
     pub fn quorum_for(&self, tool: &str, args: &Value) -> Option<&QuorumRule> {
-        if let Some(rule) = self.first_matching_rule(tool, args)
-            && let Some(q) = &rule.quorum
-        {
+        self.quorum_of(self.first_matching_rule(tool, args), tool)
+    }
+
+    /// [`Policy::quorum_for`] of a call of `tool` whose first matching rule
+    /// (found already) is `rule`.
+    pub fn quorum_of<'p>(&'p self, rule: Option<&'p Rule>, tool: &str) -> Option<&'p QuorumRule> {
+        if let Some(q) = rule.and_then(|r| r.quorum.as_ref()) {
             return Some(q);
         }
         self.tools
@@ -946,26 +950,104 @@ pub enum GateVerdict {
     },
 }
 
-/// SPEC section 6, steps 2 to 6: the gate's decision.
-pub fn decide(policy: &Policy, call: &GateCall<'_>, grants: &[GrantRule]) -> GateVerdict {
+/// The gate's decision, complete: the verdict and what in the policy made
+/// it, so that nobody consults the policy again for the same call.
+#[derive(Debug, Clone)]
+pub struct GateDecision<'p> {
+    /// What was decided.
+    pub verdict: GateVerdict,
+    /// The first rule that matched the call, whatever it decides; `None`
+    /// when none did (the policy's default decided).
+    pub rule: Option<&'p Rule>,
+    /// For a call that asks: how many must approve it and who may vote
+    /// ([`Policy::quorum_for`]); `None` for one approver, anyone, and for a
+    /// call decided without a person.
+    pub quorum: Option<&'p QuorumRule>,
+}
+
+impl GateDecision<'_> {
+    /// Why, as signed and audited: a deny's reason, the deciding rule's
+    /// reason for an allow by a rule, an ask rule's reason; empty for a
+    /// grant, and for an allow or an ask by the policy's default.
+    #[must_use]
+    pub fn reason(&self) -> &str {
+        match &self.verdict {
+            GateVerdict::Deny { reason, .. } => reason,
+            GateVerdict::AllowByGrant { .. } => "",
+            GateVerdict::AllowByPolicy { .. } | GateVerdict::Ask { .. } => {
+                self.rule.map_or("", |r| r.reason.as_str())
+            }
+        }
+    }
+
+    /// Whether grants may still decide the call: it asks, and its quorum
+    /// (if any) lets a grant stand in for a person.
+    #[must_use]
+    pub fn grants_may_decide(&self) -> bool {
+        matches!(self.verdict, GateVerdict::Ask { .. })
+            && self.quorum.is_none_or(QuorumRule::grants_may_decide)
+    }
+
+    /// SPEC section 6, step 6, on a decision made without grants: the first
+    /// of `grants` covering the call's shortfall allows it, when grants may
+    /// decide ([`GateDecision::grants_may_decide`]). The policy is not read
+    /// again.
+    #[must_use]
+    pub fn with_grants(mut self, call: &GateCall<'_>, grants: &[GrantRule]) -> Self {
+        if !self.grants_may_decide() {
+            return self;
+        }
+        let GateVerdict::Ask { shortfall, .. } = &self.verdict else {
+            return self;
+        };
+        let facts = GrantMatch {
+            caller: call.caller,
+            conversation_id: call.conversation_id,
+            sandbox_mode: call.sandbox_mode,
+            tool_name: call.tool_name,
+            shortfall,
+            args: call.args,
+        };
+        if let Some(grant) = grants.iter().position(|g| g.covers(&facts)) {
+            let shortfall = shortfall.clone();
+            self.verdict = GateVerdict::AllowByGrant { grant, shortfall };
+            self.quorum = None;
+        }
+        self
+    }
+}
+
+/// SPEC section 6, steps 2 to 6: the gate's decision, with the rule that
+/// matched and the quorum of a call that asks, each found once.
+pub fn decide<'p>(
+    policy: &'p Policy,
+    call: &GateCall<'_>,
+    grants: &[GrantRule],
+) -> GateDecision<'p> {
     let required = policy.required(call.tool_name, call.required_capabilities);
     let missing = shortfall(
         required.iter().map(String::as_str),
         &policy.granted(call.sandbox_mode),
     );
+    let rule = policy.first_matching_rule(call.tool_name, call.args);
+    let decided = |verdict| GateDecision {
+        verdict,
+        rule,
+        quorum: None,
+    };
     let mut asking = None;
-    match policy.first_matching_rule(call.tool_name, call.args) {
+    match rule {
         Some(rule) if rule.decision == RuleDecision::Deny => {
-            return GateVerdict::Deny {
+            return decided(GateVerdict::Deny {
                 reason: rule.reason.clone(),
                 rule_line: rule.line,
-            };
+            });
         }
         Some(rule) if rule.decision == RuleDecision::Allow => {
-            return GateVerdict::AllowByPolicy {
+            return decided(GateVerdict::AllowByPolicy {
                 shortfall: missing,
                 rule_line: Some(rule.line),
-            };
+            });
         }
         Some(rule) => {
             // An ask rule; the built-in ask-everything policy's rule (line
@@ -980,49 +1062,32 @@ pub fn decide(policy: &Policy, call: &GateCall<'_>, grants: &[GrantRule]) -> Gat
         }
         None => match policy.default {
             RuleDecision::Deny => {
-                return GateVerdict::Deny {
+                return decided(GateVerdict::Deny {
                     reason: "no policy rule matches this call, and the policy's default is deny"
                         .into(),
                     rule_line: 0,
-                };
+                });
             }
             RuleDecision::Allow if missing.is_empty() => {
-                return GateVerdict::AllowByPolicy {
+                return decided(GateVerdict::AllowByPolicy {
                     shortfall: missing,
                     rule_line: None,
-                };
+                });
             }
             RuleDecision::Allow | RuleDecision::Ask => {}
         },
     }
-    if policy
-        .quorum_for(call.tool_name, call.args)
-        .is_some_and(|q| !q.grants_may_decide())
-    {
-        // Each such call needs its own votes: no grant stands in for them.
-        return GateVerdict::Ask {
-            shortfall: missing,
-            rule: asking,
-        };
-    }
-    let facts = GrantMatch {
-        caller: call.caller,
-        conversation_id: call.conversation_id,
-        sandbox_mode: call.sandbox_mode,
-        tool_name: call.tool_name,
-        shortfall: &missing,
-        args: call.args,
-    };
-    match grants.iter().position(|g| g.covers(&facts)) {
-        Some(grant) => GateVerdict::AllowByGrant {
-            grant,
-            shortfall: missing,
-        },
-        None => GateVerdict::Ask {
+    // Each call whose quorum needs more than one approval or signed votes
+    // needs its own votes: no grant stands in for them.
+    GateDecision {
+        verdict: GateVerdict::Ask {
             shortfall: missing,
             rule: asking,
         },
+        rule,
+        quorum: policy.quorum_of(rule, call.tool_name),
     }
+    .with_grants(call, grants)
 }
 
 #[cfg(test)]
@@ -1047,7 +1112,7 @@ mod tests {
         let modes = "[sandbox_modes]\n\"full\" = [\"*\"]\n";
         let verdict = |default: &str| {
             let p = Policy::parse(&format!("{default}\n{modes}")).unwrap();
-            decide(&p, &call("Bash", &args, "full", &[]), &[])
+            decide(&p, &call("Bash", &args, "full", &[]), &[]).verdict
         };
         // Without `default`, SPEC step 4: nothing missing, allowed (and warned about).
         assert!(matches!(verdict(""), GateVerdict::AllowByPolicy { .. }));
@@ -1075,7 +1140,7 @@ mod tests {
             let args = json!({"argv": [argv0, "-rf", "/"]});
             assert!(
                 matches!(
-                    decide(&p, &call("shell", &args, "danger-full-access", &[]), &[]),
+                    decide(&p, &call("shell", &args, "danger-full-access", &[]), &[]).verdict,
                     GateVerdict::Deny { .. }
                 ),
                 "{argv0}"
@@ -1084,7 +1149,7 @@ mod tests {
         // A Bash call that no rule matches asks: the example's default.
         let bash = json!({"command": "rm -rf /"});
         assert!(matches!(
-            decide(&p, &call("Bash", &bash, "danger-full-access", &[]), &[]),
+            decide(&p, &call("Bash", &bash, "danger-full-access", &[]), &[]).verdict,
             GateVerdict::Ask { .. }
         ));
     }
@@ -1137,12 +1202,12 @@ mod tests {
         let p = Policy::parse(EXAMPLE_POLICY).unwrap();
         let rm = json!({"argv": ["rm", "-rf", "/"], "cwd": "/"});
         assert!(matches!(
-            decide(&p, &call("shell", &rm, "workspace-write", &[]), &[]),
+            decide(&p, &call("shell", &rm, "workspace-write", &[]), &[]).verdict,
             GateVerdict::Deny { .. }
         ));
         let ls = json!({"argv": ["ls"], "cwd": "/"});
         assert_eq!(
-            decide(&p, &call("shell", &ls, "workspace-write", &[]), &[]),
+            decide(&p, &call("shell", &ls, "workspace-write", &[]), &[]).verdict,
             GateVerdict::Ask {
                 shortfall: BTreeSet::from(["proc-exec".to_owned()]),
                 rule: None,
@@ -1150,14 +1215,14 @@ mod tests {
         );
         // Nothing missing, but no rule matches: the example's default asks.
         assert_eq!(
-            decide(&p, &call("shell", &ls, "danger-full-access", &[]), &[]),
+            decide(&p, &call("shell", &ls, "danger-full-access", &[]), &[]).verdict,
             GateVerdict::Ask {
                 shortfall: BTreeSet::new(),
                 rule: None,
             }
         );
         assert!(matches!(
-            decide(&p, &call("fs.read", &json!({}), "read-only", &[]), &[]),
+            decide(&p, &call("fs.read", &json!({}), "read-only", &[]), &[]).verdict,
             GateVerdict::AllowByPolicy {
                 rule_line: Some(_),
                 ..
@@ -1169,7 +1234,8 @@ mod tests {
     fn an_ask_rule_is_named_with_its_risk() {
         let text = "[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\nreason = \"production\"\nrisk = \"high\"\n\n[[rule]]\ntool = \"lint\"\ndecision = \"ask\"\n";
         let p = Policy::parse(text).unwrap();
-        let GateVerdict::Ask { rule, .. } = decide(&p, &call("deploy", &json!({}), "", &[]), &[])
+        let GateVerdict::Ask { rule, .. } =
+            decide(&p, &call("deploy", &json!({}), "", &[]), &[]).verdict
         else {
             panic!("asks")
         };
@@ -1183,7 +1249,8 @@ mod tests {
                 remind_after_s: None,
             })
         );
-        let GateVerdict::Ask { rule, .. } = decide(&p, &call("lint", &json!({}), "", &[]), &[])
+        let GateVerdict::Ask { rule, .. } =
+            decide(&p, &call("lint", &json!({}), "", &[]), &[]).verdict
         else {
             panic!("asks")
         };
@@ -1198,7 +1265,7 @@ mod tests {
     fn default_policy_asks_even_without_shortfall() {
         let p = Policy::default();
         assert_eq!(
-            decide(&p, &call("anything", &json!({}), "", &[]), &[]),
+            decide(&p, &call("anything", &json!({}), "", &[]), &[]).verdict,
             GateVerdict::Ask {
                 shortfall: BTreeSet::new(),
                 rule: None,
@@ -1223,7 +1290,8 @@ mod tests {
                 &p,
                 &call("shell", &args, "m", &[]),
                 std::slice::from_ref(&grant)
-            ),
+            )
+            .verdict,
             GateVerdict::AllowByGrant { grant: 0, .. }
         ));
         let net = ["net".to_owned()];
@@ -1232,7 +1300,8 @@ mod tests {
                 &p,
                 &call("shell", &args, "m", &net),
                 std::slice::from_ref(&grant)
-            ),
+            )
+            .verdict,
             GateVerdict::Ask { .. }
         ));
     }

@@ -131,6 +131,8 @@ enum Command {
     /// (mcp__lev__approval_prompt): every tool call goes through lev's gate,
     /// and an allow is answered only after its signed approval verified.
     /// Speaks MCP 2025-11-25 (initialize) and 2026-07-28 (server/discover).
+    /// `lev mcp proxy` puts lev between any MCP client and any MCP server,
+    /// every tools/call gated (docs/agents/mcp-proxy.md).
     Mcp(cmd::mcp::Args),
     /// Answer a coding agent's hook event through lev's gate (Claude Code, Codex).
     ///

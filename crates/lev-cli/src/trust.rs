@@ -15,7 +15,12 @@ pub struct TrustArgs {
     /// other key is refused and nothing runs. Without a pin the keys come
     /// from the server lev talks to (GET /v1/keys): whoever answers at --url
     /// could then sign anything.
-    #[arg(long = "key", env = "LEV_TRUSTED_KEYS", value_name = "FILE|KEY")]
+    #[arg(
+        long = "key",
+        env = "LEV_TRUSTED_KEYS",
+        value_name = "FILE|KEY",
+        allow_hyphen_values = true
+    )]
     pub keys: Vec<String>,
 }
 

@@ -24,6 +24,11 @@
 //!   `lev mcp`'s tools, `lev ask`, `lev run`) answers by its deadline against
 //!   a lev that never answers, trickles, or closes mid-answer.
 //! - `demo`: `lev demo`'s agent asks and prints what its model reads.
+//! - `mcp_proxy`: `lev mcp proxy` between the official MCP Python SDK and
+//!   the reference MCP servers from npm: pass-through, gated calls (allowed,
+//!   asked, denied, edited, cancelled), annotations in the policy, the
+//!   server's sampling and roots requests, `--elicit`, a broken upstream,
+//!   Streamable HTTP on either side.
 //! - `health`: `lev health` (the container image's HEALTHCHECK), and a
 //!   client of plain http:// on a system without certificate roots.
 //! - `newcomer`: what a new user runs into: `| head`, usage errors, flags
@@ -72,6 +77,8 @@ mod hidden_json;
 mod inbox;
 #[path = "all/keys.rs"]
 mod keys;
+#[path = "all/mcp_proxy.rs"]
+mod mcp_proxy;
 #[path = "all/newcomer.rs"]
 mod newcomer;
 #[path = "all/operators.rs"]

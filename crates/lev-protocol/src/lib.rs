@@ -18,6 +18,7 @@ pub mod operator;
 pub mod response;
 pub mod text;
 pub mod validate;
+pub mod validate_gate;
 
 pub use envelope::{Envelope, EnvelopeSignature};
 pub use interaction::{

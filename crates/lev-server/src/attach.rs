@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use lev_protocol::{InboundPart, InteractionResponse};
 
+use crate::config::Settings;
 use crate::error::{ApiError, ApiResult};
 use crate::session_auth::SessionInfo;
-use crate::state::Settings;
 
 /// Add the files an answer's `@path` words name to its parts, when the answer
 /// came through a dashboard session and the server has an attach root.

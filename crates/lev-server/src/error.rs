@@ -7,7 +7,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use lev_protocol::api::{ErrorBody, ErrorDetail};
+use lev_protocol::api::{ErrorBody, ErrorDetail, InteractionView};
 use lev_protocol::{StoredResponse, ValidationError, ValidationErrorKind};
 use lev_store::StoreError;
 
@@ -201,3 +201,23 @@ impl IntoResponse for ApiError {
 
 /// Result of a handler.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// 409 `already_answered` carrying the winner.
+pub fn already_answered(view: InteractionView) -> ApiError {
+    match view.response {
+        Some(winner) => ApiError::AlreadyAnswered(Box::new(winner)),
+        None => ApiError::Conflict {
+            code: "already_answered",
+            message: "the interaction was already answered".into(),
+        },
+    }
+}
+
+/// 410 for an expired or cancelled interaction.
+pub fn gone(view: &InteractionView) -> ApiError {
+    ApiError::Gone(format!(
+        "interaction {} is {}; it takes no answer",
+        view.request.id(),
+        view.request.status.as_str()
+    ))
+}

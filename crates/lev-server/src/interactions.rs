@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use lev_approval::policy::QuorumRule;
 use lev_protocol::api::{InteractionView, RespondResult};
 use lev_protocol::validate::validate_response;
 use lev_protocol::{
@@ -27,7 +28,7 @@ use time::OffsetDateTime;
 
 use crate::auth::Principal;
 use crate::blobs::{decode_parts, store_parts};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, already_answered, gone};
 use crate::session_auth::SessionInfo;
 use crate::state::AppState;
 
@@ -63,10 +64,40 @@ pub fn expires_at(
 /// 422 for a timeout too far ahead; 500 without randomness.
 pub fn prepare(
     state: &AppState,
+    request: InteractionRequest,
+    actor: &str,
+    now: OffsetDateTime,
+    request_id: Option<&str>,
+) -> ApiResult<NewInteraction> {
+    let quorum = match &request.kind {
+        InteractionKind::ToolApproval {
+            tool_name,
+            args_json,
+            ..
+        } => {
+            // Validated JSON already; a request that is not (an operator's
+            // escalation) matches no args pattern.
+            let args: Value = serde_json::from_str(args_json).unwrap_or(Value::Null);
+            state.settings().policy.quorum_for(tool_name, &args)
+        }
+        _ => None,
+    };
+    prepare_under(state, request, actor, now, request_id, quorum)
+}
+
+/// [`prepare`], for a tool approval under `quorum`, the policy's
+/// ([`lev_approval::policy::Policy::quorum_for`]) already found (the gate's
+/// decision carries it).
+///
+/// # Errors
+/// As [`prepare`].
+pub fn prepare_under(
+    state: &AppState,
     mut request: InteractionRequest,
     actor: &str,
     now: OffsetDateTime,
     request_id: Option<&str>,
+    quorum: Option<&QuorumRule>,
 ) -> ApiResult<NewInteraction> {
     if request.id.is_none() {
         request.id = Some(
@@ -81,10 +112,7 @@ pub fn prepare(
         ..
     } = &request.kind
     {
-        // Validated JSON already; a request that is not (an operator's
-        // escalation) matches no args pattern.
-        let args: Value = serde_json::from_str(args_json).unwrap_or(Value::Null);
-        let rule = state.settings().policy.quorum_for(tool_name, &args);
+        let rule = quorum;
         request.approvals_needed = Some(rule.map_or(1, |q| q.approvals));
         request.quorum = rule.map(|q| Quorum {
             approvers: q.approvers.clone(),
@@ -334,24 +362,4 @@ pub async fn cancel(state: &AppState, id: &str, actor: &str) -> ApiResult<Intera
         TransitionOutcome::Gone(view) => Err(gone(&view)),
         TransitionOutcome::NotFound => Err(ApiError::NotFound(format!("no interaction {id:?}"))),
     }
-}
-
-/// 409 `already_answered` carrying the winner.
-pub fn already_answered(view: InteractionView) -> ApiError {
-    match view.response {
-        Some(winner) => ApiError::AlreadyAnswered(Box::new(winner)),
-        None => ApiError::Conflict {
-            code: "already_answered",
-            message: "the interaction was already answered".into(),
-        },
-    }
-}
-
-/// 410 for an expired or cancelled interaction.
-pub fn gone(view: &InteractionView) -> ApiError {
-    ApiError::Gone(format!(
-        "interaction {} is {}; it takes no answer",
-        view.request.id(),
-        view.request.status.as_str()
-    ))
 }

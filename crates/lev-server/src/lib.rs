@@ -18,6 +18,8 @@ mod attach;
 mod auth;
 mod blobs;
 mod body;
+mod boot;
+mod config;
 mod dashboard;
 mod error;
 mod expiry;
@@ -38,9 +40,11 @@ mod reminders;
 mod routes;
 mod session_auth;
 mod shutdown;
+mod signing;
 pub mod slack;
 mod state;
 mod store;
+mod tasks;
 mod tls;
 mod tokens;
 mod votes;
@@ -48,7 +52,6 @@ pub mod webhooks;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,12 +59,12 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 pub use auth::{ADMIN_TOKEN_FILE, Principal};
+pub use config::{Config, MAX_LIFETIME, OperatorSettings, Settings};
 pub use error::ApiError;
 pub use http::ConnectionSettings;
 pub use kek::Kek;
 pub use keys::KeyRing;
-pub use operators::OperatorSettings;
-pub use state::{AppState, Settings};
+pub use state::AppState;
 pub use store::migrate as migrate_database;
 pub use tokens::create_in_database as create_token_in_database;
 
@@ -84,106 +87,6 @@ pub fn app(state: AppState) -> Router {
             session_auth::middleware,
         ))
         .layer(axum::Extension(sessions))
-}
-
-/// What `lev serve` was asked for.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Address to listen on (`host:port`; port 0 picks a free one).
-    pub listen: String,
-    /// The data dir: database, keys, attachments, `admin.token`.
-    pub data_dir: PathBuf,
-    /// A postgres:// URL to keep everything in PostgreSQL (several servers
-    /// may share it); `None` for SQLite in the data dir.
-    pub database: Option<String>,
-    /// The key-encryption key's file: signing keys are stored sealed with
-    /// it (required with PostgreSQL; optional with SQLite).
-    pub key_encryption_key: Option<PathBuf>,
-    /// The gate's policy file; `None`: `policy.toml` in the data dir when
-    /// there is one, else [`Settings::policy`] (the built-in ask-everything
-    /// policy unless set).
-    pub policy: Option<PathBuf>,
-    /// How long an ask waits for an operator to connect.
-    pub operator_grace: Duration,
-    /// How long a connected operator has to reply.
-    pub operator_reply_timeout: Duration,
-    /// Limits and lifetimes.
-    pub settings: Settings,
-    /// PEM certificate chain and key, to serve HTTPS.
-    pub tls: Option<(PathBuf, PathBuf)>,
-    /// Allow plain HTTP beyond loopback.
-    pub insecure_http: bool,
-    /// `--slack-config`: the Slack integration's file.
-    pub slack_config: Option<PathBuf>,
-}
-
-impl Config {
-    /// Defaults for a data dir: loopback port 7420, SQLite, no TLS.
-    pub fn new(data_dir: PathBuf) -> Self {
-        Self {
-            listen: "127.0.0.1:7420".into(),
-            data_dir,
-            database: None,
-            key_encryption_key: None,
-            policy: None,
-            operator_grace: Duration::from_secs(30),
-            operator_reply_timeout: Duration::from_secs(120),
-            settings: Settings::default(),
-            tls: None,
-            insecure_http: false,
-            slack_config: None,
-        }
-    }
-}
-
-/// Longest approval lifetime and operator wait (SPEC section 9).
-pub const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
-
-/// The flags' values, checked together before anything is created.
-fn check_config(config: &Config) -> Result<(), String> {
-    let ttl = config.settings.approval_ttl;
-    if ttl < Duration::from_secs(1) || ttl > MAX_LIFETIME {
-        return Err(format!(
-            "--approval-ttl: expected 1 to {} seconds (7 days), found {}",
-            MAX_LIFETIME.as_secs(),
-            ttl.as_secs()
-        ));
-    }
-    for (flag, d) in [
-        ("--operator-grace", config.operator_grace),
-        ("--operator-reply-timeout", config.operator_reply_timeout),
-    ] {
-        if d > MAX_LIFETIME {
-            return Err(format!(
-                "{flag}: expected at most {} seconds (7 days), found {}",
-                MAX_LIFETIME.as_secs(),
-                d.as_secs()
-            ));
-        }
-    }
-    if let Some(url) = &config.settings.public_url {
-        check_public_url(url)?;
-    }
-    Ok(())
-}
-
-/// `--public-url`: an origin, `http(s)://host[:port]`, nothing after it.
-fn check_public_url(url: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| format!("--public-url: expected http:// or https://, found {url:?}"))?;
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    if rest.is_empty()
-        || !rest
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'))
-    {
-        return Err(format!(
-            "--public-url: expected an origin such as https://lev.example.com (no path), found {url:?}"
-        ));
-    }
-    Ok(())
 }
 
 /// Why the server could not start or stopped badly.
@@ -228,6 +131,172 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// The flags checked together, and the key-encryption key read.
+fn check_flags(config: &Config) -> Result<Option<Arc<kek::Kek>>, ServeError> {
+    config::check_config(config).map_err(ServeError::Config)?;
+    if let Some(url) = &config.database {
+        store::check_url(url).map_err(ServeError::Config)?;
+        // A dump of a shared database alone must not be able to sign.
+        if config.key_encryption_key.is_none() {
+            return Err(ServeError::Config(
+                "--database: signing keys kept in PostgreSQL are sealed with a \
+                 key-encryption key: give every server the same \
+                 --key-encryption-key-file\nhint: lev keys kek --out FILE makes one"
+                    .into(),
+            ));
+        }
+    }
+    config
+        .key_encryption_key
+        .as_deref()
+        .map(kek::Kek::from_file)
+        .transpose()
+        .map(|k| k.map(Arc::new))
+        .map_err(ServeError::Config)
+}
+
+/// `--listen`'s addresses, and whether they are all loopback (beyond it,
+/// TLS or `--insecure-http`).
+async fn listen_addrs(config: &Config) -> Result<(Vec<SocketAddr>, bool), ServeError> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(config.listen.as_str())
+        .await
+        .map_err(|e| {
+            ServeError::Config(format!(
+                "--listen: expected host:port, found {:?}: {e}",
+                config.listen
+            ))
+        })?
+        .collect();
+    let loopback = !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback());
+    if !loopback && config.tls.is_none() && !config.insecure_http {
+        return Err(ServeError::Config(format!(
+            "--listen {}: listening beyond loopback needs --tls-cert and --tls-key\nhint: \
+             --insecure-http allows it without TLS, if you must",
+            config.listen
+        )));
+    }
+    Ok((addrs, loopback))
+}
+
+/// The policy in force (with where it came from) and the Slack
+/// integration's file, read and checked; the policy's warnings logged.
+#[allow(clippy::type_complexity)]
+fn read_files(
+    config: &Config,
+) -> Result<
+    (
+        Option<(lev_approval::policy::Policy, String)>,
+        Option<Arc<slack::SlackConfig>>,
+    ),
+    ServeError,
+> {
+    let policy = gate::load_policy(config.policy.as_deref(), &config.data_dir)
+        .map_err(ServeError::Config)?;
+    let slack = config
+        .slack_config
+        .as_deref()
+        .map(|path| slack::SlackConfig::from_file(path).map_err(|e| format!("--slack-config: {e}")))
+        .transpose()
+        .map_err(ServeError::Config)?
+        .map(Arc::new);
+    if let Some((policy, source)) = &policy {
+        for warning in policy.warnings() {
+            log::info(&format!("policy {source}: warning: {warning}"));
+        }
+    }
+    Ok((policy, slack))
+}
+
+/// The data dir, made when missing, kept to its owner (0700).
+fn make_data_dir(dir: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(())
+}
+
+/// What the data dir (or the database) holds, opened.
+struct Opened {
+    store: Arc<dyn lev_store::Store>,
+    secret_keys: Vec<Arc<kek::Kek>>,
+    keys: KeyRing,
+    admin_token: Option<String>,
+}
+
+/// The store, the keys sealing webhook secrets, the signing keys and the
+/// admin token (made on first start). A database that cannot be opened is
+/// a flag's fault when it is a URL (the message names its host), the data
+/// dir's otherwise.
+async fn open_data(config: &Config, kek: Option<Arc<kek::Kek>>) -> Result<Opened, ServeError> {
+    let data_err = |message: String| ServeError::DataDir {
+        path: config.data_dir.display().to_string(),
+        message,
+    };
+    let store = store::open(config.database.as_deref(), &config.data_dir)
+        .await
+        .map_err(|message| match config.database {
+            Some(_) => ServeError::Config(message),
+            None => data_err(message),
+        })?;
+    let secret_keys = webhooks::secret_keys(
+        kek.clone(),
+        config
+            .database
+            .is_none()
+            .then_some(config.data_dir.as_path()),
+    )
+    .map_err(data_err)?;
+    let keys = keys::load_or_create(Arc::clone(&store), kek)
+        .await
+        .map_err(|e| match config.database {
+            Some(_) => ServeError::Config(format!("--database: {e}")),
+            None => data_err(e.to_string()),
+        })?;
+    let admin_token = auth::ensure_admin_token(store.as_ref(), &config.data_dir)
+        .await
+        .map_err(|e| data_err(e.to_string()))?;
+    Ok(Opened {
+        store,
+        secret_keys,
+        keys,
+        admin_token,
+    })
+}
+
+/// The running server's settings: the flags', with the policy, the Slack
+/// integration (its API URL checked against where outbound calls may go),
+/// the webhook secrets' keys and the listener's own address.
+fn settings_for(
+    config: &Config,
+    local_addr: SocketAddr,
+    policy: Option<(lev_approval::policy::Policy, String)>,
+    slack: Option<Arc<slack::SlackConfig>>,
+    secret_keys: Vec<Arc<kek::Kek>>,
+) -> Result<Settings, ServeError> {
+    let mut settings = config.settings.clone();
+    settings.operators.grace = config.operator_grace;
+    settings.operators.reply_timeout = config.operator_reply_timeout;
+    if let Some((policy, source)) = policy {
+        settings.policy = Arc::new(policy);
+        settings.policy_source = source;
+    }
+    settings.secure_cookies |= config.tls.is_some();
+    settings.webhooks.own_addr = Some(local_addr);
+    if let Some(slack) = &slack {
+        settings
+            .webhooks
+            .outbound_policy()
+            .check_url(&slack.api_url)
+            .map_err(|e| ServeError::Config(format!("--slack-config: api_url: {e}")))?;
+    }
+    settings.webhooks.secret_keys = secret_keys;
+    settings.slack = slack;
+    Ok(settings)
+}
+
 impl Server {
     /// Open the data dir (database, signing key, admin token on first start)
     /// and bind the socket.
@@ -236,99 +305,19 @@ impl Server {
     /// A bad flag, an unusable data dir, or a socket that cannot be bound.
     pub async fn bind(config: Config) -> Result<Self, ServeError> {
         // Everything that can be checked is checked before any state is made.
-        check_config(&config).map_err(ServeError::Config)?;
-        if let Some(url) = &config.database {
-            store::check_url(url).map_err(ServeError::Config)?;
-            // A dump of a shared database alone must not be able to sign.
-            if config.key_encryption_key.is_none() {
-                return Err(ServeError::Config(
-                    "--database: signing keys kept in PostgreSQL are sealed with a \
-                     key-encryption key: give every server the same \
-                     --key-encryption-key-file\nhint: lev keys kek --out FILE makes one"
-                        .into(),
-                ));
-            }
-        }
-        let kek = config
-            .key_encryption_key
-            .as_deref()
-            .map(kek::Kek::from_file)
-            .transpose()
-            .map(|k| k.map(Arc::new))
-            .map_err(ServeError::Config)?;
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(config.listen.as_str())
-            .await
-            .map_err(|e| {
-                ServeError::Config(format!(
-                    "--listen: expected host:port, found {:?}: {e}",
-                    config.listen
-                ))
-            })?
-            .collect();
-        let loopback = !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback());
-        if !loopback && config.tls.is_none() && !config.insecure_http {
-            return Err(ServeError::Config(format!(
-                "--listen {}: listening beyond loopback needs --tls-cert and --tls-key\nhint: \
-                 --insecure-http allows it without TLS, if you must",
-                config.listen
-            )));
-        }
-        let policy = gate::load_policy(config.policy.as_deref(), &config.data_dir)
-            .map_err(ServeError::Config)?;
-        let slack = config
-            .slack_config
-            .as_deref()
-            .map(|path| {
-                slack::SlackConfig::from_file(path).map_err(|e| format!("--slack-config: {e}"))
-            })
-            .transpose()
-            .map_err(ServeError::Config)?
-            .map(Arc::new);
-        if let Some((policy, source)) = &policy {
-            for warning in policy.warnings() {
-                log::info(&format!("policy {source}: warning: {warning}"));
-            }
-        }
+        let kek = check_flags(&config)?;
+        let (addrs, loopback) = listen_addrs(&config).await?;
+        let (policy, slack) = read_files(&config)?;
         let data_err = |message: String| ServeError::DataDir {
             path: config.data_dir.display().to_string(),
             message,
         };
-        std::fs::create_dir_all(&config.data_dir).map_err(|e| data_err(e.to_string()))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let _ =
-                std::fs::set_permissions(&config.data_dir, std::fs::Permissions::from_mode(0o700));
-        }
+        make_data_dir(&config.data_dir).map_err(data_err)?;
         let acceptor = match &config.tls {
             Some((cert, key)) => Some(tls::acceptor(cert, key).map_err(ServeError::Config)?),
             None => None,
         };
-        // A database that cannot be opened is a flag's fault when it is a
-        // URL (the message names its host), the data dir's otherwise.
-        let store = store::open(config.database.as_deref(), &config.data_dir)
-            .await
-            .map_err(|message| match config.database {
-                Some(_) => ServeError::Config(message),
-                None => data_err(message),
-            })?;
-        let secret_keys = webhooks::secret_keys(
-            kek.clone(),
-            config
-                .database
-                .is_none()
-                .then_some(config.data_dir.as_path()),
-        )
-        .map_err(data_err)?;
-        let keys = keys::load_or_create(Arc::clone(&store), kek)
-            .await
-            .map_err(|e| match config.database {
-                Some(_) => ServeError::Config(format!("--database: {e}")),
-                None => data_err(e.to_string()),
-            })?;
-        let admin_token = auth::ensure_admin_token(store.as_ref(), &config.data_dir)
-            .await
-            .map_err(|e| data_err(e.to_string()))?;
+        let opened = open_data(&config, kek).await?;
         let tcp = TcpListener::bind(addrs.as_slice())
             .await
             .map_err(|source| ServeError::Listen {
@@ -347,38 +336,16 @@ impl Server {
                  Use --tls-cert and --tls-key",
             );
         }
-        let mut settings = config.settings.clone();
-        settings.operators.grace = config.operator_grace;
-        settings.operators.reply_timeout = config.operator_reply_timeout;
-        if let Some((policy, source)) = policy {
-            settings.policy = Arc::new(policy);
-            settings.policy_source = source;
-        }
-        settings.secure_cookies |= config.tls.is_some();
-        settings.webhooks.own_addr = Some(local_addr);
-        if let Some(slack) = &slack {
-            settings
-                .webhooks
-                .outbound_policy()
-                .check_url(&slack.api_url)
-                .map_err(|e| ServeError::Config(format!("--slack-config: api_url: {e}")))?;
-        }
-        settings.webhooks.secret_keys = secret_keys;
-        settings.slack = slack;
-        let triage_events = store.subscribe();
-        let state = AppState::start(store, keys, settings);
-        slack::deliver::register(&state)
+        let settings = settings_for(&config, local_addr, policy, slack, opened.secret_keys)?;
+        let state = boot::start(opened.store, opened.keys, settings)
             .await
-            .map_err(|e| data_err(format!("the Slack endpoint: {e}")))?;
-        // Interactions routed to an operator first are triaged as their
-        // creation commits, whoever created them.
-        state.spawn(operators::triage::follow(state.clone(), triage_events));
+            .map_err(data_err)?;
         Ok(Self {
             tcp,
             tls: acceptor,
             local_addr,
             state,
-            admin_token,
+            admin_token: opened.admin_token,
             scheme,
         })
     }

@@ -317,7 +317,7 @@ pub async fn middleware(
 /// 403 `origin`.
 pub fn check_origin(
     headers: &HeaderMap,
-    settings: &crate::state::Settings,
+    settings: &crate::config::Settings,
 ) -> Result<(), ApiError> {
     let refuse = |why: String| ApiError::Forbidden {
         code: "origin",
@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn origins_of_the_server_itself_pass_others_do_not() {
-        let settings = crate::state::Settings::default();
+        let settings = crate::config::Settings::default();
         let check = |host: &str, origin: Option<&str>, upgrade: bool| {
             let mut h = HeaderMap::new();
             h.insert(HOST, HeaderValue::from_str(host).unwrap());
@@ -516,9 +516,9 @@ mod tests {
             Some("http://lev.example:7420"),
             false
         ));
-        let public = crate::state::Settings {
+        let public = crate::config::Settings {
             public_url: Some("https://lev.example".into()),
-            ..crate::state::Settings::default()
+            ..crate::config::Settings::default()
         };
         let mut h = HeaderMap::new();
         h.insert(HOST, HeaderValue::from_static("10.0.0.5:7420"));

@@ -4,68 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lev_protocol::Limits;
 use lev_store::Store;
 use tokio::sync::watch;
 use tokio_util::task::{TaskTracker, task_tracker::TaskTrackerToken};
 
+use crate::config::Settings;
 use crate::expiry::Expiry;
 use crate::hub::Hub;
 use crate::keys::KeyRing;
 use crate::metrics::Metrics;
-
-/// Settings handlers need.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Lifetime of a signed approval (`--approval-ttl`).
-    pub approval_ttl: Duration,
-    /// Most pending interactions per session (429 past it).
-    pub max_pending_per_session: u64,
-    /// Size limits of requests.
-    pub limits: Limits,
-    /// Largest part of an answer, decoded.
-    pub max_part_bytes: usize,
-    /// `--attach-root`: `@path` in a dashboard reply attaches that file from
-    /// below this directory (off when `None`).
-    pub attach_root: Option<std::path::PathBuf>,
-    /// Mark the dashboard's session cookie `Secure` (set when serving TLS).
-    pub secure_cookies: bool,
-    /// `--public-url`: the dashboard's origin as people's browsers see it
-    /// (behind a proxy), e.g. `https://lev.example.com`.
-    pub public_url: Option<String>,
-    /// How operators are waited for (`--operator-grace`, ...).
-    pub operators: crate::operators::OperatorSettings,
-    /// The gate's policy (`--policy`); without a file, every call asks.
-    pub policy: Arc<lev_approval::policy::Policy>,
-    /// Where the policy came from, for the audit log: its path, or `built-in`.
-    pub policy_source: String,
-    /// Webhook retries, and the listener a webhook may not point at.
-    pub webhooks: crate::webhooks::WebhookSettings,
-    /// `--slack-config`: post interactions to Slack and take its clicks.
-    pub slack: Option<Arc<crate::slack::SlackConfig>>,
-    /// Connection caps and timeouts (`--max-connections`, ...).
-    pub connections: crate::http::ConnectionSettings,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            approval_ttl: Duration::from_secs(600),
-            max_pending_per_session: 10_000,
-            limits: Limits::default(),
-            max_part_bytes: 10 * 1024 * 1024,
-            attach_root: None,
-            secure_cookies: false,
-            public_url: None,
-            operators: crate::operators::OperatorSettings::default(),
-            policy: Arc::new(lev_approval::policy::Policy::default()),
-            policy_source: "built-in".into(),
-            webhooks: crate::webhooks::WebhookSettings::default(),
-            slack: None,
-            connections: crate::http::ConnectionSettings::default(),
-        }
-    }
-}
 
 /// The state shared by every handler. Cheap to clone.
 #[derive(Clone)]
@@ -77,7 +24,7 @@ struct Inner {
     store: Arc<dyn Store>,
     keys: KeyRing,
     hub: Arc<Hub>,
-    operators: Arc<crate::operators::OperatorHub>,
+    operators: Arc<crate::operators::hub::OperatorHub>,
     expiry: Arc<Expiry>,
     metrics: Metrics,
     settings: Settings,
@@ -105,13 +52,14 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    /// The state, with its waiter hub and expiry task started on the current
-    /// tokio runtime.
+    /// The state, with its waiter hub, expiry task and operators' follower
+    /// started on the current tokio runtime (the tasks of the floors above
+    /// are started by `boot`).
     pub fn start(store: Arc<dyn Store>, keys: KeyRing, settings: Settings) -> Self {
         let (shutdown_tx, shutdown) = watch::channel(false);
         let hub = Arc::new(Hub::default());
         let tasks = TaskTracker::new();
-        let operators = Arc::new(crate::operators::OperatorHub::new(
+        let operators = Arc::new(crate::operators::hub::OperatorHub::new(
             settings.operators.clone(),
             Arc::clone(&store),
             tasks.clone(),
@@ -123,7 +71,7 @@ impl AppState {
         // Without randomness the id is still this process's own.
         let replica_id = crate::ids::new_id("rp_", time::OffsetDateTime::now_utc())
             .unwrap_or_else(|_| format!("rp_pid{}", std::process::id()));
-        let state = Self(Arc::new(Inner {
+        Self(Arc::new(Inner {
             replica_id,
             store,
             keys,
@@ -137,10 +85,7 @@ impl AppState {
             webhooks: Arc::new(tokio::sync::Notify::new()),
             outbound: std::sync::OnceLock::new(),
             tasks,
-        }));
-        state.spawn(crate::webhooks::dispatch::run(state.clone()));
-        state.spawn(crate::reminders::run(state.clone()));
-        state
+        }))
     }
 
     /// Run `task` on the runtime as one of the server's own: a server that
@@ -195,7 +140,7 @@ impl AppState {
     }
 
     /// The operators' hub.
-    pub fn operators(&self) -> &Arc<crate::operators::OperatorHub> {
+    pub fn operators(&self) -> &Arc<crate::operators::hub::OperatorHub> {
         &self.0.operators
     }
 
@@ -228,7 +173,7 @@ impl AppState {
             return Ok(c);
         }
         let client =
-            crate::webhooks::dispatch::http_client(self.settings().webhooks.outbound_policy())?;
+            crate::outbound::client::http_client(self.settings().webhooks.outbound_policy())?;
         Ok(self.0.outbound.get_or_init(|| client))
     }
 

@@ -29,6 +29,8 @@ mod connections;
 mod dashboard;
 #[path = "all/events.rs"]
 mod events;
+#[path = "all/floors.rs"]
+mod floors;
 #[path = "all/full_disk.rs"]
 mod full_disk;
 #[path = "all/gate.rs"]

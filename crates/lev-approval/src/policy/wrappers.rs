@@ -426,6 +426,7 @@ mod tests {
             },
             &[],
         )
+        .verdict
     }
 
     const MODES: &str = "[sandbox_modes]\n\"danger-full-access\" = [\"*\"]\n";

@@ -150,7 +150,7 @@ proptest! {
             args: &args,
             required_capabilities: &required,
         };
-        let is_deny = matches!(decide(&policy, &call, &[grant]), GateVerdict::Deny { .. });
+        let is_deny = matches!(decide(&policy, &call, &[grant]).verdict, GateVerdict::Deny { .. });
         prop_assert!(is_deny);
     }
 
@@ -182,8 +182,8 @@ proptest! {
             covered_capabilities: covered.clone(),
             args: None,
         };
-        let without = decide(&policy, &call, &[]);
-        let with = decide(&policy, &call, std::slice::from_ref(&grant));
+        let without = decide(&policy, &call, &[]).verdict;
+        let with = decide(&policy, &call, std::slice::from_ref(&grant)).verdict;
         match (&without, &with) {
             (GateVerdict::Ask { shortfall, .. }, GateVerdict::AllowByGrant { grant: 0, shortfall: s }) => {
                 prop_assert_eq!(shortfall, s);

@@ -15,7 +15,11 @@ use crate::mcp;
 with lev-mcp.json:\n  {\"mcpServers\": {\"lev\": {\"command\": \"lev\", \"args\": [\"mcp\"],\n    \"env\": {\"LEV_URL\": \"http://127.0.0.1:7420\", \"LEV_TOKEN\": \"<a worker token>\"}}}}\n\
 See docs/agents/claude-code.md and docs/agents/mcp-clients.md."
 )]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// `lev mcp proxy`; without one, `lev mcp` itself.
+    #[command(subcommand)]
+    command: Option<Sub>,
     /// The session its questions and gate calls belong to [default: mcp- and
     /// the parent process id: one agent process, one session].
     #[arg(long, value_name = "SESSION")]
@@ -44,8 +48,24 @@ pub struct Args {
     client: ClientArgs,
 }
 
+/// What `lev mcp` also runs.
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Put lev between any MCP client and any MCP server: every tools/call gated.
+    ///
+    /// The client is pointed at `lev mcp proxy --name NAME -- SERVER ARGS`
+    /// (or --upstream-url for a Streamable HTTP server); each tools/call goes
+    /// through lev's gate as tool mcp__NAME__TOOL and reaches the server only
+    /// after a decision that verified, with the approved (perhaps edited)
+    /// arguments. Everything else passes through unchanged.
+    Proxy(Box<super::mcp_proxy::Args>),
+}
+
 /// Run `lev mcp` until the client closes stdin.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(Sub::Proxy(proxy)) = args.command {
+        return super::mcp_proxy::run(*proxy);
+    }
     let client = args.client.client()?;
     let pinned = args.trust.pinned()?;
     let session = args

@@ -12,6 +12,7 @@ pub mod key;
 pub mod keys;
 pub mod ls;
 pub mod mcp;
+pub mod mcp_proxy;
 pub mod migrate;
 pub mod policy;
 pub mod respond;

@@ -21,8 +21,8 @@ pub struct Args {
     #[arg(value_name = "ENVELOPE")]
     envelope: String,
     /// The trusted key(s): a JWKS (or JWK) file, or one public key in base64url.
-    /// May be given more than once.
-    #[arg(long, value_name = "KEY", required = true)]
+    /// May be given more than once. A key may start with `-` (base64url).
+    #[arg(long, value_name = "KEY", required = true, allow_hyphen_values = true)]
     key: Vec<String>,
     /// The tool-call id of the call about to run.
     #[arg(long, value_name = "R")]

@@ -21,6 +21,7 @@
 
 pub mod args;
 pub mod opening;
+pub mod proxy;
 pub mod tools;
 
 use std::borrow::Cow;

@@ -94,7 +94,30 @@ fn a_generated_key_signs_what_lev_verify_accepts() {
     assert_eq!(run.code, 0, "{run:?}");
     let (_, x) = printed(&run);
     let key = SigningKeyPair::from_private_jwk(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    verify_with_printed_and_file_key(&dir, &key, &x, &out);
+}
 
+/// One public key in 64 starts with `-` in base64url: `lev verify --key`
+/// takes it as the value it is, not as a flag (it failed as "unexpected
+/// argument '-X'" once in 64 runs of the test above).
+#[test]
+fn a_key_that_starts_with_a_hyphen_is_taken_as_a_key() {
+    let dir = Scratch::new("keys-hyphen");
+    let key = (0u8..=255)
+        .map(|i| SigningKeyPair::from_seed(&[i; 32]))
+        .find(|k| k.public_base64url().starts_with('-'))
+        .expect("one seed in 256 gives a key starting with -");
+    let x = key.public_base64url();
+    let out = dir.write("signing.jwk", key.to_private_jwk().into_bytes());
+    verify_with_printed_and_file_key(&dir, &key, &x, &out);
+}
+
+fn verify_with_printed_and_file_key(
+    dir: &Scratch,
+    key: &SigningKeyPair,
+    x: &str,
+    out: &std::path::Path,
+) {
     let now = time::OffsetDateTime::now_utc();
     let payload = ApprovalPayload {
         v: 1,
@@ -119,7 +142,7 @@ fn a_generated_key_signs_what_lev_verify_accepts() {
     };
     let envelope = dir.write(
         "envelope.json",
-        serde_json::to_vec(&sign_payload(&payload, &key).unwrap()).unwrap(),
+        serde_json::to_vec(&sign_payload(&payload, key).unwrap()).unwrap(),
     );
     let common = |key_arg: &str| {
         lev([
@@ -136,10 +159,10 @@ fn a_generated_key_signs_what_lev_verify_accepts() {
         ])
     };
     // The printed public key, and the key file itself (its public half).
-    for key_arg in [x.as_str(), out.to_str().unwrap()] {
+    for key_arg in [x, out.to_str().unwrap()] {
         let run = common(key_arg);
         assert_eq!(run.code, 0, "{key_arg}: {run:?}");
-        assert_eq!(run.json()["signer_public_key"], x.as_str());
+        assert_eq!(run.json()["signer_public_key"], x);
     }
 }
 

@@ -29,8 +29,8 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use super::OperatorSettings;
 use super::outbox::{Closing, Outbox, OutboxReader};
+use crate::config::OperatorSettings;
 use crate::error::ApiError;
 
 /// How often the hub looks again without a signal.

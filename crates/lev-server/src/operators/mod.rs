@@ -21,34 +21,12 @@ pub mod ws;
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 pub use hub::OperatorHub;
-
-/// How operators are waited for.
-#[derive(Debug, Clone)]
-pub struct OperatorSettings {
-    /// How long a session may be without an operator before what waits for
-    /// one goes to people (`--operator-grace`).
-    pub grace: Duration,
-    /// How long a connected operator has to reply to an ask or a hook before
-    /// it goes to people (`--operator-reply-timeout`).
-    pub reply_timeout: Duration,
-    /// How often the server pings an operator.
-    pub ping_interval: Duration,
-    /// No frame from an operator (a pong included) for this long ends its
-    /// connection.
-    pub dead_peer_timeout: Duration,
-}
-
-impl Default for OperatorSettings {
-    fn default() -> Self {
-        Self {
-            grace: Duration::from_secs(30),
-            reply_timeout: Duration::from_secs(120),
-            ping_interval: Duration::from_secs(15),
-            dead_peer_timeout: Duration::from_secs(45),
-        }
-    }
-}
+use hub::{Ticket, Waited};
 
 /// Whole seconds, for messages.
 pub(crate) fn secs(d: Duration) -> String {
@@ -57,5 +35,56 @@ pub(crate) fn secs(d: Duration) -> String {
         format!("{} s", d.as_secs())
     } else {
         format!("{s:.1} s")
+    }
+}
+
+/// When a worker's call to its session's operator (an ask, a spawn) stops
+/// waiting: after its `timeout_s`, else `default` seconds, at most
+/// [`MAX_TIMEOUT_S`].
+pub(crate) fn deadline(timeout_s: Option<u64>, default: u64) -> Instant {
+    Instant::now() + Duration::from_secs(timeout_s.unwrap_or(default).min(MAX_TIMEOUT_S))
+}
+
+/// The longest `timeout_s` an ask or a spawn takes; longer is clamped.
+pub(crate) const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+
+/// Wait on a ticket, or 503 when the server begins to shut down.
+pub(crate) async fn wait(
+    state: &AppState,
+    ticket: &mut Ticket,
+    deadline: Instant,
+) -> ApiResult<Waited> {
+    let mut shutdown = state.shutdown_signal();
+    tokio::select! {
+        waited = ticket.wait(deadline) => Ok(waited),
+        () = crate::shutdown::stopped(&mut shutdown) => Err(ApiError::ShuttingDown),
+    }
+}
+
+/// 504 for `what` past its `timeout_s`.
+pub(crate) fn timed_out(what: &str, timeout_s: Option<u64>, default: u64) -> ApiError {
+    ApiError::Timeout(format!(
+        "{what} got no answer within timeout_s ({} s)",
+        timeout_s.unwrap_or(default).min(MAX_TIMEOUT_S)
+    ))
+}
+
+/// Why a message goes to people instead, or `None` when it should not.
+pub(crate) fn escalation_reason(
+    state: &AppState,
+    session_id: &str,
+    waited: &Waited,
+) -> Option<String> {
+    let settings = state.operators().settings();
+    match waited {
+        Waited::NoOperator => Some(format!(
+            "no operator was connected to session {session_id} for {}",
+            secs(settings.grace)
+        )),
+        Waited::ReplyTimeout => Some(format!(
+            "the operator of session {session_id} did not answer within {}",
+            secs(settings.reply_timeout)
+        )),
+        _ => None,
     }
 }

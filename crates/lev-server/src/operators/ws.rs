@@ -23,6 +23,7 @@ use lev_protocol::api::Role;
 use lev_protocol::{ClientMsg, ServerMsg};
 use serde_json::{Value, json};
 
+use super::hub::OperatorHub;
 use super::outbox::{Closing, NOT_READING, Next, Outbox, OutboxReader};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
@@ -153,38 +154,10 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
     let hub = std::sync::Arc::clone(state.operators());
     let settings = hub.settings().clone();
     let write_timeout = state.settings().connections.write_timeout;
-    let (conn_id, outbox, queue, replaced) = match hub.connect(&session_id, &name).await {
-        Ok(connected) => connected,
-        Err(e) => {
-            crate::log::error(&format!("operator of {session_id}: cannot connect: {e}"));
-            let mut socket = socket;
-            let _ = socket
-                .send(Message::Close(Some(CloseFrame {
-                    code: 1011,
-                    reason: "the server cannot reach its database; reconnect shortly".into(),
-                })))
-                .await;
-            return;
-        }
+    let Some((conn_id, outbox, queue)) = connect(&state, &session_id, &name).await else {
+        close_unreachable(socket).await;
+        return;
     };
-    if let Some(previous) = replaced {
-        let _ = state
-            .store()
-            .append_audit(lev_store::AuditRecord {
-                action: "operator.replaced".into(),
-                actor: name.clone(),
-                data: json!({"session_id": session_id, "replaced": previous, "by": name}),
-            })
-            .await;
-    }
-    let _ = state
-        .store()
-        .append_event(
-            "operator.connected",
-            json!({"session_id": session_id, "operator": name}),
-            Some(&name),
-        )
-        .await;
     let (sink, mut stream) = socket.split();
     let mut writer = tokio::spawn(write(
         sink,
@@ -236,70 +209,21 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
         if outbox.closing().is_some() {
             continue;
         }
-        match message {
-            Message::Text(text) => match parse(text.as_str()) {
-                Ok(msg) => {
-                    let req_id = msg.req_id().to_owned();
-                    match hub.resolve(&session_id, msg, &name).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(refusal)) => {
-                            answer(
-                                &outbox,
-                                error_frame(Some(req_id), refusal.code, refusal.message),
-                                &mut shutdown,
-                            )
-                            .await;
-                        }
-                        Err(e) => {
-                            answer(
-                                &outbox,
-                                error_frame(
-                                    Some(req_id),
-                                    "store_unavailable",
-                                    format!("the reply was not recorded, send it again: {e}"),
-                                ),
-                                &mut shutdown,
-                            )
-                            .await;
-                        }
-                    }
-                }
-                Err(frame) => answer(&outbox, frame, &mut shutdown).await,
-            },
-            Message::Binary(_) => {
-                let frame = error_frame(
-                    None,
-                    "malformed",
-                    "expected text frames, each one JSON message".into(),
-                );
-                answer(&outbox, frame, &mut shutdown).await;
-            }
-            Message::Close(_) => {
-                peer_gone = true;
-                break;
-            }
-            Message::Ping(_) | Message::Pong(_) => {}
+        let peer = Peer {
+            hub: &hub,
+            session_id: &session_id,
+            name: &name,
+            outbox: &outbox,
+        };
+        if !peer.take(message, &mut shutdown).await {
+            peer_gone = true;
+            break;
         }
     }
     // Let the writer send its close frame, briefly.
     let closing = match ended {
         Some(closing) => closing,
-        None => {
-            if outbox.closing().is_none() {
-                // The peer closed or failed: nothing more to say to it.
-                outbox.close(Closing {
-                    code: 1000,
-                    reason: "",
-                });
-            }
-            match tokio::time::timeout(CLOSE_GRACE + CLOSE_GRACE, &mut writer).await {
-                Ok(done) => done.unwrap_or(None),
-                Err(_) => {
-                    writer.abort();
-                    outbox.closing()
-                }
-            }
-        }
+        None => close_writer(&outbox, &mut writer).await,
     };
     if closing == Some(NOT_READING) && !audited {
         audit_dropped(&state, &session_id, &name, &outbox).await;
@@ -315,19 +239,143 @@ async fn serve(state: AppState, session_id: String, name: String, socket: WebSoc
             .await;
     }
     if !peer_gone {
-        // Closing a socket whose peer's bytes are still unread resets it,
-        // and the reset throws away what the peer had not read yet: the
-        // close frame too. So what the peer still sends is read and
-        // dropped, until its close, its end, or a few seconds.
-        let _ = tokio::time::timeout(CLOSE_GRACE, async {
-            while let Some(Ok(message)) = stream.next().await {
-                if matches!(message, Message::Close(_)) {
-                    break;
-                }
-            }
-        })
-        .await;
+        drain(&mut stream).await;
     }
+}
+
+/// Register the connection with the hub (audited when it replaces another
+/// operator's, announced as `operator.connected`); `None` when the store
+/// cannot be reached.
+async fn connect(
+    state: &AppState,
+    session_id: &str,
+    name: &str,
+) -> Option<(String, std::sync::Arc<Outbox>, OutboxReader)> {
+    let hub = state.operators();
+    let (conn_id, outbox, queue, replaced) = match hub.connect(session_id, name).await {
+        Ok(connected) => connected,
+        Err(e) => {
+            crate::log::error(&format!("operator of {session_id}: cannot connect: {e}"));
+            return None;
+        }
+    };
+    if let Some(previous) = replaced {
+        let _ = state
+            .store()
+            .append_audit(lev_store::AuditRecord {
+                action: "operator.replaced".into(),
+                actor: name.to_owned(),
+                data: json!({"session_id": session_id, "replaced": previous, "by": name}),
+            })
+            .await;
+    }
+    let _ = state
+        .store()
+        .append_event(
+            "operator.connected",
+            json!({"session_id": session_id, "operator": name}),
+            Some(name),
+        )
+        .await;
+    Some((conn_id, outbox, queue))
+}
+
+/// Close a connection the hub could not take: the store is unreachable.
+async fn close_unreachable(mut socket: WebSocket) {
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code: 1011,
+            reason: "the server cannot reach its database; reconnect shortly".into(),
+        })))
+        .await;
+}
+
+/// One connected operator, as its frames are taken.
+struct Peer<'a> {
+    hub: &'a OperatorHub,
+    session_id: &'a str,
+    name: &'a str,
+    outbox: &'a Outbox,
+}
+
+impl Peer<'_> {
+    /// Take one frame from the peer: a reply resolved in the hub, anything
+    /// else answered with an error frame. `false` when the peer closed.
+    async fn take(
+        &self,
+        message: Message,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> bool {
+        match message {
+            Message::Text(text) => match parse(text.as_str()) {
+                Ok(msg) => self.resolve(msg, shutdown).await,
+                Err(frame) => answer(self.outbox, frame, shutdown).await,
+            },
+            Message::Binary(_) => {
+                let frame = error_frame(
+                    None,
+                    "malformed",
+                    "expected text frames, each one JSON message".into(),
+                );
+                answer(self.outbox, frame, shutdown).await;
+            }
+            Message::Close(_) => return false,
+            Message::Ping(_) | Message::Pong(_) => {}
+        }
+        true
+    }
+
+    /// A reply, resolved in the hub; a refusal or a store that cannot
+    /// record it is answered with an error frame.
+    async fn resolve(&self, msg: ClientMsg, shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+        let req_id = msg.req_id().to_owned();
+        let frame = match self.hub.resolve(self.session_id, msg, self.name).await {
+            Ok(Ok(())) => return,
+            Ok(Err(refusal)) => error_frame(Some(req_id), refusal.code, refusal.message),
+            Err(e) => error_frame(
+                Some(req_id),
+                "store_unavailable",
+                format!("the reply was not recorded, send it again: {e}"),
+            ),
+        };
+        answer(self.outbox, frame, shutdown).await;
+    }
+}
+
+/// The writer told to close (when the peer closed or failed: nothing more
+/// to say to it) and given a little time to; how it ended.
+async fn close_writer(
+    outbox: &Outbox,
+    writer: &mut tokio::task::JoinHandle<Option<Closing>>,
+) -> Option<Closing> {
+    if outbox.closing().is_none() {
+        outbox.close(Closing {
+            code: 1000,
+            reason: "",
+        });
+    }
+    match tokio::time::timeout(CLOSE_GRACE + CLOSE_GRACE, &mut *writer).await {
+        Ok(done) => done.unwrap_or(None),
+        Err(_) => {
+            writer.abort();
+            outbox.closing()
+        }
+    }
+}
+
+/// Closing a socket whose peer's bytes are still unread resets it, and the
+/// reset throws away what the peer had not read yet: the close frame too.
+/// So what the peer still sends is read and dropped, until its close, its
+/// end, or a few seconds.
+async fn drain(stream: &mut futures_util::stream::SplitStream<WebSocket>) {
+    let _ = tokio::time::timeout(CLOSE_GRACE, async {
+        while let Some(Ok(message)) = stream.next().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// Queue an error frame for the peer. Until it fits, the peer's next frame

@@ -1,6 +1,6 @@
 //! Sub-agent tasks: `GET /v1/tasks`, `GET /v1/tasks/{id}`, and
 //! `POST /v1/worker/result`, where a sub-agent posts its result with the token
-//! scoped to its task.
+//! scoped to its task. HTTP glue around the domain module `tasks`.
 
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 use lev_protocol::WorkerResult;
 use lev_protocol::api::ErrorBody;
 use lev_protocol::api::{Page, Role, Task, TaskStatus};
-use lev_store::tasks::{TaskChange, TaskFilter, TaskResult};
+use lev_store::tasks::TaskFilter;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -18,9 +18,7 @@ use crate::auth::{Principal, token_hash};
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-
-/// The most of `output_tail` kept: its last 64 KiB.
-const OUTPUT_TAIL_BYTES: usize = 64 * 1024;
+use crate::tasks;
 
 /// The query of `GET /v1/tasks`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -69,30 +67,14 @@ pub async fn list(
     };
     let limit = crate::extract::page_limit(query.limit, 50, 500)?;
     let before = crate::extract::page_cursor(query.cursor.as_deref())?;
-    // A worker bound to a caller sees only that caller's tasks (SPEC
-    // section 12); one limited to sessions, only those sessions' tasks.
-    let caller = match principal.role {
-        Role::Worker => principal.caller.clone(),
-        _ => None,
+    let filter = TaskFilter {
+        caller: tasks::list_caller(&principal),
+        session_id: query.session_id,
+        status,
+        limit,
+        before,
     };
-    let page = state
-        .store()
-        .list_tasks(TaskFilter {
-            session_id: query.session_id,
-            status,
-            caller,
-            limit,
-            before,
-        })
-        .await?;
-    Ok(Json(Page {
-        items: page
-            .items
-            .into_iter()
-            .filter(|t| may_see(&principal, t))
-            .collect(),
-        next_cursor: page.next_before.map(|n| n.to_string()),
-    }))
+    Ok(Json(tasks::list(&state, &principal, filter).await?))
 }
 
 /// `GET /v1/tasks/{id}` (worker, approver).
@@ -110,24 +92,7 @@ pub async fn get_one(
     PathParam(id): PathParam,
 ) -> ApiResult<Json<Task>> {
     principal.require(&[Role::Worker, Role::Approver])?;
-    let task = state
-        .store()
-        .get_task(&id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
-    check_may_touch(&principal, &task)?;
-    Ok(Json(task))
-}
-
-/// Whether `principal` may see `task`: a worker bound to a caller only its
-/// caller's, a worker limited to sessions only theirs.
-fn may_see(principal: &Principal, task: &Task) -> bool {
-    check_may_touch(principal, task).is_ok()
-}
-
-fn check_may_touch(principal: &Principal, task: &Task) -> ApiResult<()> {
-    principal.check_session(&task.session_id)?;
-    principal.check_owns(task.caller.as_deref())
+    Ok(Json(tasks::get(&state, &principal, &id).await?))
 }
 
 /// Who posts a result: a task's scoped token (for that task only), or a
@@ -170,18 +135,6 @@ impl FromRequestParts<AppState> for ResultPoster {
     }
 }
 
-/// Keep the last `OUTPUT_TAIL_BYTES` of `tail`, cut at a character boundary.
-fn tail_of(mut tail: String) -> String {
-    if tail.len() > OUTPUT_TAIL_BYTES {
-        let mut start = tail.len() - OUTPUT_TAIL_BYTES;
-        while !tail.is_char_boundary(start) {
-            start += 1;
-        }
-        tail.drain(..start);
-    }
-    tail
-}
-
 /// `POST /v1/worker/result` (the task's token, worker, admin): set the task's
 /// `last_result` (`{"value","ok","error"}`) and output tail; 409 once the
 /// task is finished.
@@ -212,40 +165,11 @@ pub async fn post_result(
             principal.require(&[Role::Worker])?;
             lev_protocol::validate::check_id("task_id", &result.task_id)?;
             if let Some(task) = state.store().get_task(&result.task_id).await? {
-                check_may_touch(principal, &task)?;
+                tasks::check_may_touch(principal, &task)?;
             }
             principal.name.clone()
         }
     };
     lev_protocol::validate::check_id("task_id", &result.task_id)?;
-    let change = state
-        .store()
-        .post_task_result(TaskResult {
-            task_id: result.task_id.clone(),
-            last_result: json!({
-                "value": result.value,
-                "ok": result.ok,
-                "error": result.error,
-            }),
-            output_tail: result.output_tail.map(tail_of),
-            actor,
-        })
-        .await?;
-    match change {
-        // A spawn waiting for this result wakes on the committed task.updated.
-        TaskChange::Done(task) => Ok(Json(*task)),
-        TaskChange::Finished(task) => Err(ApiError::Conflict {
-            code: "task_finished",
-            message: format!(
-                "task {} is {}; it takes no more results",
-                task.id,
-                if task.status == TaskStatus::Succeeded {
-                    "succeeded"
-                } else {
-                    "failed"
-                }
-            ),
-        }),
-        TaskChange::NotFound => Err(ApiError::NotFound(format!("no task {:?}", result.task_id))),
-    }
+    Ok(Json(tasks::post_result(&state, result, actor).await?))
 }

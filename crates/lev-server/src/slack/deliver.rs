@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::SlackConfig;
+use crate::outbound::client::{ANSWER_BYTES, Sent, from_response, read_capped};
 use crate::state::AppState;
-use crate::webhooks::dispatch::Sent;
 
 /// The Slack endpoint's id.
 pub const ENDPOINT_ID: &str = "wh_slack";
@@ -104,18 +104,15 @@ async fn call(client: &reqwest::Client, config: &SlackConfig, method: &str, body
     };
     let status = r.status().as_u16();
     if !r.status().is_success() {
-        let mut sent = crate::webhooks::dispatch::from_response(r).await;
+        let mut sent = from_response(r).await;
         sent.gone = false; // a 410 from Slack is no reason to stop posting
         sent.error = sent.error.map(|e| format!("{method}: {e}"));
         return sent;
     }
-    let bytes =
-        match crate::webhooks::dispatch::read_capped(r, crate::webhooks::dispatch::ANSWER_BYTES)
-            .await
-        {
-            Ok(b) => b,
-            Err(e) => return Sent::failed(format!("{method}: reading the answer: {e}")),
-        };
+    let bytes = match read_capped(r, ANSWER_BYTES).await {
+        Ok(b) => b,
+        Err(e) => return Sent::failed(format!("{method}: reading the answer: {e}")),
+    };
     let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     if answer["ok"] == Value::Bool(true) {
         Sent {
@@ -170,76 +167,115 @@ pub async fn deliver(state: &AppState, client: &reqwest::Client, d: &DueDelivery
         Ok(r) => r,
         Err(e) => return Sent::failed(format!("reading {id}'s message: {e}")),
     };
+    let delivery = Delivery {
+        state,
+        client,
+        config: &config,
+        d,
+        id,
+        view: &view,
+        posted: posted.as_deref(),
+    };
     match d.event_kind.as_str() {
-        "interaction.created" => {
-            if posted.is_some() {
-                return Sent::ok_nothing();
-            }
-            if !config.wants(&view) {
-                return remember(state, d, id, SKIPPED, Sent::ok_nothing()).await;
-            }
-            let mut message = super::message(&view, config.dashboard_url.as_deref());
-            message["channel"] = Value::from(config.channel.as_str());
-            let sent = call(client, &config, "chat.postMessage", &message).await;
-            let posted = sent.answer().map(|answer| {
-                let channel = answer["channel"].as_str().unwrap_or(&config.channel);
-                answer["ts"].as_str().map(|ts| format!("{channel} {ts}"))
-            });
-            match posted {
-                Some(Some(r)) => remember(state, d, id, &r, sent).await,
-                Some(None) => Sent::failed("chat.postMessage: no ts in Slack's answer".into()),
-                None => sent,
-            }
-        }
-        "interaction.reminder" | "interaction.escalated" => {
-            let Some((channel, ts)) = posted.as_deref().and_then(split_ref) else {
-                return Sent::ok_nothing();
-            };
-            if view.request.status.is_final() {
-                return Sent::ok_nothing();
-            }
-            let text = if d.event_kind == "interaction.escalated" {
-                let to = view
-                    .request
-                    .request
-                    .quorum
-                    .as_ref()
-                    .map(|q| q.escalate_to.join(", "))
-                    .unwrap_or_default();
-                format!(
-                    "Escalated: {} may vote on {} now.",
-                    super::blocks::escape_mrkdwn(&to),
-                    super::blocks::escape_mrkdwn(id)
-                )
-            } else {
-                let minutes = (OffsetDateTime::now_utc() - view.request.created_at).whole_minutes();
-                format!(
-                    "Still waiting for an answer ({} pending for {minutes} min).",
-                    super::blocks::escape_mrkdwn(id)
-                )
-            };
-            call(
-                client,
-                &config,
-                "chat.postMessage",
-                &json!({"channel": channel, "thread_ts": ts, "text": text}),
-            )
-            .await
-        }
+        "interaction.created" => delivery.post().await,
+        "interaction.reminder" | "interaction.escalated" => delivery.reply_in_thread().await,
         // A vote that decided: the decision's own event updates the message.
         "interaction.voted" if view.request.status.is_final() => Sent::ok_nothing(),
-        _ => match posted.as_deref() {
+        _ => delivery.update().await,
+    }
+}
+
+/// One outbox delivery of the Slack endpoint, about interaction `id`, with
+/// the message already posted for it (`channel ts`, or [`SKIPPED`]).
+struct Delivery<'a> {
+    state: &'a AppState,
+    client: &'a reqwest::Client,
+    config: &'a SlackConfig,
+    d: &'a DueDelivery,
+    id: &'a str,
+    view: &'a InteractionView,
+    posted: Option<&'a str>,
+}
+
+impl Delivery<'_> {
+    /// `interaction.created`: post the message (once), unless the config
+    /// does not want it; remember where it went.
+    async fn post(&self) -> Sent {
+        let (state, config, d, id) = (self.state, self.config, self.d, self.id);
+        if self.posted.is_some() {
+            return Sent::ok_nothing();
+        }
+        if !config.wants(self.view) {
+            return remember(state, d, id, SKIPPED, Sent::ok_nothing()).await;
+        }
+        let mut message = super::message(self.view, config.dashboard_url.as_deref());
+        message["channel"] = Value::from(config.channel.as_str());
+        let sent = call(self.client, config, "chat.postMessage", &message).await;
+        let posted = sent.answer().map(|answer| {
+            let channel = answer["channel"].as_str().unwrap_or(&config.channel);
+            answer["ts"].as_str().map(|ts| format!("{channel} {ts}"))
+        });
+        match posted {
+            Some(Some(r)) => remember(state, d, id, &r, sent).await,
+            Some(None) => Sent::failed("chat.postMessage: no ts in Slack's answer".into()),
+            None => sent,
+        }
+    }
+
+    /// A reminder or an escalation: a reply in the message's thread while
+    /// the interaction is pending.
+    async fn reply_in_thread(&self) -> Sent {
+        let Some((channel, ts)) = self.posted.and_then(split_ref) else {
+            return Sent::ok_nothing();
+        };
+        let view = self.view;
+        if view.request.status.is_final() {
+            return Sent::ok_nothing();
+        }
+        let text = if self.d.event_kind == "interaction.escalated" {
+            let to = view
+                .request
+                .request
+                .quorum
+                .as_ref()
+                .map(|q| q.escalate_to.join(", "))
+                .unwrap_or_default();
+            format!(
+                "Escalated: {} may vote on {} now.",
+                super::blocks::escape_mrkdwn(&to),
+                super::blocks::escape_mrkdwn(self.id)
+            )
+        } else {
+            let minutes = (OffsetDateTime::now_utc() - view.request.created_at).whole_minutes();
+            format!(
+                "Still waiting for an answer ({} pending for {minutes} min).",
+                super::blocks::escape_mrkdwn(self.id)
+            )
+        };
+        call(
+            self.client,
+            self.config,
+            "chat.postMessage",
+            &json!({"channel": channel, "thread_ts": ts, "text": text}),
+        )
+        .await
+    }
+
+    /// Any other change: the posted message updated to the interaction's
+    /// state.
+    async fn update(&self) -> Sent {
+        match self.posted {
             Some(SKIPPED) => Sent::ok_nothing(),
             Some(r) => {
                 let Some((channel, ts)) = split_ref(r) else {
                     return Sent::ok_nothing();
                 };
-                update(client, &config, channel, ts, &view).await
+                update(self.client, self.config, channel, ts, self.view).await
             }
             // Not posted yet: the post is still being retried (and will show
             // the decision), or the interaction is older than Slack here.
             None => {
-                if posted_before_slack(state, &view).await {
+                if posted_before_slack(self.state, self.view).await {
                     Sent::ok_nothing()
                 } else {
                     let mut sent = Sent::failed("the message is not posted yet".into());
@@ -247,7 +283,7 @@ pub async fn deliver(state: &AppState, client: &reqwest::Client, d: &DueDelivery
                     sent
                 }
             }
-        },
+        }
     }
 }
 

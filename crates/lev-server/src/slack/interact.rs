@@ -52,53 +52,9 @@ pub async fn interactions(State(state): State<AppState>, request: Request) -> Re
         )
         .into_response();
     };
-    let (timestamp, signature) = {
-        let header = |name: &str| {
-            request
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        (header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER))
-    };
-    let body = match crate::body::read_limited(request, MAX_BODY_BYTES).await {
-        Ok(b) => b,
+    let action = match verified_action(&state, &config, request).await {
+        Ok(action) => action,
         Err(e) => return e.into_response(),
-    };
-    let now = OffsetDateTime::now_utc().unix_timestamp();
-    let tag = match super::verify::verify_tag(
-        &config.signing_secret,
-        timestamp.as_deref(),
-        signature.as_deref(),
-        &body,
-        now,
-    ) {
-        Ok(tag) => tag,
-        Err(e) => {
-            return ApiError::Unauthorized(format!("Slack request refused: {e}")).into_response();
-        }
-    };
-    // Seen once, by the signature's bytes (not its spelling: upper-case hex
-    // is the same request), in the store's nonce ledger: every replica and
-    // every restart refuses it again.
-    match state
-        .store()
-        .consume_nonce(&super::verify::replay_key(&tag), "slack")
-        .await
-    {
-        Ok(lev_store::NonceOutcome::Spent) => {}
-        Ok(lev_store::NonceOutcome::AlreadySpent) => {
-            return ApiError::Unauthorized(
-                "Slack request refused: this signed request was already received (a replay)".into(),
-            )
-            .into_response();
-        }
-        Err(e) => return ApiError::from(e).into_response(),
-    }
-    let action = match super::payload::parse(&body) {
-        Ok(a) => a,
-        Err(e) => return ApiError::Malformed(e.to_string()).into_response(),
     };
     match action {
         SlackAction::Button {
@@ -128,38 +84,114 @@ pub async fn interactions(State(state): State<AppState>, request: Request) -> Re
             private_metadata,
             values,
         } => {
-            let (block, answer) = match callback_id.as_str() {
-                FEEDBACK_CALLBACK_ID => (
-                    "feedback",
-                    InteractionResponse::deny_with_feedback(
-                        private_metadata.as_str(),
-                        values.get(FEEDBACK_VALUE_KEY).map_or("", String::as_str),
-                    ),
-                ),
-                REPLY_CALLBACK_ID => (
-                    "reply",
-                    InteractionResponse::text(
-                        private_metadata.as_str(),
-                        values.get(REPLY_VALUE_KEY).cloned().unwrap_or_default(),
-                    ),
-                ),
-                _ => return StatusCode::OK.into_response(),
+            let submitted = Submitted {
+                user_id: &user_id,
+                callback_id: &callback_id,
+                private_metadata: &private_metadata,
+                values: &values,
             };
-            let outcome = match approver(&state, &config, &user_id).await {
-                Ok(name) => decide(&state, &private_metadata, answer, &name).await,
-                Err(refusal) => Err(refusal),
-            };
-            match outcome {
-                // An empty 200 closes the modal.
-                Ok(_) => StatusCode::OK.into_response(),
-                Err(message) => Json(json!({
-                    "response_action": "errors",
-                    "errors": { block: message },
-                }))
-                .into_response(),
-            }
+            submitted.take(&state, &config).await
         }
         SlackAction::Other { .. } => StatusCode::OK.into_response(),
+    }
+}
+
+/// What Slack posted, once its signature, its window and its freshness
+/// (never seen before, by the signature's bytes) are checked.
+///
+/// # Errors
+/// 413 past the body's limit, 401 for a bad signature or a replay, 400
+/// for a payload that cannot be read; the store's.
+async fn verified_action(
+    state: &AppState,
+    config: &SlackConfig,
+    request: Request,
+) -> Result<SlackAction, ApiError> {
+    let (timestamp, signature) = {
+        let header = |name: &str| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        (header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER))
+    };
+    let body = crate::body::read_limited(request, MAX_BODY_BYTES).await?;
+    let now = OffsetDateTime::now_utc().unix_timestamp();
+    let tag = super::verify::verify_tag(
+        &config.signing_secret,
+        timestamp.as_deref(),
+        signature.as_deref(),
+        &body,
+        now,
+    )
+    .map_err(|e| ApiError::Unauthorized(format!("Slack request refused: {e}")))?;
+    // Seen once, by the signature's bytes (not its spelling: upper-case hex
+    // is the same request), in the store's nonce ledger: every replica and
+    // every restart refuses it again.
+    match state
+        .store()
+        .consume_nonce(&super::verify::replay_key(&tag), "slack")
+        .await?
+    {
+        lev_store::NonceOutcome::Spent => {}
+        lev_store::NonceOutcome::AlreadySpent => {
+            return Err(ApiError::Unauthorized(
+                "Slack request refused: this signed request was already received (a replay)".into(),
+            ));
+        }
+    }
+    super::payload::parse(&body).map_err(|e| ApiError::Malformed(e.to_string()))
+}
+
+/// A modal submitted: feedback on a deny, or a free-text reply.
+struct Submitted<'a> {
+    user_id: &'a str,
+    callback_id: &'a str,
+    private_metadata: &'a str,
+    values: &'a std::collections::BTreeMap<String, String>,
+}
+
+impl Submitted<'_> {
+    /// The answer the modal gives, by its user's mapped approver; an empty
+    /// 200 closes the modal, an error is shown in its block.
+    async fn take(&self, state: &AppState, config: &SlackConfig) -> Response {
+        let (block, answer) = match self.callback_id {
+            FEEDBACK_CALLBACK_ID => (
+                "feedback",
+                InteractionResponse::deny_with_feedback(
+                    self.private_metadata,
+                    self.values
+                        .get(FEEDBACK_VALUE_KEY)
+                        .map_or("", String::as_str),
+                ),
+            ),
+            REPLY_CALLBACK_ID => (
+                "reply",
+                InteractionResponse::text(
+                    self.private_metadata,
+                    self.values
+                        .get(REPLY_VALUE_KEY)
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
+            ),
+            _ => return StatusCode::OK.into_response(),
+        };
+        let outcome = match approver(state, config, self.user_id).await {
+            Ok(name) => decide(state, self.private_metadata, answer, &name).await,
+            Err(refusal) => Err(refusal),
+        };
+        match outcome {
+            // An empty 200 closes the modal.
+            Ok(_) => StatusCode::OK.into_response(),
+            Err(message) => Json(json!({
+                "response_action": "errors",
+                "errors": { block: message },
+            }))
+            .into_response(),
+        }
     }
 }
 
@@ -334,7 +366,7 @@ async fn api(
         .map_err(|e| e.to_string())?;
     let status = r.status();
     let answer: Value =
-        crate::webhooks::dispatch::read_capped(r, crate::webhooks::dispatch::ANSWER_BYTES)
+        crate::outbound::client::read_capped(r, crate::outbound::client::ANSWER_BYTES)
             .await
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())

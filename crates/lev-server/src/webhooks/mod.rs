@@ -13,159 +13,21 @@
 pub mod dispatch;
 pub mod sign;
 
-use std::net::SocketAddr;
-use std::time::Duration;
-
 use lev_approval::{decode_base64, encode_base64};
 use lev_protocol::api::{Webhook, WebhookAttempt, WebhookCreate, WebhookDelivery};
 use lev_store::{DeliveryRecord, Endpoint, EndpointKind};
 use time::OffsetDateTime;
 
+pub use crate::config::{RetryPolicy, WebhookSettings, parse_duration};
 use crate::error::ApiError;
 use crate::kek::Kek;
-use crate::outbound::{Cidr, OutboundPolicy};
+use crate::outbound::OutboundPolicy;
 use crate::state::AppState;
 
 /// Most endpoints a server keeps.
 const MAX_ENDPOINTS: usize = 100;
 /// The secret's prefix (Standard Webhooks).
 pub const SECRET_PREFIX: &str = "whsec_";
-
-/// When deliveries are retried (`--webhook-retry BASE,CAP,HORIZON`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Delay before the first retry; each next one doubles it.
-    pub base: Duration,
-    /// The longest delay between two attempts.
-    pub cap: Duration,
-    /// How long after its event a delivery is still tried.
-    pub horizon: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            base: Duration::from_secs(5),
-            cap: Duration::from_secs(3600),
-            horizon: Duration::from_secs(24 * 3600),
-        }
-    }
-}
-
-/// A duration such as `5s`, `250ms`, `10m`, `1h`, `2d`, or plain seconds.
-///
-/// # Errors
-/// A message naming what was found.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("expected a duration such as 5s, 10m or 1h, found {text:?}"))?;
-    let ms = match unit {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => {
-            return Err(format!(
-                "expected a duration such as 5s, 10m or 1h, found {text:?} (units: ms, s, m, h, d)"
-            ));
-        }
-    };
-    n.checked_mul(ms)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{text:?} is too long"))
-}
-
-impl RetryPolicy {
-    /// `BASE,CAP,HORIZON`, e.g. `5s,1h,24h`.
-    ///
-    /// # Errors
-    /// A message naming the part that is wrong.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let parts: Vec<&str> = text.split(',').collect();
-        let [base, cap, horizon] = parts.as_slice() else {
-            return Err(format!(
-                "--webhook-retry: expected BASE,CAP,HORIZON such as 5s,1h,24h, found {text:?}"
-            ));
-        };
-        let d = |name: &str, t: &str| {
-            parse_duration(t).map_err(|e| format!("--webhook-retry: {name}: {e}"))
-        };
-        let policy = Self {
-            base: d("BASE", base)?,
-            cap: d("CAP", cap)?,
-            horizon: d("HORIZON", horizon)?,
-        };
-        if policy.base.is_zero() || policy.cap < policy.base {
-            return Err(format!(
-                "--webhook-retry: expected 0 < BASE <= CAP, found {text:?}"
-            ));
-        }
-        if policy.horizon > crate::MAX_LIFETIME {
-            return Err("--webhook-retry: HORIZON is at most 7 days".into());
-        }
-        Ok(policy)
-    }
-
-    /// When to try again after `attempts` attempts (at least one), or `None`
-    /// past the horizon. `jitter` in [0, 1) spreads retries over ±20%; a
-    /// receiver's `Retry-After` is honoured when longer (up to the cap).
-    #[must_use]
-    pub fn next(
-        &self,
-        attempts: u32,
-        created_at: OffsetDateTime,
-        now: OffsetDateTime,
-        retry_after: Option<Duration>,
-        jitter: f64,
-    ) -> Option<OffsetDateTime> {
-        let doublings = attempts.saturating_sub(1).min(30);
-        let delay = self
-            .base
-            .saturating_mul(1u32 << doublings)
-            .min(self.cap)
-            .mul_f64(0.8 + 0.4 * jitter.clamp(0.0, 1.0));
-        let delay = match retry_after {
-            Some(after) => delay.max(after.min(self.cap)),
-            None => delay,
-        };
-        let at = now + delay;
-        (at <= created_at + self.horizon).then_some(at)
-    }
-}
-
-/// What the webhook part of the server is given at start.
-#[derive(Debug, Clone, Default)]
-pub struct WebhookSettings {
-    /// Retries.
-    pub retry: RetryPolicy,
-    /// The server's own listener, which a webhook may not point at.
-    pub own_addr: Option<SocketAddr>,
-    /// `--webhook-allow`: address ranges outbound calls may reach that are
-    /// refused by default (loopback, this host, link-local, metadata).
-    pub allow: Vec<Cidr>,
-    /// `--remind-after`: notify pending interactions again after this long
-    /// (an ask rule's `remind_after_s` comes first); off when `None`.
-    pub remind_after: Option<Duration>,
-    /// What seals new secrets (the key-encryption key, else the data dir's
-    /// `secrets.key`), and every key a stored secret may be opened with.
-    pub secret_keys: Vec<std::sync::Arc<Kek>>,
-}
-
-impl WebhookSettings {
-    /// Where webhooks and Slack's Web API calls may go.
-    #[must_use]
-    pub fn outbound_policy(&self) -> OutboundPolicy {
-        OutboundPolicy {
-            allow: self.allow.clone(),
-            own: self.own_addr,
-        }
-    }
-}
 
 /// The file in the data dir that seals webhook secrets when the server has
 /// no key-encryption key.

@@ -5,7 +5,7 @@
 //! through lev's API.
 
 mod codex;
-mod driver;
+pub(crate) mod driver;
 pub(crate) mod hook;
 mod mcp;
-mod served;
+pub(crate) mod served;

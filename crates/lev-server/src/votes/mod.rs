@@ -29,6 +29,11 @@
 //!   server checks it as `lev verify --require-votes` would, under the
 //!   people's keys in force ([`check_decision`]): it never signs a
 //!   decision its own offline check refuses.
+//! - [`decision`]: the checks every vote passes (self-approval, the edited
+//!   call checked against the policy again) and the signed decision the
+//!   deciding vote makes, with the grant it records.
+
+pub mod decision;
 
 use std::collections::BTreeMap;
 
@@ -226,7 +231,7 @@ async fn check_signed(
     })?;
     let approved = response.approved == Some(true);
     let scope = response.scope.unwrap_or_default().as_str();
-    let edit = crate::gate::answer::edit_of(response).unwrap_or_default();
+    let edit = decision::edit_of(response).unwrap_or_default();
     let expected = VotePayload::for_call(
         binding,
         approved,
@@ -454,7 +459,7 @@ fn check_decision(
 /// voter's text reaches the model under a decision others made without
 /// seeing it).
 fn agrees(a: &StoredResponse, b: &StoredResponse) -> bool {
-    crate::gate::answer::edit_of(a) == crate::gate::answer::edit_of(b)
+    decision::edit_of(a) == decision::edit_of(b)
         && a.grant_args == b.grant_args
         && a.injected_context == b.injected_context
 }
@@ -536,7 +541,7 @@ pub async fn cast(
     voter: Voter<'_>,
 ) -> ApiResult<RespondResult> {
     let envelope = response.vote.take();
-    crate::gate::answer::check_vote(state, voter.name, &view, &response)?;
+    decision::check_vote(state, voter.name, &view, &response)?;
     if let Some(envelope) = &envelope {
         check_signed(state, &view.request, &response, voter.name, envelope).await?;
     }
@@ -555,19 +560,7 @@ pub async fn cast(
                 voter.name
             )));
         }
-        let signed = match &envelope {
-            None => None,
-            Some(e) => Some(normalized(voter.name, e, &standing.people).ok_or_else(|| {
-                ApiError::Unprocessable {
-                    code: "invalid_vote",
-                    message: format!(
-                        "vote: no key in force of {:?} verifies it any more (revoked while the \
-                         vote was counted); nothing was recorded",
-                        voter.name
-                    ),
-                }
-            })?),
-        };
+        let signed = still_signed(voter.name, envelope.as_ref(), &standing.people)?;
         let vote = Vote {
             voter: voter.name.to_owned(),
             approved: response.approved == Some(true),
@@ -576,48 +569,17 @@ pub async fn cast(
             response: response.clone(),
             envelope: signed.as_ref().map(|(e, _)| e.clone()),
         };
-        let counting = standing.counting(&interaction.votes);
-        let counted: Vec<&Vote> = counting.iter().map(|(v, _)| *v).collect();
         let mut authority = VoteAuthority {
             tokens: vec![voter.name.to_owned()],
             keys: signed.iter().map(|(_, kid)| kid.clone()).collect(),
         };
-        let decision = match tally(interaction, &counted, &vote) {
-            None => None,
-            Some((decided, votes)) => {
-                // The decision relies on every vote it carries.
-                for v in &votes {
-                    if v.voter == voter.name {
-                        continue;
-                    }
-                    authority.tokens.push(v.voter.clone());
-                    if let Some((_, Some(kid))) = counting.iter().find(|(c, _)| c.voter == v.voter)
-                    {
-                        authority.keys.push(kid.clone());
-                    }
-                }
-                let prepared = crate::gate::answer::prepare(
-                    state,
-                    voter.name,
-                    &view,
-                    &decided,
-                    payload_votes(&votes),
-                )
-                .await?;
-                check_decision(state, &prepared.approval, &standing.people, interaction)?;
-                Some((
-                    NewAnswer {
-                        id: id.clone(),
-                        response: decided,
-                        approval: Some(prepared.approval),
-                        answered_by: voter.name.to_owned(),
-                        answered_at: now,
-                        audit: prepared.audit,
-                    },
-                    prepared.grant,
-                ))
-            }
+        let counted = Counted {
+            view: &view,
+            standing: &standing,
+            vote: &vote,
+            now,
         };
+        let decision = counted.decision(state, voter.name, &mut authority).await?;
         let mut audit = std::collections::BTreeMap::new();
         if voter.operator {
             audit.insert("operator".to_owned(), json!(true));
@@ -633,35 +595,121 @@ pub async fn cast(
                 decision,
             })
             .await?;
-        match outcome {
-            VoteOutcome::Recorded(recorded) => {
-                if recorded.request.status == InteractionStatus::Answered {
-                    state.metrics().answered();
-                }
-                return Ok(result_of(*recorded, &vote));
-            }
-            VoteOutcome::AlreadyVoted(again) => {
-                view = *again;
-            }
-            VoteOutcome::Stale(again) => {
-                view = *again;
-            }
-            VoteOutcome::Closed(TransitionOutcome::AlreadyAnswered(v)) => {
-                return Err(crate::interactions::already_answered(*v));
-            }
-            VoteOutcome::Closed(TransitionOutcome::Gone(v)) => {
-                return Err(crate::interactions::gone(&v));
-            }
-            VoteOutcome::Closed(TransitionOutcome::NotFound) => {
-                return Err(ApiError::NotFound(format!("no interaction {id:?}")));
-            }
-            VoteOutcome::Closed(TransitionOutcome::Done(v)) => {
-                return Ok(result_of(*v, &vote));
-            }
+        match settled(state, &id, outcome, &vote) {
+            Ok(done) => return done,
+            Err(again) => view = *again,
         }
     }
     Err(ApiError::Conflict {
         code: "busy",
         message: format!("votes on {id} kept coming in while this one was counted; send it again"),
+    })
+}
+
+/// The voter's signed vote, normalized, with the id of the key in force
+/// that still verifies it; `None` for an unsigned vote.
+///
+/// # Errors
+/// 422 `invalid_vote` when no key of the voter's in force verifies it any
+/// more (revoked while the vote was counted).
+fn still_signed(
+    voter: &str,
+    envelope: Option<&Envelope>,
+    people: &PeopleKeys,
+) -> ApiResult<Option<(Envelope, String)>> {
+    let Some(e) = envelope else {
+        return Ok(None);
+    };
+    normalized(voter, e, people)
+        .map(Some)
+        .ok_or_else(|| ApiError::Unprocessable {
+            code: "invalid_vote",
+            message: format!(
+                "vote: no key in force of {voter:?} verifies it any more (revoked while the \
+                 vote was counted); nothing was recorded"
+            ),
+        })
+}
+
+/// A vote counted with the votes standing before it.
+struct Counted<'a> {
+    view: &'a InteractionView,
+    standing: &'a Standing,
+    vote: &'a Vote,
+    now: OffsetDateTime,
+}
+
+impl Counted<'_> {
+    /// The answer (and grant) the vote decides, signed and checked, when it
+    /// completes the quorum or denies; `authority` gains every token and
+    /// key the decision relies on.
+    async fn decision(
+        &self,
+        state: &AppState,
+        voter: &str,
+        authority: &mut VoteAuthority,
+    ) -> ApiResult<Option<(NewAnswer, Option<lev_store::NewGrant>)>> {
+        let interaction = &self.view.request;
+        let counting = self.standing.counting(&interaction.votes);
+        let counted: Vec<&Vote> = counting.iter().map(|(v, _)| *v).collect();
+        let Some((decided, votes)) = tally(interaction, &counted, self.vote) else {
+            return Ok(None);
+        };
+        // The decision relies on every vote it carries.
+        for v in &votes {
+            if v.voter == voter {
+                continue;
+            }
+            authority.tokens.push(v.voter.clone());
+            if let Some((_, Some(kid))) = counting.iter().find(|(c, _)| c.voter == v.voter) {
+                authority.keys.push(kid.clone());
+            }
+        }
+        let prepared =
+            decision::prepare(state, voter, self.view, &decided, payload_votes(&votes)).await?;
+        check_decision(
+            state,
+            &prepared.approval,
+            &self.standing.people,
+            interaction,
+        )?;
+        Ok(Some((
+            NewAnswer {
+                id: interaction.id().to_owned(),
+                response: decided,
+                approval: Some(prepared.approval),
+                answered_by: voter.to_owned(),
+                answered_at: self.now,
+                audit: prepared.audit,
+            },
+            prepared.grant,
+        )))
+    }
+}
+
+/// What the store's answer to a vote means: the caller's result (`Ok`), or
+/// the interaction as it now stands, to count the vote again (`Err`).
+fn settled(
+    state: &AppState,
+    id: &str,
+    outcome: VoteOutcome,
+    vote: &Vote,
+) -> Result<ApiResult<RespondResult>, Box<InteractionView>> {
+    Ok(match outcome {
+        VoteOutcome::Recorded(recorded) => {
+            if recorded.request.status == InteractionStatus::Answered {
+                state.metrics().answered();
+            }
+            Ok(result_of(*recorded, vote))
+        }
+        VoteOutcome::AlreadyVoted(again) | VoteOutcome::Stale(again) => return Err(again),
+        VoteOutcome::Closed(TransitionOutcome::AlreadyAnswered(v)) => {
+            Err(crate::error::already_answered(*v))
+        }
+        VoteOutcome::Closed(TransitionOutcome::Gone(v)) => Err(crate::error::gone(&v)),
+        VoteOutcome::Closed(TransitionOutcome::NotFound) => {
+            Err(ApiError::NotFound(format!("no interaction {id:?}")))
+        }
+        VoteOutcome::Closed(TransitionOutcome::Done(v)) => Ok(result_of(*v, vote)),
     })
 }

@@ -27,6 +27,8 @@
 //! differently between the check and the connection (rebinding) gains
 //! nothing. Redirects are not followed and no proxy is used.
 
+pub mod client;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lev_approval::policy::QuorumRule;
+use lev_approval::policy::{QuorumRule, RuleDecision};
 use lev_approval::{ArgsMatcher, PayloadVote};
 use lev_protocol::api::{Grant, InteractionView};
 use lev_protocol::validate::check_args_json;
@@ -14,8 +14,8 @@ use lev_store::NewGrant;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use super::{Decision, grant_conversation, sign};
 use crate::error::{ApiError, ApiResult};
+use crate::signing::{Decision, grant_conversation, sign};
 use crate::state::AppState;
 
 /// What the answer commits with: its signed decision, the grant it makes,
@@ -109,7 +109,9 @@ pub fn check_vote(
         let edited: Value = serde_json::from_str(edit).map_err(|e| {
             ApiError::Invalid(format!("modified_args_json: expected JSON text, {e}"))
         })?;
-        if let Some(rule) = policy.denies(call.tool_name, &edited) {
+        // The edited call's rule, found once for the deny and the quorum.
+        let rule = policy.first_matching_rule(call.tool_name, &edited);
+        if let Some(rule) = rule.filter(|r| r.decision == RuleDecision::Deny) {
             return Err(ApiError::Invalid(format!(
                 "modified_args_json: the policy denies the edited call (rule at line {} of {}): {}",
                 rule.line, settings.policy_source, rule.reason
@@ -117,7 +119,7 @@ pub fn check_vote(
         }
         // An edit may not slip under a lighter quorum: the edited call must
         // need no more than the call that was asked about.
-        if let Some(edited_quorum) = policy.quorum_for(call.tool_name, &edited)
+        if let Some(edited_quorum) = policy.quorum_of(rule, call.tool_name)
             && let Some(why) = stricter(edited_quorum, &view.request.request)
         {
             return Err(ApiError::Invalid(format!(
@@ -200,34 +202,9 @@ pub async fn prepare(
     let for_session = approved && scope.is_grant_scope();
     let covered: BTreeSet<String> = call.missing_capabilities.iter().cloned().collect();
     let now = OffsetDateTime::now_utc();
-    let grant = if for_session {
-        let conversation = (scope == ApprovalScope::Session).then(|| {
-            grant_conversation(
-                request.conversation_id.as_deref().unwrap_or_default(),
-                &request.session_id,
-            )
-            .to_owned()
-        });
-        Some(NewGrant {
-            grant: Grant {
-                id: crate::ids::new_id("gr_", now)
-                    .map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?,
-                scope,
-                caller: caller.to_owned(),
-                conversation_id: conversation,
-                sandbox_mode: call.sandbox_mode.to_owned(),
-                tool_name: call.tool_name.to_owned(),
-                covered_capabilities: covered.iter().cloned().collect(),
-                grant_args: response.grant_args.clone(),
-                approver: approver.to_owned(),
-                interaction_id: Some(id.to_owned()),
-                created_at: now,
-            },
-            actor: approver.to_owned(),
-        })
-    } else {
-        None
-    };
+    let grant = for_session
+        .then(|| grant_of(approver, view, &call, response, &covered, now))
+        .transpose()?;
     // A gate call's decision is bound to the tool-call id it was gated under.
     let gate = state.store().gate_call_by_interaction(id).await?;
     let request_id = gate.as_ref().map_or(id, |g| g.request_id.as_str());
@@ -254,25 +231,7 @@ pub async fn prepare(
             votes,
         },
     )?;
-    let mut audit = BTreeMap::new();
-    audit.insert("approver".to_owned(), json!(approver));
-    audit.insert("approved".to_owned(), json!(approved));
-    audit.insert(
-        "scope".to_owned(),
-        json!(response.scope.filter(|_| approved).map(|s| s.as_str())),
-    );
-    if let Some(edit) = edit {
-        audit.insert("modified_args_json".to_owned(), json!(edit));
-    }
-    if let Some(g) = &grant {
-        audit.insert("grant_id".to_owned(), json!(g.grant.id));
-    }
-    if let Some(g) = &gate {
-        audit.insert("gate_request_id".to_owned(), json!(g.request_id));
-    }
-    if let Some(voters) = voters {
-        audit.insert("voters".to_owned(), json!(voters));
-    }
+    let mut audit = audit_of(approver, response, grant.as_ref(), gate.as_ref(), voters);
     audit.insert("policy".to_owned(), json!(settings.policy_source));
     audit.insert("nonce".to_owned(), json!(nonce));
     audit.insert(
@@ -284,4 +243,73 @@ pub async fn prepare(
         grant,
         audit,
     })
+}
+
+/// The session or always grant an approval with a grant scope records.
+fn grant_of(
+    approver: &str,
+    view: &InteractionView,
+    call: &ToolCall<'_>,
+    response: &StoredResponse,
+    covered: &BTreeSet<String>,
+    now: OffsetDateTime,
+) -> ApiResult<NewGrant> {
+    let request = &view.request.request;
+    let scope = response.scope.unwrap_or_default();
+    let conversation = (scope == ApprovalScope::Session).then(|| {
+        grant_conversation(
+            request.conversation_id.as_deref().unwrap_or_default(),
+            &request.session_id,
+        )
+        .to_owned()
+    });
+    Ok(NewGrant {
+        grant: Grant {
+            id: crate::ids::new_id("gr_", now)
+                .map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?,
+            scope,
+            caller: request.caller.as_deref().unwrap_or_default().to_owned(),
+            conversation_id: conversation,
+            sandbox_mode: call.sandbox_mode.to_owned(),
+            tool_name: call.tool_name.to_owned(),
+            covered_capabilities: covered.iter().cloned().collect(),
+            grant_args: response.grant_args.clone(),
+            approver: approver.to_owned(),
+            interaction_id: Some(view.request.id().to_owned()),
+            created_at: now,
+        },
+        actor: approver.to_owned(),
+    })
+}
+
+/// What the `interaction.answered` audit entry says of the decision,
+/// before its policy, nonce and payload.
+fn audit_of(
+    approver: &str,
+    response: &StoredResponse,
+    grant: Option<&NewGrant>,
+    gate: Option<&lev_store::GateCallRecord>,
+    voters: Option<Vec<String>>,
+) -> BTreeMap<String, Value> {
+    let approved = response.approved == Some(true);
+    let mut audit = BTreeMap::new();
+    audit.insert("approver".to_owned(), json!(approver));
+    audit.insert("approved".to_owned(), json!(approved));
+    audit.insert(
+        "scope".to_owned(),
+        json!(response.scope.filter(|_| approved).map(|s| s.as_str())),
+    );
+    if let Some(edit) = edit_of(response) {
+        audit.insert("modified_args_json".to_owned(), json!(edit));
+    }
+    if let Some(g) = grant {
+        audit.insert("grant_id".to_owned(), json!(g.grant.id));
+    }
+    if let Some(g) = gate {
+        audit.insert("gate_request_id".to_owned(), json!(g.request_id));
+    }
+    if let Some(voters) = voters {
+        audit.insert("voters".to_owned(), json!(voters));
+    }
+    audit
 }
