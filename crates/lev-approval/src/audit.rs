@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::b64::decode_base64;
-use crate::dsse::{pae, sign_envelope};
+use crate::dsse::sign_envelope;
 use crate::keys::{SigningKeyPair, TrustedKeys};
+use crate::pae::pae;
 
 /// The DSSE payload type of a signed audit head.
 pub const AUDIT_HEAD_PAYLOAD_TYPE: &str = "application/vnd.lev.audit-head+json; version=1";

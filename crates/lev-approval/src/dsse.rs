@@ -1,4 +1,4 @@
-//! DSSE: the pre-authentication encoding and envelope signing.
+//! DSSE envelope signing (the pre-authentication encoding itself is `pae`).
 
 use lev_protocol::{Envelope, EnvelopeSignature};
 
@@ -6,25 +6,8 @@ use crate::b64::encode_base64;
 use crate::keys::SigningKeyPair;
 use crate::payload::ApprovalPayload;
 
-/// DSSE's pre-authentication encoding:
-/// `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`, lengths in ASCII decimal.
-pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(
-        payload_type
-            .len()
-            .saturating_add(payload.len())
-            .saturating_add(32),
-    );
-    out.extend_from_slice(b"DSSEv1 ");
-    out.extend_from_slice(payload_type.len().to_string().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(payload_type.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(payload.len().to_string().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(payload);
-    out
-}
+/// Re-exported from the bottom module, where `verify` and `votes` take it from.
+pub use crate::pae::pae;
 
 /// Sign `payload` of `payload_type` into an envelope.
 pub fn sign_envelope(payload_type: &str, payload: &[u8], key: &SigningKeyPair) -> Envelope {
@@ -53,19 +36,4 @@ pub fn sign_payload(
         &payload.to_bytes()?,
         key,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pae;
-
-    #[test]
-    fn pae_matches_the_dsse_spec_example() {
-        // From the DSSE protocol description.
-        assert_eq!(
-            pae("http://example.com/HelloWorld", b"hello world"),
-            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec()
-        );
-        assert_eq!(pae("", b""), b"DSSEv1 0  0 ".to_vec());
-    }
 }

@@ -26,6 +26,7 @@ pub mod glob;
 pub mod grant;
 pub mod keys;
 pub mod ledger;
+mod pae;
 pub mod payload;
 pub mod policy;
 pub mod verify;

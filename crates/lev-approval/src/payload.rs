@@ -1,6 +1,9 @@
-//! The signed payload of an approval.
+//! The signed payload of an approval, and the votes a payload of version 2
+//! carries ([`PayloadVote`], each with the voter's own [`VoteEnvelope`]): the
+//! shapes only. Checking a vote is `votes`'s, a layer above.
 
-use serde::{Deserialize, Serialize};
+use lev_protocol::{Envelope, EnvelopeSignature};
+use serde::{Deserialize, Deserializer, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -62,7 +65,7 @@ pub struct ApprovalPayload {
     /// Version 2 only, and there required: the votes that made the
     /// decision, each with the voter's own signed vote or null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub votes: Option<Vec<crate::votes::PayloadVote>>,
+    pub votes: Option<Vec<PayloadVote>>,
 }
 
 impl ApprovalPayload {
@@ -91,6 +94,96 @@ impl ApprovalPayload {
     /// serde's message naming the unknown, duplicated, missing or mistyped field.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(bytes)
+    }
+}
+
+/// A vote inside an approval payload of version 2.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadVote {
+    /// The voter's token name.
+    pub voter: String,
+    /// Approve or deny.
+    pub approved: bool,
+    /// When the server recorded it (strict RFC 3339).
+    #[serde(with = "strict_rfc3339")]
+    pub at: OffsetDateTime,
+    /// The voter's own signed vote, or null for an unsigned vote. Always
+    /// written; a payload without it is refused.
+    #[serde(deserialize_with = "required")]
+    pub envelope: Option<VoteEnvelope>,
+}
+
+/// A field that must be present, `null` allowed.
+fn required<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    Option::<T>::deserialize(d)
+}
+
+/// A vote envelope inside a signed payload: the DSSE envelope's shape,
+/// read strictly (an unknown field is refused, as everywhere in a payload).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VoteEnvelope {
+    /// [`VOTE_PAYLOAD_TYPE`](lev_protocol::VOTE_PAYLOAD_TYPE).
+    #[serde(rename = "payloadType")]
+    pub payload_type: String,
+    /// The vote payload, base64.
+    pub payload: String,
+    /// Its signatures.
+    pub signatures: Vec<VoteSignature>,
+}
+
+/// One signature of a [`VoteEnvelope`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VoteSignature {
+    /// The key id hint, `person:NAME:N`.
+    pub keyid: String,
+    /// The signature, base64.
+    pub sig: String,
+    /// A passkey's authenticator data, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authenticator_data: Option<String>,
+    /// A passkey's client data JSON, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_data_json: Option<String>,
+}
+
+impl From<&Envelope> for VoteEnvelope {
+    fn from(e: &Envelope) -> Self {
+        Self {
+            payload_type: e.payload_type.clone(),
+            payload: e.payload.clone(),
+            signatures: e
+                .signatures
+                .iter()
+                .map(|s| VoteSignature {
+                    keyid: s.keyid.clone(),
+                    sig: s.sig.clone(),
+                    authenticator_data: s.authenticator_data.clone(),
+                    client_data_json: s.client_data_json.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<&VoteEnvelope> for Envelope {
+    fn from(e: &VoteEnvelope) -> Self {
+        Self {
+            payload_type: e.payload_type.clone(),
+            payload: e.payload.clone(),
+            signatures: e
+                .signatures
+                .iter()
+                .map(|s| EnvelopeSignature {
+                    keyid: s.keyid.clone(),
+                    sig: s.sig.clone(),
+                    authenticator_data: s.authenticator_data.clone(),
+                    client_data_json: s.client_data_json.clone(),
+                })
+                .collect(),
+        }
     }
 }
 

@@ -386,6 +386,304 @@ fn patterns_of(args: &BTreeMap<String, Spanned<String>>) -> BTreeMap<String, Str
         .collect()
 }
 
+/// Reading a policy file's parts, in file order: `[groups]` first, which
+/// the quorums of `[[tool]]` entries and rules expand.
+struct Parser<'a> {
+    text: &'a str,
+    /// Each group's members, sorted and deduplicated.
+    groups: BTreeMap<String, Vec<String>>,
+}
+
+impl Parser<'_> {
+    /// A mistake at `span`, named by its line.
+    fn at(&self, span: std::ops::Range<usize>, message: String) -> PolicyError {
+        PolicyError {
+            line: line_of(self.text, span.start),
+            message,
+        }
+    }
+
+    fn check_caps(
+        &self,
+        caps: &[String],
+        span: std::ops::Range<usize>,
+        allow_star: bool,
+    ) -> Result<(), PolicyError> {
+        match caps
+            .iter()
+            .find(|c| !(lev_protocol::ids::is_valid_capability(c) || (allow_star && *c == "*")))
+        {
+            Some(bad) => Err(self.at(
+                span,
+                format!("expected kebab-case capability names such as \"fs-write\", found {bad:?}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `[groups]`, kept in `self.groups`; the line each is written on.
+    fn read_groups(
+        &mut self,
+        raw: &BTreeMap<String, Spanned<Vec<String>>>,
+    ) -> Result<BTreeMap<String, usize>, PolicyError> {
+        let mut group_lines: BTreeMap<String, usize> = BTreeMap::new();
+        for (name, members) in raw {
+            group_lines.insert(name.clone(), line_of(self.text, members.span().start));
+            let span = members.span();
+            if !lev_protocol::ids::is_valid_id(name) || name.contains(':') {
+                return Err(self.at(
+                    span,
+                    format!(
+                        "groups: expected a group name of letters, digits, '.', '_' or '-', found {name:?}"
+                    ),
+                ));
+            }
+            for m in members.get_ref() {
+                if !lev_protocol::ids::is_valid_id(m) {
+                    return Err(self.at(
+                        span,
+                        format!("groups.{name}: expected approver token names, found {m:?}"),
+                    ));
+                }
+            }
+            let mut list = members.get_ref().clone();
+            list.sort();
+            list.dedup();
+            self.groups.insert(name.clone(), list);
+        }
+        Ok(group_lines)
+    }
+
+    /// A `[[tool]]` entry.
+    fn tool(&self, t: Spanned<RawTool>) -> Result<ToolNeeds, PolicyError> {
+        let span = t.span();
+        let t = t.into_inner();
+        self.check_caps(&t.requires, span.clone(), false)?;
+        let quorum = self.quorum(&raw_quorum!(t), span.clone(), "tool")?;
+        let glob =
+            ToolGlob::new(&t.name).map_err(|e| self.at(span, format!("tool name glob: {e}")))?;
+        Ok(ToolNeeds {
+            glob,
+            requires: t.requires,
+            quorum,
+        })
+    }
+
+    /// A `[[rule]]`.
+    fn rule(&self, r: Spanned<RawRule>) -> Result<Rule, PolicyError> {
+        let span = r.span();
+        let line = line_of(self.text, span.start);
+        let r = r.into_inner();
+        if let Some(s) = r.remind_after_s {
+            if !(1..=7 * 24 * 3600).contains(&s) {
+                return Err(self.at(
+                    span.clone(),
+                    format!("remind_after_s: expected 1 to 604800 seconds, found {s}"),
+                ));
+            }
+            if r.decision != RuleDecision::Ask {
+                return Err(self.at(
+                    span.clone(),
+                    "remind_after_s: only an ask rule waits for people to be reminded".into(),
+                ));
+            }
+        }
+        let raw_q = raw_quorum!(r);
+        if let Some(first) = raw_q.first_span()
+            && r.decision != RuleDecision::Ask
+        {
+            return Err(self.at(
+                first,
+                "approvals, approvers, escalate_after_s, escalate_to and require_signed_votes \
+                 go on an ask rule only: an allow or deny rule asks nobody"
+                    .into(),
+            ));
+        }
+        let quorum = self.quorum(&raw_q, span.clone(), "call")?;
+        let glob =
+            ToolGlob::new(&r.tool).map_err(|e| self.at(span.clone(), format!("tool glob: {e}")))?;
+        // A bad pattern names its own line, not the rule's.
+        let args = ArgsMatcher::compile(&patterns_of(&r.args)).map_err(|e| {
+            let span = r.args.get(&e.pointer).map_or(span, Spanned::span);
+            self.at(span, format!("args: {e}"))
+        })?;
+        Ok(Rule {
+            tool: r.tool,
+            glob,
+            args,
+            decision: r.decision,
+            reason: r.reason,
+            line,
+            risk: r.risk,
+            remind_after_s: r.remind_after_s,
+            patterns: patterns_of(&r.args),
+            quorum,
+        })
+    }
+
+    /// The quorum of a rule or `[[tool]]` entry written at `span`, if it
+    /// has one. A quorum's mistake names the line of the key it is about
+    /// (the value's span); the rule's own line is kept for the audit log.
+    fn quorum(
+        &self,
+        q: &RawQuorum,
+        span: std::ops::Range<usize>,
+        what: &str,
+    ) -> Result<Option<QuorumRule>, PolicyError> {
+        if !q.is_set() {
+            return Ok(None);
+        }
+        let key_span = |s: Option<std::ops::Range<usize>>| s.unwrap_or_else(|| span.clone());
+        let approvals_span = key_span(q.approvals.as_ref().map(Spanned::span));
+        let approvers_span = key_span(q.approvers.as_ref().map(Spanned::span));
+        let after_span = key_span(q.escalate_after_s.as_ref().map(Spanned::span));
+        let to_span = key_span(q.escalate_to.as_ref().map(Spanned::span));
+        let approvals = q.approvals.as_ref().map_or(1, |a| *a.get_ref());
+        if !(1..=64).contains(&approvals) {
+            return Err(self.at(
+                approvals_span,
+                format!("approvals: expected 1 to 64 distinct people, found {approvals}"),
+            ));
+        }
+        let approvers = self.expand(
+            "approvers",
+            q.approvers.as_ref().map_or(&[][..], |a| a.get_ref()),
+            &approvers_span,
+        )?;
+        if q.approvers.is_some() && approvers.is_empty() {
+            return Err(self.at(
+                approvers_span,
+                format!("approvers: names nobody, so nobody could approve this {what}"),
+            ));
+        }
+        let escalate_to = self.expand(
+            "escalate_to",
+            q.escalate_to.as_ref().map_or(&[][..], |a| a.get_ref()),
+            &to_span,
+        )?;
+        let escalate_after_s = q.escalate_after_s.as_ref().map(|s| *s.get_ref());
+        self.check_escalation(
+            escalate_after_s,
+            q.escalate_to.is_some(),
+            &escalate_to,
+            after_span,
+            to_span,
+        )?;
+        self.check_enough_voters(approvals, &approvers, &escalate_to, approvals_span)?;
+        Ok(Some(QuorumRule {
+            approvals,
+            approvers,
+            escalate_after_s,
+            escalate_to,
+            require_signed_votes: q
+                .require_signed_votes
+                .as_ref()
+                .is_some_and(|r| *r.get_ref()),
+            line: line_of(self.text, span.start),
+        }))
+    }
+
+    /// `approvers` or `escalate_to`: token names, and `group:NAME` replaced
+    /// by the group's members; sorted, deduplicated.
+    fn expand(
+        &self,
+        key: &str,
+        names: &[String],
+        key_span: &std::ops::Range<usize>,
+    ) -> Result<Vec<String>, PolicyError> {
+        let mut out = Vec::new();
+        for n in names {
+            if let Some(group) = n.strip_prefix("group:") {
+                match self.groups.get(group) {
+                    Some(members) => out.extend(members.iter().cloned()),
+                    None => {
+                        return Err(self.at(
+                            key_span.clone(),
+                            format!("{key}: unknown group {group:?} (define it under [groups])"),
+                        ));
+                    }
+                }
+            } else if lev_protocol::ids::is_valid_id(n) && !n.starts_with("person:") {
+                out.push(n.clone());
+            } else {
+                return Err(self.at(
+                    key_span.clone(),
+                    format!("{key}: expected approver token names or \"group:NAME\", found {n:?}"),
+                ));
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// `escalate_after_s` and `escalate_to` go together, in range, naming
+    /// somebody.
+    fn check_escalation(
+        &self,
+        escalate_after_s: Option<u64>,
+        escalate_to_set: bool,
+        escalate_to: &[String],
+        after_span: std::ops::Range<usize>,
+        to_span: std::ops::Range<usize>,
+    ) -> Result<(), PolicyError> {
+        match (escalate_after_s, escalate_to_set) {
+            (Some(s), true) if !(1..=7 * 24 * 3600).contains(&s) => Err(self.at(
+                after_span,
+                format!("escalate_after_s: expected 1 to 604800 seconds, found {s}"),
+            )),
+            (Some(_), true) if escalate_to.is_empty() => {
+                Err(self.at(to_span, "escalate_to: names nobody to escalate to".into()))
+            }
+            (None, true) => Err(self.at(
+                to_span,
+                "escalate_to needs escalate_after_s: the seconds after which they may vote too"
+                    .into(),
+            )),
+            (Some(_), false) => Err(self.at(
+                after_span,
+                "escalate_after_s needs escalate_to: the people it escalates to".into(),
+            )),
+            (Some(_), true) | (None, false) => Ok(()),
+        }
+    }
+
+    /// With named approvers, enough of them (and of those escalated to)
+    /// that `approvals` can ever be reached.
+    fn check_enough_voters(
+        &self,
+        approvals: u32,
+        approvers: &[String],
+        escalate_to: &[String],
+        approvals_span: std::ops::Range<usize>,
+    ) -> Result<(), PolicyError> {
+        if approvers.is_empty() {
+            return Ok(());
+        }
+        let mut voters: BTreeSet<&String> = approvers.iter().collect();
+        voters.extend(escalate_to.iter());
+        if usize::try_from(approvals).unwrap_or(usize::MAX) > voters.len() {
+            return Err(self.at(
+                approvals_span,
+                format!(
+                    "approvals = {approvals}, but only {} may vote ({}): no decision could ever pass",
+                    if voters.len() == 1 {
+                        "1 person".to_owned()
+                    } else {
+                        format!("{} people", voters.len())
+                    },
+                    voters
+                        .iter()
+                        .map(|v| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Policy {
     /// Parse a policy file.
     ///
@@ -397,258 +695,30 @@ impl Policy {
             line: e.span().map_or(1, |s| line_of(text, s.start)),
             message: e.message().trim().to_owned(),
         })?;
-        let at = |span: std::ops::Range<usize>, message: String| PolicyError {
-            line: line_of(text, span.start),
-            message,
+        let mut parser = Parser {
+            text,
+            groups: BTreeMap::new(),
         };
-        let check_caps =
-            |caps: &[String], span: std::ops::Range<usize>, allow_star: bool| match caps
-                .iter()
-                .find(|c| !(lev_protocol::ids::is_valid_capability(c) || (allow_star && *c == "*")))
-            {
-                Some(bad) => Err(at(
-                    span,
-                    format!(
-                        "expected kebab-case capability names such as \"fs-write\", found {bad:?}"
-                    ),
-                )),
-                None => Ok(()),
-            };
-        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut group_lines: BTreeMap<String, usize> = BTreeMap::new();
-        for (name, members) in &raw.groups {
-            group_lines.insert(name.clone(), line_of(text, members.span().start));
-            let span = members.span();
-            if !lev_protocol::ids::is_valid_id(name) || name.contains(':') {
-                return Err(at(
-                    span,
-                    format!(
-                        "groups: expected a group name of letters, digits, '.', '_' or '-', found {name:?}"
-                    ),
-                ));
-            }
-            for m in members.get_ref() {
-                if !lev_protocol::ids::is_valid_id(m) {
-                    return Err(at(
-                        span,
-                        format!("groups.{name}: expected approver token names, found {m:?}"),
-                    ));
-                }
-            }
-            let mut list = members.get_ref().clone();
-            list.sort();
-            list.dedup();
-            groups.insert(name.clone(), list);
-        }
-        // A quorum's mistake names the line of the key it is about (the
-        // value's span); the rule's own line is kept for the audit log.
-        let quorum_of = |q: &RawQuorum,
-                         span: std::ops::Range<usize>,
-                         what: &str|
-         -> Result<Option<QuorumRule>, PolicyError> {
-            if !q.is_set() {
-                return Ok(None);
-            }
-            let key_span = |s: Option<std::ops::Range<usize>>| s.unwrap_or_else(|| span.clone());
-            let approvals_span = key_span(q.approvals.as_ref().map(Spanned::span));
-            let approvers_span = key_span(q.approvers.as_ref().map(Spanned::span));
-            let after_span = key_span(q.escalate_after_s.as_ref().map(Spanned::span));
-            let to_span = key_span(q.escalate_to.as_ref().map(Spanned::span));
-            let expand = |key: &str,
-                          names: &[String],
-                          key_span: &std::ops::Range<usize>|
-             -> Result<Vec<String>, PolicyError> {
-                let mut out = Vec::new();
-                for n in names {
-                    if let Some(group) = n.strip_prefix("group:") {
-                        match groups.get(group) {
-                            Some(members) => out.extend(members.iter().cloned()),
-                            None => {
-                                return Err(at(
-                                    key_span.clone(),
-                                    format!(
-                                        "{key}: unknown group {group:?} (define it under [groups])"
-                                    ),
-                                ));
-                            }
-                        }
-                    } else if lev_protocol::ids::is_valid_id(n) && !n.starts_with("person:") {
-                        out.push(n.clone());
-                    } else {
-                        return Err(at(
-                            key_span.clone(),
-                            format!(
-                                "{key}: expected approver token names or \"group:NAME\", found {n:?}"
-                            ),
-                        ));
-                    }
-                }
-                out.sort();
-                out.dedup();
-                Ok(out)
-            };
-            let approvals = q.approvals.as_ref().map_or(1, |a| *a.get_ref());
-            if !(1..=64).contains(&approvals) {
-                return Err(at(
-                    approvals_span,
-                    format!("approvals: expected 1 to 64 distinct people, found {approvals}"),
-                ));
-            }
-            let approvers = expand(
-                "approvers",
-                q.approvers.as_ref().map_or(&[][..], |a| a.get_ref()),
-                &approvers_span,
-            )?;
-            if q.approvers.is_some() && approvers.is_empty() {
-                return Err(at(
-                    approvers_span,
-                    format!("approvers: names nobody, so nobody could approve this {what}"),
-                ));
-            }
-            let escalate_to = expand(
-                "escalate_to",
-                q.escalate_to.as_ref().map_or(&[][..], |a| a.get_ref()),
-                &to_span,
-            )?;
-            let escalate_after_s = q.escalate_after_s.as_ref().map(|s| *s.get_ref());
-            match (escalate_after_s, q.escalate_to.is_some()) {
-                (Some(s), true) if !(1..=7 * 24 * 3600).contains(&s) => {
-                    return Err(at(
-                        after_span,
-                        format!("escalate_after_s: expected 1 to 604800 seconds, found {s}"),
-                    ));
-                }
-                (Some(_), true) => {
-                    if escalate_to.is_empty() {
-                        return Err(at(
-                            to_span,
-                            "escalate_to: names nobody to escalate to".into(),
-                        ));
-                    }
-                }
-                (None, true) => {
-                    return Err(at(
-                        to_span,
-                        "escalate_to needs escalate_after_s: the seconds after which they may vote too"
-                            .into(),
-                    ));
-                }
-                (Some(_), false) => {
-                    return Err(at(
-                        after_span,
-                        "escalate_after_s needs escalate_to: the people it escalates to".into(),
-                    ));
-                }
-                (None, false) => {}
-            }
-            if !approvers.is_empty() {
-                let mut voters: BTreeSet<&String> = approvers.iter().collect();
-                voters.extend(escalate_to.iter());
-                if usize::try_from(approvals).unwrap_or(usize::MAX) > voters.len() {
-                    return Err(at(
-                        approvals_span,
-                        format!(
-                            "approvals = {approvals}, but only {} may vote ({}): no decision could ever pass",
-                            if voters.len() == 1 {
-                                "1 person".to_owned()
-                            } else {
-                                format!("{} people", voters.len())
-                            },
-                            voters
-                                .iter()
-                                .map(|v| v.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ));
-                }
-            }
-            Ok(Some(QuorumRule {
-                approvals,
-                approvers,
-                escalate_after_s,
-                escalate_to,
-                require_signed_votes: q
-                    .require_signed_votes
-                    .as_ref()
-                    .is_some_and(|r| *r.get_ref()),
-                line: line_of(text, span.start),
-            }))
-        };
+        let group_lines = parser.read_groups(&raw.groups)?;
         let mut sandbox_modes = BTreeMap::new();
         for (mode, caps) in raw.sandbox_modes {
-            check_caps(caps.get_ref(), caps.span(), true)?;
+            parser.check_caps(caps.get_ref(), caps.span(), true)?;
             sandbox_modes.insert(mode, caps.into_inner().into_iter().collect());
         }
-        let mut tools = Vec::new();
-        for t in raw.tool {
-            let span = t.span();
-            let t = t.into_inner();
-            check_caps(&t.requires, span.clone(), false)?;
-            let quorum = quorum_of(&raw_quorum!(t), span.clone(), "tool")?;
-            let glob =
-                ToolGlob::new(&t.name).map_err(|e| at(span, format!("tool name glob: {e}")))?;
-            tools.push(ToolNeeds {
-                glob,
-                requires: t.requires,
-                quorum,
-            });
-        }
-        let mut rules = Vec::new();
-        for r in raw.rule {
-            let span = r.span();
-            let line = line_of(text, span.start);
-            let r = r.into_inner();
-            if let Some(s) = r.remind_after_s {
-                if !(1..=7 * 24 * 3600).contains(&s) {
-                    return Err(at(
-                        span.clone(),
-                        format!("remind_after_s: expected 1 to 604800 seconds, found {s}"),
-                    ));
-                }
-                if r.decision != RuleDecision::Ask {
-                    return Err(at(
-                        span.clone(),
-                        "remind_after_s: only an ask rule waits for people to be reminded".into(),
-                    ));
-                }
-            }
-            let raw_q = raw_quorum!(r);
-            if let Some(first) = raw_q.first_span()
-                && r.decision != RuleDecision::Ask
-            {
-                return Err(at(
-                    first,
-                    "approvals, approvers, escalate_after_s, escalate_to and require_signed_votes \
-                     go on an ask rule only: an allow or deny rule asks nobody"
-                        .into(),
-                ));
-            }
-            let quorum = quorum_of(&raw_q, span.clone(), "call")?;
-            let glob =
-                ToolGlob::new(&r.tool).map_err(|e| at(span.clone(), format!("tool glob: {e}")))?;
-            // A bad pattern names its own line, not the rule's.
-            let args = ArgsMatcher::compile(&patterns_of(&r.args)).map_err(|e| {
-                let span = r.args.get(&e.pointer).map_or(span, Spanned::span);
-                at(span, format!("args: {e}"))
-            })?;
-            rules.push(Rule {
-                tool: r.tool,
-                glob,
-                args,
-                decision: r.decision,
-                reason: r.reason,
-                line,
-                risk: r.risk,
-                remind_after_s: r.remind_after_s,
-                patterns: patterns_of(&r.args),
-                quorum,
-            });
-        }
+        let tools = raw
+            .tool
+            .into_iter()
+            .map(|t| parser.tool(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rules = raw
+            .rule
+            .into_iter()
+            .map(|r| parser.rule(r))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut quorums: Vec<&QuorumRule> =
             rules.iter().filter_map(|r| r.quorum.as_ref()).collect();
         quorums.extend(tools.iter().filter_map(|t| t.quorum.as_ref()));
-        let name_warnings = name_warnings(&groups, &group_lines, &quorums);
+        let name_warnings = name_warnings(&parser.groups, &group_lines, &quorums);
         Ok(Self {
             self_approval: raw.self_approval,
             default: raw.default.unwrap_or(RuleDecision::Allow),

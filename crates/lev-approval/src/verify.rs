@@ -451,7 +451,7 @@ pub fn verify(
     }
     let payload = decode_base64(&envelope.payload)
         .map_err(|e| VerifyError::Malformed(format!("payload: {e}")))?;
-    let message = crate::dsse::pae(&envelope.payload_type, &payload);
+    let message = crate::pae::pae(&envelope.payload_type, &payload);
     let mut signer = None;
     let mut tried_trusted = None;
     let mut undecodable = None;

@@ -28,15 +28,16 @@ use std::collections::BTreeSet;
 use ed25519_dalek::{Signature, VerifyingKey};
 use lev_protocol::api::{PeopleJwks, PersonJwk};
 use lev_protocol::{Envelope, EnvelopeSignature, VOTE_PAYLOAD_TYPE, VoteBinding};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use crate::CLOCK_SKEW;
 use crate::b64::{decode_base64, encode_base64, encode_base64url};
-use crate::dsse::pae;
 use crate::keys::{KeyError, SigningKeyPair};
+use crate::pae::pae;
 use crate::payload::ApprovalPayload;
+pub use crate::payload::{PayloadVote, VoteEnvelope, VoteSignature};
 use crate::verify::{VerifiedResponse, resolve_approved_call};
 
 /// The only vote payload version this code knows.
@@ -168,96 +169,6 @@ pub fn sign_vote(
         payload: encode_base64(&bytes),
         signatures: vec![EnvelopeSignature::new(kid, encode_base64(&sig))],
     })
-}
-
-/// A vote inside an approval payload of version 2.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PayloadVote {
-    /// The voter's token name.
-    pub voter: String,
-    /// Approve or deny.
-    pub approved: bool,
-    /// When the server recorded it (strict RFC 3339).
-    #[serde(with = "crate::payload::strict_rfc3339")]
-    pub at: OffsetDateTime,
-    /// The voter's own signed vote, or null for an unsigned vote. Always
-    /// written; a payload without it is refused.
-    #[serde(deserialize_with = "required")]
-    pub envelope: Option<VoteEnvelope>,
-}
-
-/// A field that must be present, `null` allowed.
-fn required<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
-    Option::<T>::deserialize(d)
-}
-
-/// A vote envelope inside a signed payload: the DSSE envelope's shape,
-/// read strictly (an unknown field is refused, as everywhere in a payload).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct VoteEnvelope {
-    /// [`VOTE_PAYLOAD_TYPE`].
-    #[serde(rename = "payloadType")]
-    pub payload_type: String,
-    /// The vote payload, base64.
-    pub payload: String,
-    /// Its signatures.
-    pub signatures: Vec<VoteSignature>,
-}
-
-/// One signature of a [`VoteEnvelope`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct VoteSignature {
-    /// The key id hint, `person:NAME:N`.
-    pub keyid: String,
-    /// The signature, base64.
-    pub sig: String,
-    /// A passkey's authenticator data, base64.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub authenticator_data: Option<String>,
-    /// A passkey's client data JSON, base64.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_data_json: Option<String>,
-}
-
-impl From<&Envelope> for VoteEnvelope {
-    fn from(e: &Envelope) -> Self {
-        Self {
-            payload_type: e.payload_type.clone(),
-            payload: e.payload.clone(),
-            signatures: e
-                .signatures
-                .iter()
-                .map(|s| VoteSignature {
-                    keyid: s.keyid.clone(),
-                    sig: s.sig.clone(),
-                    authenticator_data: s.authenticator_data.clone(),
-                    client_data_json: s.client_data_json.clone(),
-                })
-                .collect(),
-        }
-    }
-}
-
-impl From<&VoteEnvelope> for Envelope {
-    fn from(e: &VoteEnvelope) -> Self {
-        Self {
-            payload_type: e.payload_type.clone(),
-            payload: e.payload.clone(),
-            signatures: e
-                .signatures
-                .iter()
-                .map(|s| EnvelopeSignature {
-                    keyid: s.keyid.clone(),
-                    sig: s.sig.clone(),
-                    authenticator_data: s.authenticator_data.clone(),
-                    client_data_json: s.client_data_json.clone(),
-                })
-                .collect(),
-        }
-    }
 }
 
 /// A person's public key.

@@ -187,6 +187,52 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
     let i = &view.request;
     let r = &i.request;
     let mut out = String::new();
+    header(&mut out, style, i);
+    out.push('\n');
+    question(&mut out, style, i);
+    if let Some(response) = &view.response {
+        out.push('\n');
+        let _ = writeln!(out, "{}", style.bold("answer"));
+        let _ = writeln!(
+            out,
+            "{}",
+            indent(&response_detail(style, &r.kind, response, base_url), "  ")
+        );
+    }
+    if let Some(envelope) = &view.approval {
+        let kids: Vec<&str> = envelope
+            .signatures
+            .iter()
+            .map(|s| s.keyid.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "\n{} DSSE envelope signed by key {} ({})",
+            style.bold("signed"),
+            term::one_line(&kids.join(", ")),
+            term::one_line(&envelope.payload_type)
+        );
+    }
+    if i.status == InteractionStatus::Pending {
+        let id = term::one_line(i.id());
+        let how = match &r.kind {
+            InteractionKind::FreeText { .. } | InteractionKind::InteractionPoints { .. } => {
+                format!("lev respond {id} --text TEXT [--attach FILE]")
+            }
+            InteractionKind::MultipleChoice { .. } => format!("lev respond {id} --choice N"),
+            InteractionKind::ToolApproval { .. } => {
+                format!("lev respond {id} --approve | --deny [--feedback TEXT]")
+            }
+        };
+        let _ = writeln!(out, "\n{} {how}", style.dim("answer with:"));
+    }
+    out
+}
+
+/// The interaction's id and status, then one field a line: kind, session,
+/// conversation, turn, caller, title, times, who answered.
+fn header(out: &mut String, style: Style, i: &Interaction) {
+    let r = &i.request;
     let _ = writeln!(
         out,
         "{} {}  {}",
@@ -220,7 +266,12 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
     if let Some(by) = &i.answered_by {
         field("answered by", by);
     }
-    out.push('\n');
+}
+
+/// The question: its prompt and choices, or a tool call (tool, sandbox
+/// mode, needs, args, options) and its votes.
+fn question(out: &mut String, style: Style, i: &Interaction) {
+    let r = &i.request;
     match &r.kind {
         InteractionKind::FreeText { prompt } => {
             let _ = writeln!(out, "{}", indent(&term::multi_line(prompt), "  "));
@@ -269,46 +320,9 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
             for (n, option) in (1..).zip(options) {
                 let _ = writeln!(out, "  [{n}] {}", term::one_line(option));
             }
-            votes(&mut out, style, i);
+            votes(out, style, i);
         }
     }
-    if let Some(response) = &view.response {
-        out.push('\n');
-        let _ = writeln!(out, "{}", style.bold("answer"));
-        let _ = writeln!(
-            out,
-            "{}",
-            indent(&response_detail(style, &r.kind, response, base_url), "  ")
-        );
-    }
-    if let Some(envelope) = &view.approval {
-        let kids: Vec<&str> = envelope
-            .signatures
-            .iter()
-            .map(|s| s.keyid.as_str())
-            .collect();
-        let _ = writeln!(
-            out,
-            "\n{} DSSE envelope signed by key {} ({})",
-            style.bold("signed"),
-            term::one_line(&kids.join(", ")),
-            term::one_line(&envelope.payload_type)
-        );
-    }
-    if i.status == InteractionStatus::Pending {
-        let id = term::one_line(i.id());
-        let how = match &r.kind {
-            InteractionKind::FreeText { .. } | InteractionKind::InteractionPoints { .. } => {
-                format!("lev respond {id} --text TEXT [--attach FILE]")
-            }
-            InteractionKind::MultipleChoice { .. } => format!("lev respond {id} --choice N"),
-            InteractionKind::ToolApproval { .. } => {
-                format!("lev respond {id} --approve | --deny [--feedback TEXT]")
-            }
-        };
-        let _ = writeln!(out, "\n{} {how}", style.dim("answer with:"));
-    }
-    out
 }
 
 /// A tool approval's votes (SPEC section 13): how many must approve, each

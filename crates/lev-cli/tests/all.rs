@@ -50,6 +50,8 @@
 //!
 //! The client-command modules share `client_env`: `lev serve` on port 0 in a
 //! scratch data dir, and `lev` runs with LEV_URL and LEV_TOKEN pointed at it.
+//! Every `lev serve` child is a `spawned::Spawned`, the very file `lev bench`
+//! starts its servers with (`src/cmd/bench/spawned.rs`).
 
 // Test helpers outside `#[test]` functions may panic on a broken setup too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -100,6 +102,11 @@ mod sdk;
 mod serve;
 #[path = "all/slack.rs"]
 mod slack;
+// `lev serve` as a child process: the binary's own code for `lev bench`,
+// of which the tests use another part than the bench.
+#[allow(dead_code)]
+#[path = "../src/cmd/bench/spawned.rs"]
+mod spawned;
 #[path = "all/support.rs"]
 mod support;
 #[path = "all/terminal.rs"]

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use lev_client::Client;
 use lev_client::operator::{
-    Ask, Hook, HookDecision, Operator, OperatorHandler, Session, SpawnOrder, SpawnOutcome,
+    Ask, Hook, HookDecision, Operator, OperatorError, OperatorHandler, Session, SpawnOrder,
+    SpawnOutcome, Stopped,
 };
 use lev_protocol::api::{Role, TokenCreate};
 use serde_json::{Value, json};
@@ -159,19 +160,7 @@ async fn run(args: Args) -> Result<(), String> {
     let worker_token = token(format!("bench-worker-{stamp}"), Role::Worker).await?;
     let worker = Client::new(&url, Some(worker_token)).map_err(|e| e.to_string())?;
 
-    let mut operators = Vec::new();
-    for s in 0..args.sessions {
-        let op = Operator::new(&url, &op_token, &format!("bench-{stamp}-{s}"))
-            .map_err(|e| e.to_string())?;
-        operators.push(tokio::spawn(async move { op.run(Arc::new(Echo)).await }));
-    }
-    // Let every operator connect; a warm-up ask per session makes sure.
-    for s in 0..args.sessions {
-        Session::new(&worker, &format!("bench-{stamp}-{s}"))
-            .ask(json!("warm"), Some(Duration::from_secs(30)))
-            .await
-            .map_err(|e| format!("warm-up ask: {e}"))?;
-    }
+    let operators = start_operators(&url, &op_token, &worker, stamp, args.sessions).await?;
 
     // Paced: each worker asks at most every `pace`, so together they offer
     // `--rate` asks/s (a worker that falls behind just asks back to back).
@@ -186,37 +175,12 @@ async fn run(args: Args) -> Result<(), String> {
         for w in 0..args.workers {
             let session = Session::new(&worker, &format!("bench-{stamp}-{s}"));
             let (measuring, stop) = (Arc::clone(&measuring), Arc::clone(&stop));
-            tasks.push(tokio::spawn(async move {
-                let mut samples = Vec::with_capacity(100_000);
-                let mut errors = 0u64;
-                let question = json!({"w": w});
-                // Staggered, so the workers do not all ask at the same instant.
-                let index = (s * workers + w) as f64 / total_workers as f64;
-                let mut ticks = pace.map(|p| {
-                    let first = tokio::time::Instant::now() + p.mul_f64(index);
-                    let mut t = tokio::time::interval_at(first, p);
-                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    t
-                });
-                while !stop.load(Ordering::Relaxed) {
-                    if let Some(t) = ticks.as_mut() {
-                        t.tick().await;
-                    }
-                    let started = Instant::now();
-                    let ok = session
-                        .ask(question.clone(), Some(Duration::from_secs(30)))
-                        .await
-                        .is_ok();
-                    if measuring.load(Ordering::Relaxed) {
-                        if ok {
-                            samples.push(started.elapsed());
-                        } else {
-                            errors += 1;
-                        }
-                    }
-                }
-                (samples, errors)
-            }));
+            let question = json!({"w": w});
+            // Staggered, so the workers do not all ask at the same instant.
+            let index = (s * workers + w) as f64 / total_workers as f64;
+            tasks.push(tokio::spawn(ask_loop(
+                session, question, index, pace, measuring, stop,
+            )));
         }
     }
     tokio::time::sleep(Duration::from_secs(args.warmup)).await;
@@ -234,6 +198,84 @@ async fn run(args: Args) -> Result<(), String> {
         errors += e;
     }
     all.sort();
+    report(&args, &all, errors, elapsed);
+    for op in operators {
+        op.abort();
+    }
+    if let Some((mut child, _dir)) = server {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Ok(())
+}
+
+/// An operator on each of `sessions` sessions, answering every ask with its
+/// question; once each has answered a warm-up ask.
+async fn start_operators(
+    url: &str,
+    op_token: &str,
+    worker: &Client,
+    stamp: u32,
+    sessions: usize,
+) -> Result<Vec<tokio::task::JoinHandle<Result<Stopped, OperatorError>>>, String> {
+    let mut operators = Vec::new();
+    for s in 0..sessions {
+        let op = Operator::new(url, op_token, &format!("bench-{stamp}-{s}"))
+            .map_err(|e| e.to_string())?;
+        operators.push(tokio::spawn(async move { op.run(Arc::new(Echo)).await }));
+    }
+    // Let every operator connect; a warm-up ask per session makes sure.
+    for s in 0..sessions {
+        Session::new(worker, &format!("bench-{stamp}-{s}"))
+            .ask(json!("warm"), Some(Duration::from_secs(30)))
+            .await
+            .map_err(|e| format!("warm-up ask: {e}"))?;
+    }
+
+    Ok(operators)
+}
+
+/// One worker asking `question` in `session` until `stop`, every `pace` (from
+/// `index` of a pace on), or back to back: the latencies and errors met
+/// while `measuring`.
+async fn ask_loop(
+    session: Session,
+    question: Value,
+    index: f64,
+    pace: Option<Duration>,
+    measuring: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) -> (Vec<Duration>, u64) {
+    let mut samples = Vec::with_capacity(100_000);
+    let mut errors = 0u64;
+    let mut ticks = pace.map(|p| {
+        let first = tokio::time::Instant::now() + p.mul_f64(index);
+        let mut t = tokio::time::interval_at(first, p);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
+    while !stop.load(Ordering::Relaxed) {
+        if let Some(t) = ticks.as_mut() {
+            t.tick().await;
+        }
+        let started = Instant::now();
+        let ok = session
+            .ask(question.clone(), Some(Duration::from_secs(30)))
+            .await
+            .is_ok();
+        if measuring.load(Ordering::Relaxed) {
+            if ok {
+                samples.push(started.elapsed());
+            } else {
+                errors += 1;
+            }
+        }
+    }
+    (samples, errors)
+}
+
+/// The run's two lines: what was offered, and what it came to.
+fn report(args: &Args, all: &[Duration], errors: u64, elapsed: Duration) {
     let rate = all.len() as f64 / elapsed.as_secs_f64();
     println!(
         "sessions={} workers/session={} in-flight<={} client-threads={} offered={}",
@@ -251,19 +293,11 @@ async fn run(args: Args) -> Result<(), String> {
         "asks={} errors={} asks/s={rate:.0} p50={:?} p90={:?} p99={:?} max={:?}",
         all.len(),
         errors,
-        percentile(&all, 0.50),
-        percentile(&all, 0.90),
-        percentile(&all, 0.99),
+        percentile(all, 0.50),
+        percentile(all, 0.90),
+        percentile(all, 0.99),
         all.last().copied().unwrap_or_default(),
     );
-    for op in operators {
-        op.abort();
-    }
-    if let Some((mut child, _dir)) = server {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    Ok(())
 }
 
 fn main() -> std::process::ExitCode {

@@ -220,7 +220,37 @@ pub fn validate_request(req: &InteractionRequest, limits: &Limits) -> Result<(),
         check_len("title", title, limits.option_bytes)?;
     }
     check_reason("reason", req.reason.as_deref())?;
-    match &req.kind {
+    check_kind(&req.kind, limits)?;
+    if req.timeout_s == Some(0) {
+        return Err(invalid("timeout_s", "expected at least 1 second, found 0"));
+    }
+    check_on_timeout(req)?;
+    if let Some(route) = &req.route {
+        if route.is_empty() || route.len() > 8 {
+            return Err(invalid(
+                "route",
+                format!("expected 1 to 8 entries, found {}", route.len()),
+            ));
+        }
+        for (i, r) in route.iter().enumerate() {
+            check_id(&format!("route[{i}]"), r)?;
+        }
+    }
+    if let Some(meta) = &req.metadata {
+        let size = serde_json::to_string(meta)
+            .map(|s| s.len())
+            .unwrap_or(usize::MAX);
+        if size > limits.metadata_bytes {
+            return Err(too_large("metadata", limits.metadata_bytes, size));
+        }
+    }
+    Ok(())
+}
+
+/// A request's kind: its prompt, options, tool call or points, each within
+/// its limit.
+fn check_kind(kind: &InteractionKind, limits: &Limits) -> Result<(), ValidationError> {
+    match kind {
         InteractionKind::FreeText { prompt } => {
             check_len("kind.prompt", prompt, limits.prompt_bytes)?
         }
@@ -271,9 +301,11 @@ pub fn validate_request(req: &InteractionRequest, limits: &Limits) -> Result<(),
             }
         }
     }
-    if req.timeout_s == Some(0) {
-        return Err(invalid("timeout_s", "expected at least 1 second, found 0"));
-    }
+    Ok(())
+}
+
+/// `on_timeout`'s choice: for a multiple choice only, and one of its options.
+fn check_on_timeout(req: &InteractionRequest) -> Result<(), ValidationError> {
     if let Some(OnTimeout::Choice(n)) = &req.on_timeout {
         match &req.kind {
             InteractionKind::MultipleChoice { options, .. } if *n < options.len() => {}
@@ -292,25 +324,6 @@ pub fn validate_request(req: &InteractionRequest, limits: &Limits) -> Result<(),
                     ),
                 ));
             }
-        }
-    }
-    if let Some(route) = &req.route {
-        if route.is_empty() || route.len() > 8 {
-            return Err(invalid(
-                "route",
-                format!("expected 1 to 8 entries, found {}", route.len()),
-            ));
-        }
-        for (i, r) in route.iter().enumerate() {
-            check_id(&format!("route[{i}]"), r)?;
-        }
-    }
-    if let Some(meta) = &req.metadata {
-        let size = serde_json::to_string(meta)
-            .map(|s| s.len())
-            .unwrap_or(usize::MAX);
-        if size > limits.metadata_bytes {
-            return Err(too_large("metadata", limits.metadata_bytes, size));
         }
     }
     Ok(())
@@ -346,6 +359,17 @@ pub fn validate_response<P>(
         .filter(|f| !f.is_empty())
         .map(str::to_owned);
     resp.modified_args_json = resp.modified_args_json.filter(|m| !m.is_empty());
+    check_sizes(&resp)?;
+    check_fields(req, &resp)?;
+    check_choice(req, &resp)?;
+    if let InteractionKind::ToolApproval { .. } = &req.kind {
+        check_decision(&mut resp)?;
+    }
+    Ok(resp)
+}
+
+/// The answer's texts, vote and grant patterns within their limits.
+fn check_sizes<P>(resp: &InteractionResponse<P>) -> Result<(), ValidationError> {
     for (field, text) in [
         ("value", resp.value.as_deref()),
         ("feedback", resp.feedback.as_deref()),
@@ -374,7 +398,14 @@ pub fn validate_response<P>(
             check_len("grant_args", pattern, GRANT_ARGS_PATTERN_BYTES)?;
         }
     }
+    Ok(())
+}
 
+/// The fields the request's kind requires and allows, and no other.
+fn check_fields<P>(
+    req: &InteractionRequest,
+    resp: &InteractionResponse<P>,
+) -> Result<(), ValidationError> {
     let present = |name: &'static str| -> bool {
         match name {
             "value" => resp.value.is_some(),
@@ -437,6 +468,14 @@ pub fn validate_response<P>(
             format!("not allowed in an answer to a {kind} interaction"),
         ));
     }
+    Ok(())
+}
+
+/// A `choice_index` within the request's options.
+fn check_choice<P>(
+    req: &InteractionRequest,
+    resp: &InteractionResponse<P>,
+) -> Result<(), ValidationError> {
     match &req.kind {
         InteractionKind::MultipleChoice { options, .. }
         | InteractionKind::ToolApproval { options, .. } => {
@@ -454,52 +493,57 @@ pub fn validate_response<P>(
         }
         _ => {}
     }
-    if let InteractionKind::ToolApproval { .. } = &req.kind {
-        let granted = resp.approved == Some(true);
-        if granted {
-            if resp.feedback.is_some() {
-                return Err(invalid(
-                    "feedback",
-                    "feedback goes with a deny only, found it beside approved: true",
-                ));
-            }
-            let grant_scope = resp.scope.is_some_and(|s| s.is_grant_scope());
-            if resp.grant_args.is_some() && !grant_scope {
-                return Err(invalid(
-                    "grant_args",
-                    "goes with scope \"session\" or \"always\" only",
-                ));
-            }
-            if let Some(edit) = &resp.modified_args_json {
-                check_args_json("modified_args_json", edit, &Limits::default())?;
-            }
-            if let Some(grant_args) = &resp.grant_args {
-                for pointer in grant_args.keys() {
-                    if !(pointer.is_empty() || pointer.starts_with('/')) {
-                        return Err(invalid(
-                            "grant_args",
-                            format!(
-                                "expected JSON pointers such as \"/argv/0\", found {:?}",
-                                truncate(pointer, 64)
-                            ),
-                        ));
-                    }
+    Ok(())
+}
+
+/// A decision on a tool call: feedback, an edit and `grant_args` only where
+/// they belong (an edit that is JSON, pointers that are pointers); `scope`
+/// dropped on a deny.
+fn check_decision<P>(resp: &mut InteractionResponse<P>) -> Result<(), ValidationError> {
+    let granted = resp.approved == Some(true);
+    if granted {
+        if resp.feedback.is_some() {
+            return Err(invalid(
+                "feedback",
+                "feedback goes with a deny only, found it beside approved: true",
+            ));
+        }
+        let grant_scope = resp.scope.is_some_and(|s| s.is_grant_scope());
+        if resp.grant_args.is_some() && !grant_scope {
+            return Err(invalid(
+                "grant_args",
+                "goes with scope \"session\" or \"always\" only",
+            ));
+        }
+        if let Some(edit) = &resp.modified_args_json {
+            check_args_json("modified_args_json", edit, &Limits::default())?;
+        }
+        if let Some(grant_args) = &resp.grant_args {
+            for pointer in grant_args.keys() {
+                if !(pointer.is_empty() || pointer.starts_with('/')) {
+                    return Err(invalid(
+                        "grant_args",
+                        format!(
+                            "expected JSON pointers such as \"/argv/0\", found {:?}",
+                            truncate(pointer, 64)
+                        ),
+                    ));
                 }
             }
-        } else {
-            if resp.modified_args_json.is_some() {
-                return Err(invalid(
-                    "modified_args_json",
-                    "an edit goes with approved: true only",
-                ));
-            }
-            if resp.grant_args.is_some() {
-                return Err(invalid("grant_args", "goes with approved: true only"));
-            }
-            resp.scope = None;
         }
+    } else {
+        if resp.modified_args_json.is_some() {
+            return Err(invalid(
+                "modified_args_json",
+                "an edit goes with approved: true only",
+            ));
+        }
+        if resp.grant_args.is_some() {
+            return Err(invalid("grant_args", "goes with approved: true only"));
+        }
+        resp.scope = None;
     }
-    Ok(resp)
+    Ok(())
 }
 
 /// The most bytes a signed vote's fields may hold: a vote's payload is a few

@@ -443,41 +443,7 @@ async fn session(
     let version = connection::initialize(peer, reads, what, || tail.text()).await?;
     let sandbox = args.sandbox.as_str();
     let policy = args.approval_policy.as_str();
-    let started = peer
-        .request(
-            "thread/start",
-            json!({
-                "cwd": cwd,
-                "approvalPolicy": policy,
-                "approvalsReviewer": "user",
-                "sandbox": sandbox,
-            }),
-        )
-        .await
-        .context("starting a Codex thread")?;
-    // Codex may override what was asked (managed configuration); lev runs
-    // only a thread that asks it.
-    let got_policy = started
-        .get("approvalPolicy")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let got_reviewer = started
-        .get("approvalsReviewer")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let got_sandbox = started
-        .pointer("/sandbox/type")
-        .and_then(Value::as_str)
-        .map(sandbox_name);
-    if got_policy != json!(policy)
-        || got_reviewer != json!("user")
-        || got_sandbox.as_deref() != Some(sandbox)
-    {
-        bail!(
-            "Codex did not start the thread lev asked for: expected approval policy {policy:?}, approvals reviewed by the user, sandbox {sandbox:?}; found {got_policy}, {got_reviewer}, {}; lev will not run a thread whose approvals it does not see",
-            got_sandbox.unwrap_or_else(|| "none".into())
-        );
-    }
+    let started = start_thread(peer, cwd, sandbox, policy).await?;
     let Some(thread) = started
         .pointer("/thread/id")
         .and_then(Value::as_str)
@@ -511,8 +477,84 @@ async fn session(
     else {
         bail!("Codex started a turn without an id: {turn}");
     };
+    let ended = until_turn_ends(peer, reads, &bridge, (&thread, &turn), what, tail).await;
+    bridge.shutdown().await;
+    let (status, error) = ended?;
+    let _ = std::io::stdout().flush();
+    if status == "completed" {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut why = match (status.as_str(), error) {
+        (_, Some(error)) => format!("the turn {status}: {}", crate::term::one_line(&error)),
+        ("interrupted", None) => "the turn was cancelled".to_owned(),
+        (other, None) => format!("the turn ended {other}"),
+    };
+    if let Some(unreachable) = bridge.unreachable() {
+        why = format!("{why}: {unreachable}");
+    }
+    report::message(&why);
+    Ok(ExitCode::from(crate::exit::ERROR))
+}
+
+/// Start a Codex thread in `cwd` with `sandbox` and approval `policy`,
+/// approvals reviewed by the user; refused when Codex starts another kind
+/// (managed configuration may override what was asked): lev runs only a
+/// thread that asks it. What `thread/start` answered.
+async fn start_thread(
+    peer: &Peer,
+    cwd: &str,
+    sandbox: &str,
+    policy: &str,
+) -> anyhow::Result<Value> {
+    let started = peer
+        .request(
+            "thread/start",
+            json!({
+                "cwd": cwd,
+                "approvalPolicy": policy,
+                "approvalsReviewer": "user",
+                "sandbox": sandbox,
+            }),
+        )
+        .await
+        .context("starting a Codex thread")?;
+    let got_policy = started
+        .get("approvalPolicy")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let got_reviewer = started
+        .get("approvalsReviewer")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let got_sandbox = started
+        .pointer("/sandbox/type")
+        .and_then(Value::as_str)
+        .map(sandbox_name);
+    if got_policy != json!(policy)
+        || got_reviewer != json!("user")
+        || got_sandbox.as_deref() != Some(sandbox)
+    {
+        bail!(
+            "Codex did not start the thread lev asked for: expected approval policy {policy:?}, approvals reviewed by the user, sandbox {sandbox:?}; found {got_policy}, {got_reviewer}, {}; lev will not run a thread whose approvals it does not see",
+            got_sandbox.unwrap_or_else(|| "none".into())
+        );
+    }
+    Ok(started)
+}
+
+/// Answer Codex's requests until `turn` of `thread` completes: its status
+/// and error. Ctrl-C interrupts the turn (once); Codex closing first is an
+/// error, with what it printed on stderr.
+async fn until_turn_ends(
+    peer: &Peer,
+    reads: &mut tokio::sync::mpsc::UnboundedReceiver<Read>,
+    bridge: &Bridge,
+    (thread, turn): (&str, &str),
+    what: &str,
+    tail: &Tail,
+) -> anyhow::Result<(String, Option<String>)> {
     let mut interrupted = false;
-    let ended = loop {
+    loop {
         tokio::select! {
             read = reads.recv() => match read.unwrap_or(Read::Closed(None)) {
                 Read::Message(message) => {
@@ -541,23 +583,7 @@ async fn session(
                 tokio::spawn(async move { let _ = peer.request("turn/interrupt", params).await; });
             }
         }
-    };
-    bridge.shutdown().await;
-    let (status, error) = ended?;
-    let _ = std::io::stdout().flush();
-    if status == "completed" {
-        return Ok(ExitCode::SUCCESS);
     }
-    let mut why = match (status.as_str(), error) {
-        (_, Some(error)) => format!("the turn {status}: {}", crate::term::one_line(&error)),
-        ("interrupted", None) => "the turn was cancelled".to_owned(),
-        (other, None) => format!("the turn ended {other}"),
-    };
-    if let Some(unreachable) = bridge.unreachable() {
-        why = format!("{why}: {unreachable}");
-    }
-    report::message(&why);
-    Ok(ExitCode::from(crate::exit::ERROR))
 }
 
 fn attach(args: AttachArgs) -> anyhow::Result<ExitCode> {
@@ -583,81 +609,22 @@ fn attach(args: AttachArgs) -> anyhow::Result<ExitCode> {
                 .await
                 .map_err(|e| anyhow!("fetching the server's keys: {e}"))?,
         };
-        let (peer, mut outgoing) = Peer::new();
-        // A UI that is starting has the socket before it listens: try for a
-        // few seconds.
-        let started = tokio::time::Instant::now();
-        let messages = loop {
-            // Codex's socket path is a symlink to a short one under /tmp (a
-            // Unix socket's path is at most about 100 bytes): connect there.
-            let target = std::fs::canonicalize(&socket).unwrap_or_else(|_| socket.clone());
-            match rpc::unix_websocket(&target, outgoing).await {
-                Ok(messages) => break messages,
-                Err((_, back)) if started.elapsed() < Duration::from_secs(10) => {
-                    outgoing = back;
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                Err((e, _)) => {
-                    return Err(e.context(format!(
-                        "attaching to Codex's app-server at {}",
-                        socket.display()
-                    )));
-                }
-            }
-        };
+        let (peer, outgoing) = Peer::new();
+        let messages = connect_socket(&socket, outgoing).await?;
         let mut reads = connection::spawn_reader(messages, peer.clone());
         let what = format!("the app-server at {}", socket.display());
         let version = connection::initialize(&peer, &mut reads, &what, String::new).await?;
-        let bridge = Bridge::new(peer.clone(), client, keys, args.decide.settings(false, "unknown"));
+        let bridge = Bridge::new(
+            peer.clone(),
+            client,
+            keys,
+            args.decide.settings(false, "unknown"),
+        );
         say(&format!(
             "attached to Codex {version} at {}: its approvals are decided in lev (Ctrl-C to stop)",
             socket.display()
         ));
-        let resuming: Arc<Mutex<HashSet<String>>> = Arc::default();
-        let follow = |thread: String| {
-            if bridge.follows(&thread) {
-                return;
-            }
-            if let Ok(mut r) = resuming.lock()
-                && !r.insert(thread.clone())
-            {
-                return;
-            }
-            let (peer, bridge, resuming) = (peer.clone(), bridge.clone(), resuming.clone());
-            tokio::spawn(async move {
-                resume(&peer, &bridge, &thread).await;
-                if let Ok(mut r) = resuming.lock() {
-                    r.remove(&thread);
-                }
-            });
-        };
-        let mut poll = tokio::time::interval(Duration::from_millis(500));
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("listening for SIGTERM")?;
-        let closed = loop {
-            tokio::select! {
-                read = reads.recv() => match read.unwrap_or(Read::Closed(None)) {
-                    Read::Message(message) => {
-                        if let Event::ThreadSeen(thread) = bridge.handle(message) {
-                            follow(thread);
-                        }
-                    }
-                    Read::Garbage { text, why } => say(&format!("ignored a message from Codex ({why}): {text}")),
-                    Read::Closed(e) => break e,
-                },
-                _ = poll.tick() => {
-                    if let Ok(list) = peer.request("thread/loaded/list", json!({})).await {
-                        for thread in list.get("data").and_then(Value::as_array).into_iter().flatten() {
-                            if let Some(thread) = thread.as_str() {
-                                follow(thread.to_owned());
-                            }
-                        }
-                    }
-                }
-                _ = tokio::signal::ctrl_c() => { say("stopping (Ctrl-C)"); break None; }
-                _ = terminate.recv() => { say("stopping (SIGTERM)"); break None; }
-            }
-        };
+        let closed = follow_threads(&peer, &bridge, &mut reads).await?;
         if let Some(e) = closed {
             say(&format!("the app-server closed the connection ({e})"));
         }
@@ -665,6 +632,89 @@ fn attach(args: AttachArgs) -> anyhow::Result<ExitCode> {
         peer.hang_up();
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Connect to the terminal UI's app-server socket. A UI that is starting has
+/// the socket before it listens: tried for a few seconds.
+async fn connect_socket(
+    socket: &Path,
+    mut outgoing: tokio::sync::mpsc::UnboundedReceiver<rpc::Outgoing>,
+) -> anyhow::Result<rpc::Messages> {
+    let started = tokio::time::Instant::now();
+    loop {
+        // Codex's socket path is a symlink to a short one under /tmp (a
+        // Unix socket's path is at most about 100 bytes): connect there.
+        let target = std::fs::canonicalize(socket).unwrap_or_else(|_| socket.to_owned());
+        match rpc::unix_websocket(&target, outgoing).await {
+            Ok(messages) => return Ok(messages),
+            Err((_, back)) if started.elapsed() < Duration::from_secs(10) => {
+                outgoing = back;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err((e, _)) => {
+                return Err(e.context(format!(
+                    "attaching to Codex's app-server at {}",
+                    socket.display()
+                )));
+            }
+        }
+    }
+}
+
+/// Follow every thread the app-server has loaded (seen in its messages, or
+/// listed every half second), each resumed once, until the connection
+/// closes (why, when it says) or Ctrl-C or SIGTERM stops lev (`None`).
+async fn follow_threads(
+    peer: &Peer,
+    bridge: &Bridge,
+    reads: &mut tokio::sync::mpsc::UnboundedReceiver<Read>,
+) -> anyhow::Result<Option<String>> {
+    let resuming: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let follow = |thread: String| {
+        if bridge.follows(&thread) {
+            return;
+        }
+        if let Ok(mut r) = resuming.lock()
+            && !r.insert(thread.clone())
+        {
+            return;
+        }
+        let (peer, bridge, resuming) = (peer.clone(), bridge.clone(), resuming.clone());
+        tokio::spawn(async move {
+            resume(&peer, &bridge, &thread).await;
+            if let Ok(mut r) = resuming.lock() {
+                r.remove(&thread);
+            }
+        });
+    };
+    let mut poll = tokio::time::interval(Duration::from_millis(500));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    let closed = loop {
+        tokio::select! {
+            read = reads.recv() => match read.unwrap_or(Read::Closed(None)) {
+                Read::Message(message) => {
+                    if let Event::ThreadSeen(thread) = bridge.handle(message) {
+                        follow(thread);
+                    }
+                }
+                Read::Garbage { text, why } => say(&format!("ignored a message from Codex ({why}): {text}")),
+                Read::Closed(e) => break e,
+            },
+            _ = poll.tick() => {
+                if let Ok(list) = peer.request("thread/loaded/list", json!({})).await {
+                    for thread in list.get("data").and_then(Value::as_array).into_iter().flatten() {
+                        if let Some(thread) = thread.as_str() {
+                            follow(thread.to_owned());
+                        }
+                    }
+                }
+            }
+            _ = tokio::signal::ctrl_c() => { say("stopping (Ctrl-C)"); break None; }
+            _ = terminate.recv() => { say("stopping (SIGTERM)"); break None; }
+        }
+    };
+    Ok(closed)
 }
 
 /// Follow `thread`: `thread/resume` subscribes to its events and replays its

@@ -78,9 +78,50 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
         .await
         .context("pinning the demo server's keys")?;
 
-    let style = Style::stdout();
     // Only a demo that fell back from the default port says why its URL differs.
     let fell_back = args.listen.is_none() && base != DEFAULT_URL;
+    print_intro(&dashboard, &base, &admin, fell_back);
+
+    let parts_dir = data.path().join("agent-parts");
+    let answered = Arc::new(AtomicUsize::new(0));
+    let agent_slot = Slot {
+        agent,
+        gatekeeper,
+        next: Arc::new(AtomicUsize::new(0)),
+        answered: answered.clone(),
+        parts_dir,
+        exit_after: args.exit_after,
+    };
+    let mut slots = tokio::task::JoinSet::new();
+    for slot in 0..IN_FLIGHT {
+        slots.spawn(agent_slot.clone().ask_until_stopped(slot, stop_rx.clone()));
+    }
+
+    let finished = async {
+        match args.exit_after {
+            Some(max) => {
+                while answered.load(Ordering::Relaxed) < max {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = signals.recv() => {}
+        () = finished => {}
+    }
+    let _ = stop_tx.send(true);
+    slots.abort_all();
+    let _ = serving.await;
+    println!("lev demo: stopped; removed {}", data.path().display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the demo prints first: the dashboard, and what to run in a second
+/// terminal to answer the agent.
+fn print_intro(dashboard: &str, base: &str, admin: &str, fell_back: bool) {
+    let style = Style::stdout();
     println!(
         "{}",
         style.bold("lev demo: a server on a temporary data dir, and an agent asking questions")
@@ -116,82 +157,67 @@ async fn demo(args: Args) -> anyhow::Result<ExitCode> {
     println!();
     println!("Ctrl-C stops the demo and deletes its data.");
     println!();
+}
 
-    let parts_dir = data.path().join("agent-parts");
-    let next = Arc::new(AtomicUsize::new(0));
-    let answered = Arc::new(AtomicUsize::new(0));
-    let mut slots = tokio::task::JoinSet::new();
-    for slot in 0..IN_FLIGHT {
-        let agent = agent.clone();
-        let gatekeeper = gatekeeper.clone();
-        let next = next.clone();
-        let answered = answered.clone();
-        let parts_dir = parts_dir.clone();
-        let mut stop = stop_rx.clone();
-        let exit_after = args.exit_after;
-        slots.spawn(async move {
-            // Stagger the first questions a little, as an agent would.
-            tokio::time::sleep(Duration::from_millis(400 * slot as u64)).await;
-            // After an error, wait longer each time (with jitter) up to 30 s.
-            let mut backoff =
-                lev_client::backoff::Backoff::new(Duration::from_secs(2), Duration::from_secs(30));
-            loop {
-                let n = next.fetch_add(1, Ordering::Relaxed);
-                let script = &SCRIPT[n % SCRIPT.len()];
-                let outcome = tokio::select! {
-                    r = async {
-                        if let Some(call) = script.tool_call(n) {
-                            gate(&gatekeeper, &call, script).await
-                        } else {
-                            ask(&agent, &script.request(n), script, &parts_dir).await
-                        }
-                    } => r,
-                    _ = stop.wait_for(|s| *s) => return,
-                };
-                match outcome {
-                    Ok(()) => {
-                        backoff.reset();
-                        let done = answered.fetch_add(1, Ordering::Relaxed) + 1;
-                        if exit_after.is_some_and(|max| done >= max) {
-                            // Nothing more to ask; the demo stops.
-                            return;
-                        }
+/// One of the demo agent's slots: each asks the script's next question,
+/// waits for its answer, and asks again.
+#[derive(Clone)]
+struct Slot {
+    agent: Client,
+    gatekeeper: Gatekeeper,
+    /// The next question of the script, shared by the slots.
+    next: Arc<AtomicUsize>,
+    /// Questions answered, by every slot.
+    answered: Arc<AtomicUsize>,
+    parts_dir: PathBuf,
+    exit_after: Option<usize>,
+}
+
+impl Slot {
+    /// Ask, one question after another, until `stop` (or `--exit-after`
+    /// answers in all).
+    async fn ask_until_stopped(self, slot: usize, mut stop: tokio::sync::watch::Receiver<bool>) {
+        // Stagger the first questions a little, as an agent would.
+        tokio::time::sleep(Duration::from_millis(400 * slot as u64)).await;
+        // After an error, wait longer each time (with jitter) up to 30 s.
+        let mut backoff =
+            lev_client::backoff::Backoff::new(Duration::from_secs(2), Duration::from_secs(30));
+        loop {
+            let n = self.next.fetch_add(1, Ordering::Relaxed);
+            let script = &SCRIPT[n % SCRIPT.len()];
+            let outcome = tokio::select! {
+                r = async {
+                    if let Some(call) = script.tool_call(n) {
+                        gate(&self.gatekeeper, &call, script).await
+                    } else {
+                        ask(&self.agent, &script.request(n), script, &self.parts_dir).await
                     }
-                    Err(e) => {
-                        eprintln!("lev demo: agent: {}", term::one_line(&format!("{e:#}")));
-                        tokio::select! {
-                            () = tokio::time::sleep(backoff.next_delay()) => {}
-                            _ = stop.wait_for(|s| *s) => return,
-                        }
+                } => r,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            match outcome {
+                Ok(()) => {
+                    backoff.reset();
+                    let done = self.answered.fetch_add(1, Ordering::Relaxed) + 1;
+                    if self.exit_after.is_some_and(|max| done >= max) {
+                        // Nothing more to ask; the demo stops.
+                        return;
                     }
                 }
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_millis(1500)) => {}
-                    _ = stop.wait_for(|s| *s) => return,
+                Err(e) => {
+                    eprintln!("lev demo: agent: {}", term::one_line(&format!("{e:#}")));
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff.next_delay()) => {}
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
                 }
             }
-        });
-    }
-
-    let finished = async {
-        match args.exit_after {
-            Some(max) => {
-                while answered.load(Ordering::Relaxed) < max {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(1500)) => {}
+                _ = stop.wait_for(|s| *s) => return,
             }
-            None => std::future::pending::<()>().await,
         }
-    };
-    tokio::select! {
-        _ = signals.recv() => {}
-        () = finished => {}
     }
-    let _ = stop_tx.send(true);
-    slots.abort_all();
-    let _ = serving.await;
-    println!("lev demo: stopped; removed {}", data.path().display());
-    Ok(ExitCode::SUCCESS)
 }
 
 /// How a second terminal runs this very binary: `lev` when that name on PATH

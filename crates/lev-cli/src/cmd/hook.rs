@@ -373,23 +373,7 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
         }
     };
     answer::at_deadline((!fail_open).then(|| hooks::deny_output(event.name, &missed)));
-    let gate_call = GateCall {
-        session: event.session_id.clone(),
-        conversation: event.session_id.clone(),
-        caller: args.caller.clone(),
-        sandbox_mode: args
-            .sandbox_mode
-            .clone()
-            .or_else(|| event.permission_mode.clone())
-            .unwrap_or_else(|| "default".to_owned()),
-        request_id: event.tool_use_id.clone(),
-        tool_name: call.tool.clone(),
-        input: call.args.clone(),
-        route: args.route.clone(),
-        timeout: Duration::from_secs(args.timeout),
-        reason: call.reason.clone(),
-        required_capabilities: call.capabilities.clone(),
-    };
+    let gate_call = codex_gate_call(&args, &event, &call);
     let pinned = match args.trust.pinned() {
         Ok(pinned) => pinned,
         Err(e) => {
@@ -413,18 +397,62 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
             ),
         },
     };
-    let output = match verdict {
+    let output = codex_output(verdict, event.name, &call, &shell, fail_open);
+    answer::give(output.as_ref())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The gate call of a Codex hook's event: the session's, in the sandbox
+/// mode given (else the event's permission mode).
+fn codex_gate_call(
+    args: &CodexHookArgs,
+    event: &crate::codex::hooks::HookEvent,
+    call: &crate::codex::hooks::HookCall,
+) -> GateCall {
+    GateCall {
+        session: event.session_id.clone(),
+        conversation: event.session_id.clone(),
+        caller: args.caller.clone(),
+        sandbox_mode: args
+            .sandbox_mode
+            .clone()
+            .or_else(|| event.permission_mode.clone())
+            .unwrap_or_else(|| "default".to_owned()),
+        request_id: event.tool_use_id.clone(),
+        tool_name: call.tool.clone(),
+        input: call.args.clone(),
+        route: args.route.clone(),
+        timeout: Duration::from_secs(args.timeout),
+        reason: call.reason.clone(),
+        required_capabilities: call.capabilities.clone(),
+    }
+}
+
+/// What the hook tells Codex of lev's verdict on `call`: nothing more than
+/// an allow for the call as made; an edit rewritten into the call
+/// (`PreToolUse`) or told to the model (`PermissionRequest`, which cannot
+/// change it); a denial; and when lev did not decide, a denial, or nothing
+/// with --fail-open.
+fn codex_output(
+    verdict: Verdict,
+    event: crate::codex::hooks::EventName,
+    call: &crate::codex::hooks::HookCall,
+    shell: &str,
+    fail_open: bool,
+) -> Option<serde_json::Value> {
+    use crate::codex::hooks;
+    match verdict {
         Verdict::Allow(allowed)
             if allowed.updated_input == serde_json::Value::Object(call.args.clone()) =>
         {
-            hooks::allow_output(event.name)
+            hooks::allow_output(event)
         }
-        Verdict::Allow(allowed) => Some(match event.name {
+        Verdict::Allow(allowed) => Some(match event {
             hooks::EventName::PreToolUse => {
-                match hooks::rewrite(&call, &allowed.updated_input, &shell) {
+                match hooks::rewrite(call, &allowed.updated_input, shell) {
                     Ok(input) => hooks::rewrite_output(input),
                     Err(why) => hooks::deny_output(
-                        event.name,
+                        event,
                         &format!(
                             "The approver in lev edited the call to {}, but the edit cannot be handed to Codex ({why}); it was not run.",
                             call.tool
@@ -435,14 +463,14 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
             // PermissionRequest cannot change the call: the model is told
             // what was approved instead, and asks again.
             hooks::EventName::PermissionRequest => hooks::deny_output(
-                event.name,
+                event,
                 &format!(
                     "The approver in lev changed this call before approving it, so it was not run as written. Make this call instead: {}",
                     allowed.updated_input
                 ),
             ),
         }),
-        Verdict::Deny { message } => Some(hooks::deny_output(event.name, &message)),
+        Verdict::Deny { message } => Some(hooks::deny_output(event, &message)),
         Verdict::Defer { reason } => {
             if fail_open {
                 report::message(&format!(
@@ -453,12 +481,10 @@ fn codex(args: CodexHookArgs) -> anyhow::Result<ExitCode> {
             }
             (!fail_open).then(|| {
                 hooks::deny_output(
-                    event.name,
+                    event,
                     &format!("{reason} (the hook fails closed); the call was not run."),
                 )
             })
         }
-    };
-    answer::give(output.as_ref())?;
-    Ok(ExitCode::SUCCESS)
+    }
 }

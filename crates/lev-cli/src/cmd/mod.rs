@@ -3,9 +3,6 @@
 pub mod ask;
 pub mod audit;
 pub mod bench;
-pub mod bench_chaos;
-pub mod bench_gate;
-pub mod bench_soak;
 pub mod codex;
 pub mod demo;
 pub mod grants;

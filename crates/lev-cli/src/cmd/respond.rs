@@ -166,23 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let result = match result {
         Ok(result) => result,
         Err(e) if e.code() == Some("already_answered") => {
-            let winner = match e.winner() {
-                Some(w) => {
-                    let kind = rt
-                        .block_on(client.get_interaction(&args.id))
-                        .map(|v| v.request.request.kind)
-                        .ok();
-                    match kind {
-                        Some(kind) => describe::answer_summary(&kind, w),
-                        None => "another answer".to_owned(),
-                    }
-                }
-                None => "another answer".to_owned(),
-            };
-            bail!(
-                "respond {shown_id}: already answered, the first answer won: {}",
-                term::one_line(&winner)
-            );
+            return Err(lost_race(&rt, &client, &args.id, &e));
         }
         Err(e) => return Err(e).with_context(|| format!("respond {shown_id}")),
     };
@@ -190,9 +174,51 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         crate::out::print_json(&result)?;
         return Ok(ExitCode::SUCCESS);
     }
+    print_answered(&rt, &client, &args.id, &result, signed_with.as_deref());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The error of an answer that lost the race: the answer that won, as the
+/// question's kind reads it.
+fn lost_race(
+    rt: &tokio::runtime::Runtime,
+    client: &lev_client::Client,
+    id: &str,
+    e: &lev_client::Error,
+) -> anyhow::Error {
+    let shown_id = term::one_line(id);
+    let winner = match e.winner() {
+        Some(w) => {
+            let kind = rt
+                .block_on(client.get_interaction(id))
+                .map(|v| v.request.request.kind)
+                .ok();
+            match kind {
+                Some(kind) => describe::answer_summary(&kind, w),
+                None => "another answer".to_owned(),
+            }
+        }
+        None => "another answer".to_owned(),
+    };
+    anyhow::anyhow!(
+        "respond {shown_id}: already answered, the first answer won: {}",
+        term::one_line(&winner)
+    )
+}
+
+/// What was answered, and with a quorum, how many approvals it still needs
+/// and who may still vote.
+fn print_answered(
+    rt: &tokio::runtime::Runtime,
+    client: &lev_client::Client,
+    id: &str,
+    result: &lev_protocol::api::RespondResult,
+    signed_with: Option<&str>,
+) {
+    let shown_id = term::one_line(id);
     let style = Style::stdout();
     let kind = rt
-        .block_on(client.get_interaction(&args.id))
+        .block_on(client.get_interaction(id))
         .map(|v| v.request.request.kind)
         .ok();
     let summary = match &kind {
@@ -200,7 +226,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => "answered".to_owned(),
     };
     let mut notes = Vec::new();
-    if let Some(kid) = &signed_with {
+    if let Some(kid) = signed_with {
         notes.push(format!("your vote signed with {}", term::one_line(kid)));
     }
     if result.approval.is_some() {
@@ -222,7 +248,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let needed = result.approvals_needed.unwrap_or(1);
         let approvals = result.votes.iter().filter(|v| v.approved).count();
         let still = rt
-            .block_on(client.get_interaction(&args.id))
+            .block_on(client.get_interaction(id))
             .ok()
             .and_then(|v| v.request.may_still_vote(time::OffsetDateTime::now_utc()))
             .map(|names| format!("; may still vote: {}", term::one_line(&names.join(", "))))
@@ -233,7 +259,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             style.cyan(&shown_id),
             term::one_line(&summary)
         );
-        return Ok(ExitCode::SUCCESS);
+        return;
     }
     println!(
         "{} {}: {}{notes}",
@@ -241,7 +267,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         style.cyan(&shown_id),
         term::one_line(&summary)
     );
-    Ok(ExitCode::SUCCESS)
 }
 
 fn build(args: &Args) -> anyhow::Result<InteractionResponse> {

@@ -112,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } => {
             let role = Role::from(role);
             let req = TokenCreate {
-                name: name.clone(),
+                name,
                 role,
                 caller,
                 sessions: sessions.map(|list| {
@@ -122,95 +122,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         .collect()
                 }),
             };
-            let context = || format!("token create {}", term::one_line(&name));
-            let (created, base) = match database {
-                Some(url) => {
-                    let created = runtime()?
-                        .block_on(lev_server::create_token_in_database(&url, req))
-                        .map_err(|message| anyhow::anyhow!(message))
-                        .with_context(context)?;
-                    (created, None)
-                }
-                None => {
-                    let client = client.client()?;
-                    let created = runtime()?
-                        .block_on(client.create_token(&req))
-                        .with_context(context)?;
-                    (created, Some(client.base_url().to_owned()))
-                }
-            };
-            let dashboard = matches!(role, Role::Approver | Role::Admin);
-            let login_url = base
-                .filter(|_| dashboard)
-                .map(|base| format!("{base}/#token={}", created.token));
-            if json {
-                let out = serde_json::json!({
-                    "name": created.name,
-                    "role": created.role,
-                    "token": created.token,
-                    "login_url": login_url,
-                });
-                crate::out::print_json(&out)?;
-            } else {
-                println!(
-                    "created {} token {}",
-                    created.role.as_str(),
-                    style.bold(&term::one_line(&created.name))
-                );
-                println!("secret (shown once): {}", created.token);
-                if let Some(url) = login_url {
-                    println!("dashboard login: {url}");
-                } else if dashboard {
-                    println!(
-                        "dashboard login: any server's URL followed by /#token={}",
-                        created.token
-                    );
-                }
-            }
+            create(req, json, database, client, style)?;
         }
-        TokenCommand::Ls { json, client } => {
-            let client = client.client()?;
-            let tokens = runtime()?
-                .block_on(client.list_tokens())
-                .context("token ls")?;
-            if json {
-                crate::out::print_json(&tokens)?;
-            } else {
-                let width = tokens
-                    .iter()
-                    .map(|t| term::one_line(&t.name).chars().count())
-                    .max()
-                    .unwrap_or(4)
-                    .max(4);
-                println!(
-                    "{}",
-                    style.bold(&format!(
-                        "{:<width$}  {:<8}  {:<16}  {:<20}  CREATED",
-                        "NAME", "ROLE", "CALLER", "SESSIONS"
-                    ))
-                );
-                for t in &tokens {
-                    let sessions = t.sessions.as_ref().map_or_else(
-                        || {
-                            if t.role == Role::Operator {
-                                "(none)".to_owned()
-                            } else {
-                                "*".to_owned()
-                            }
-                        },
-                        |s| s.join(","),
-                    );
-                    println!(
-                        "{:<width$}  {:<8}  {:<16}  {:<20}  {}",
-                        term::one_line(&t.name),
-                        t.role.as_str(),
-                        term::one_line(t.caller.as_deref().unwrap_or("-")),
-                        term::one_line(&sessions),
-                        term::rfc3339(Some(t.created_at))
-                    );
-                }
-            }
-        }
+        TokenCommand::Ls { json, client } => ls(json, client, style)?,
         TokenCommand::Revoke { name, client } => {
             let client = client.client()?;
             runtime()?
@@ -220,4 +134,108 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `lev token create`: through the API, or written into `database`.
+fn create(
+    req: TokenCreate,
+    json: bool,
+    database: Option<String>,
+    client: ClientArgs,
+    style: Style,
+) -> anyhow::Result<()> {
+    let name = req.name.clone();
+    let role = req.role;
+    let context = || format!("token create {}", term::one_line(&name));
+    let (created, base) = match database {
+        Some(url) => {
+            let created = runtime()?
+                .block_on(lev_server::create_token_in_database(&url, req))
+                .map_err(|message| anyhow::anyhow!(message))
+                .with_context(context)?;
+            (created, None)
+        }
+        None => {
+            let client = client.client()?;
+            let created = runtime()?
+                .block_on(client.create_token(&req))
+                .with_context(context)?;
+            (created, Some(client.base_url().to_owned()))
+        }
+    };
+    let dashboard = matches!(role, Role::Approver | Role::Admin);
+    let login_url = base
+        .filter(|_| dashboard)
+        .map(|base| format!("{base}/#token={}", created.token));
+    if json {
+        let out = serde_json::json!({
+            "name": created.name,
+            "role": created.role,
+            "token": created.token,
+            "login_url": login_url,
+        });
+        crate::out::print_json(&out)?;
+    } else {
+        println!(
+            "created {} token {}",
+            created.role.as_str(),
+            style.bold(&term::one_line(&created.name))
+        );
+        println!("secret (shown once): {}", created.token);
+        if let Some(url) = login_url {
+            println!("dashboard login: {url}");
+        } else if dashboard {
+            println!(
+                "dashboard login: any server's URL followed by /#token={}",
+                created.token
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `lev token ls`.
+fn ls(json: bool, client: ClientArgs, style: Style) -> anyhow::Result<()> {
+    let client = client.client()?;
+    let tokens = runtime()?
+        .block_on(client.list_tokens())
+        .context("token ls")?;
+    if json {
+        crate::out::print_json(&tokens)?;
+    } else {
+        let width = tokens
+            .iter()
+            .map(|t| term::one_line(&t.name).chars().count())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        println!(
+            "{}",
+            style.bold(&format!(
+                "{:<width$}  {:<8}  {:<16}  {:<20}  CREATED",
+                "NAME", "ROLE", "CALLER", "SESSIONS"
+            ))
+        );
+        for t in &tokens {
+            let sessions = t.sessions.as_ref().map_or_else(
+                || {
+                    if t.role == Role::Operator {
+                        "(none)".to_owned()
+                    } else {
+                        "*".to_owned()
+                    }
+                },
+                |s| s.join(","),
+            );
+            println!(
+                "{:<width$}  {:<8}  {:<16}  {:<20}  {}",
+                term::one_line(&t.name),
+                t.role.as_str(),
+                term::one_line(t.caller.as_deref().unwrap_or("-")),
+                term::one_line(&sessions),
+                term::rfc3339(Some(t.created_at))
+            );
+        }
+    }
+    Ok(())
 }

@@ -141,42 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        WebhookCommand::Ls { json, client } => {
-            let client = client.client()?;
-            let list = runtime()?
-                .block_on(client.list_webhooks())
-                .context("webhook ls")?;
-            if json {
-                crate::out::print_json(&list)?;
-            } else if list.is_empty() {
-                println!("no webhooks (lev webhook add URL adds one)");
-            } else {
-                println!(
-                    "{}",
-                    style.bold(&format!(
-                        "{:<29}  {:<5}  {:<8}  {:<40}  EVENTS",
-                        "ID", "KIND", "STATE", "URL"
-                    ))
-                );
-                for w in &list {
-                    let state = if w.disabled_at.is_some() {
-                        style.red("disabled")
-                    } else {
-                        style.green("enabled ")
-                    };
-                    println!(
-                        "{:<29}  {:<5}  {state}  {:<40}  {}",
-                        w.id,
-                        w.kind,
-                        term::clip(&term::one_line(&w.url), 40),
-                        events_text(&w.events)
-                    );
-                    if let Some(reason) = &w.disabled_reason {
-                        println!("  {}", style.dim(&term::one_line(reason)));
-                    }
-                }
-            }
-        }
+        WebhookCommand::Ls { json, client } => ls(json, client, style)?,
         WebhookCommand::Rm { id, client } => {
             let client = client.client()?;
             runtime()?
@@ -189,55 +154,104 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             limit,
             json,
             client,
-        } => {
-            let client = client.client()?;
-            let list = runtime()?
-                .block_on(client.webhook_deliveries(&id, limit))
-                .with_context(|| format!("webhook deliveries {}", term::one_line(&id)))?;
-            if json {
-                crate::out::print_json(&list)?;
-                return Ok(ExitCode::SUCCESS);
-            }
-            if list.is_empty() {
-                println!("no deliveries yet");
-            }
-            for d in &list {
-                let state = match d.state.as_str() {
-                    "delivered" => style.green(&d.state),
-                    "failed" => style.red(&d.state),
-                    _ => style.yellow(&d.state),
-                };
-                let next = d
-                    .next_attempt_at
-                    .map(|t| format!(", next attempt {}", term::rfc3339(Some(t))))
-                    .unwrap_or_default();
-                println!(
-                    "{}  {}  {state}  {} attempt{}{next}",
-                    d.id,
-                    d.event,
-                    d.attempts.len(),
-                    if d.attempts.len() == 1 { "" } else { "s" }
-                );
-                for a in &d.attempts {
-                    let status = a
-                        .status
-                        .map_or_else(|| "no answer".to_owned(), |s| format!("HTTP {s}"));
-                    let error = a
-                        .error
-                        .as_deref()
-                        .map(|e| format!("  {}", term::clip(&term::one_line(e), 120)))
-                        .unwrap_or_default();
-                    println!(
-                        "  {}  {status}  {} ms{}",
-                        term::rfc3339(Some(a.at)),
-                        a.duration_ms,
-                        style.dim(&error)
-                    );
-                }
+        } => deliveries(&id, limit, json, client, style)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `lev webhook ls`.
+fn ls(json: bool, client: ClientArgs, style: Style) -> anyhow::Result<()> {
+    let client = client.client()?;
+    let list = runtime()?
+        .block_on(client.list_webhooks())
+        .context("webhook ls")?;
+    if json {
+        crate::out::print_json(&list)?;
+    } else if list.is_empty() {
+        println!("no webhooks (lev webhook add URL adds one)");
+    } else {
+        println!(
+            "{}",
+            style.bold(&format!(
+                "{:<29}  {:<5}  {:<8}  {:<40}  EVENTS",
+                "ID", "KIND", "STATE", "URL"
+            ))
+        );
+        for w in &list {
+            let state = if w.disabled_at.is_some() {
+                style.red("disabled")
+            } else {
+                style.green("enabled ")
+            };
+            println!(
+                "{:<29}  {:<5}  {state}  {:<40}  {}",
+                w.id,
+                w.kind,
+                term::clip(&term::one_line(&w.url), 40),
+                events_text(&w.events)
+            );
+            if let Some(reason) = &w.disabled_reason {
+                println!("  {}", style.dim(&term::one_line(reason)));
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// `lev webhook deliveries ID`: each delivery, and each of its attempts.
+fn deliveries(
+    id: &str,
+    limit: u32,
+    json: bool,
+    client: ClientArgs,
+    style: Style,
+) -> anyhow::Result<()> {
+    let client = client.client()?;
+    let list = runtime()?
+        .block_on(client.webhook_deliveries(id, limit))
+        .with_context(|| format!("webhook deliveries {}", term::one_line(id)))?;
+    if json {
+        crate::out::print_json(&list)?;
+        return Ok(());
+    }
+    if list.is_empty() {
+        println!("no deliveries yet");
+    }
+    for d in &list {
+        let state = match d.state.as_str() {
+            "delivered" => style.green(&d.state),
+            "failed" => style.red(&d.state),
+            _ => style.yellow(&d.state),
+        };
+        let next = d
+            .next_attempt_at
+            .map(|t| format!(", next attempt {}", term::rfc3339(Some(t))))
+            .unwrap_or_default();
+        println!(
+            "{}  {}  {state}  {} attempt{}{next}",
+            d.id,
+            d.event,
+            d.attempts.len(),
+            if d.attempts.len() == 1 { "" } else { "s" }
+        );
+        for a in &d.attempts {
+            let status = a
+                .status
+                .map_or_else(|| "no answer".to_owned(), |s| format!("HTTP {s}"));
+            let error = a
+                .error
+                .as_deref()
+                .map(|e| format!("  {}", term::clip(&term::one_line(e), 120)))
+                .unwrap_or_default();
+            println!(
+                "  {}  {status}  {} ms{}",
+                term::rfc3339(Some(a.at)),
+                a.duration_ms,
+                style.dim(&error)
+            );
+        }
+    }
+    Ok(())
 }
 
 fn events_text(events: &[String]) -> String {

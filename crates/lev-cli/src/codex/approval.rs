@@ -125,192 +125,237 @@ pub fn map_request(
             reply,
         })
     };
-    let decline = Some(json!({"decision": "decline"}));
     let Some(thread_id) = thread.clone() else {
         return unmappable(format!("{method} names no threadId"), None);
     };
-    match method {
-        "item/commandExecution/requestApproval" => {
-            let Some(item) = text(params, "itemId") else {
-                return unmappable("the command approval names no itemId".into(), decline);
-            };
-            let kind = params.get("kind").and_then(Value::as_str).unwrap_or("command");
-            if kind != "command" {
-                return unmappable(
-                    format!("lev does not gate command approvals of kind {kind:?}"),
-                    decline,
-                );
-            }
-            let Some(wrapped) = text(params, "command") else {
-                return unmappable("the command approval carries no command".into(), decline);
-            };
-            let Some(cwd) = text(params, "cwd") else {
-                return unmappable("the command approval carries no cwd".into(), decline);
-            };
-            let shell = unwrap_shell(&wrapped).map_or_else(|| "sh".to_owned(), |(s, _)| s);
-            let command = ShellCommand::from_codex(&wrapped);
-            // The gate's request id is the item id. Codex asks several
-            // times about one item only for the subcommands of a zsh-forked
-            // shell (and a stdin write, declined above), each with an
-            // `approvalId`: each of those is its own call, so its id joins
-            // the item's (the gate's idempotency key is session + request
-            // id, and the same id for another call would be refused).
-            let approval_id = text(params, "approvalId");
-            let item = match approval_id {
-                Some(a) => format!("{item}:{a}"),
-                None => item,
-            };
-            let amendment = offered_amendment(params);
-            let (tool, args, capabilities, shown) = match params.get("networkApprovalContext") {
-                Some(network) if !network.is_null() => {
-                    let host = network.get("host").and_then(Value::as_str).unwrap_or_default();
-                    let protocol = network
-                        .get("protocol")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    let mut args = Map::new();
-                    args.insert("host".into(), json!(host));
-                    args.insert("protocol".into(), json!(protocol));
-                    args.insert("command".into(), json!(command.command));
-                    args.insert("cwd".into(), json!(cwd));
-                    let shown = format!("network access to {host} ({protocol})");
-                    (NETWORK, args, vec!["net".to_owned()], shown)
-                }
-                _ => (
-                    EXEC,
-                    exec_args(&command, &cwd),
-                    vec!["proc-exec".to_owned()],
-                    command.command.clone(),
-                ),
-            };
-            // A network request runs the command in the sandbox, with the
-            // host let through.
-            let outside_sandbox = tool == EXEC && text(params, "reason").is_some();
-            Mapping::Ask(Box::new(Ask {
-                thread: thread_id,
-                turn,
-                item,
-                tool: tool.to_owned(),
-                args,
-                reason: text(params, "reason"),
-                capabilities,
-                kind: Kind::Command { shell, amendment },
-                shown,
-                outside_sandbox,
-            }))
-        }
+    let mapped = match method {
+        "item/commandExecution/requestApproval" => command_approval(params, thread_id, turn.clone()),
         "item/fileChange/requestApproval" => {
-            let Some(item) = text(params, "itemId") else {
-                return unmappable("the file change approval names no itemId".into(), decline);
-            };
-            let Some(changes) = changes_of(&item).filter(|c| c.as_array().is_some_and(|a| !a.is_empty()))
-            else {
-                return unmappable(
-                    format!(
-                        "lev did not see the changes of file change {item} (they are sent before the approval request, when the item starts), so it cannot show what would be written"
-                    ),
-                    decline,
-                );
-            };
-            let files = match changed_files(&changes) {
-                Ok(files) => files,
-                Err(why) => {
-                    return unmappable(
-                        format!("lev cannot read the changes of file change {item}: {why}"),
-                        decline,
-                    );
-                }
-            };
-            let mut args = Map::new();
-            args.insert("files".into(), json!(files));
-            args.insert("changes".into(), changes);
-            if let Some(root) = text(params, "grantRoot") {
-                args.insert("grant_root".into(), json!(root));
-            }
-            Mapping::Ask(Box::new(Ask {
-                thread: thread_id,
-                turn,
-                item,
-                tool: APPLY_PATCH.to_owned(),
-                args,
-                reason: text(params, "reason"),
-                capabilities: vec!["fs-write".to_owned()],
-                kind: Kind::FileChange,
-                shown: format!("edit {}", files.join(", ")),
-                outside_sandbox: text(params, "reason").is_some()
-                    || text(params, "grantRoot").is_some(),
-            }))
+            file_change_approval(params, thread_id, turn.clone(), changes_of)
         }
-        "mcpServer/elicitation/request" => {
-            let decline = Some(json!({"action": "decline"}));
-            let meta = params.get("_meta").cloned().unwrap_or(Value::Null);
-            if meta.get("codex_approval_kind").and_then(Value::as_str) != Some("mcp_tool_call") {
-                return unmappable(
-                    "lev answers MCP elicitations only when they ask to approve a tool call (codex_approval_kind \"mcp_tool_call\")".into(),
-                    decline,
-                );
-            }
-            let Some(server) = text(params, "serverName") else {
-                return unmappable("the MCP tool approval names no serverName".into(), decline);
-            };
-            let Some(tool) = text(&meta, "tool_name").or_else(|| quoted_tool(params)) else {
-                return unmappable(
-                    format!("the MCP tool approval from {server} does not name its tool"),
-                    decline,
-                );
-            };
-            // Codex leaves `tool_params` out only for a call without
-            // arguments. MCP arguments are an object: anything else is not
-            // a call lev can show as made, so it is declined.
-            let args = match meta.get("tool_params") {
-                Some(Value::Object(args)) => args.clone(),
-                None | Some(Value::Null) => Map::new(),
-                Some(other) => {
-                    return unmappable(
-                        format!(
-                            "the arguments of {server}'s tool {tool} are not a JSON object but {}",
-                            match other {
-                                Value::Array(_) => "an array",
-                                Value::String(_) => "a string",
-                                Value::Number(_) => "a number",
-                                _ => "a boolean",
-                            }
-                        ),
-                        decline,
-                    );
-                }
-            };
-            let name = format!("mcp__{server}__{tool}");
-            // An elicitation has no item: the gate's request id is made
-            // from what identifies the call.
-            let item = format!(
-                "mcp-{}",
-                super::short_hash(&format!(
-                    "{}\n{}\n{name}\n{}",
-                    thread_id,
-                    turn.as_deref().unwrap_or_default(),
-                    Value::Object(args.clone())
-                ))
-            );
-            Mapping::Ask(Box::new(Ask {
-                thread: thread_id,
-                turn,
-                item,
-                tool: name.clone(),
-                args,
-                reason: text(params, "message"),
-                capabilities: Vec::new(),
-                kind: Kind::McpTool,
-                shown: name,
-                outside_sandbox: false,
-            }))
-        }
-        "item/permissions/requestApproval" => unmappable(
+        "mcpServer/elicitation/request" => mcp_tool_approval(params, thread_id, turn.clone()),
+        "item/permissions/requestApproval" => refuse(
             "lev does not grant Codex extra sandbox permissions; ask for the command itself instead".into(),
             Some(json!({"permissions": {}, "scope": "turn"})),
         ),
-        other => unmappable(format!("lev does not answer Codex's {other} requests"), None),
+        other => refuse(format!("lev does not answer Codex's {other} requests"), None),
+    };
+    match mapped {
+        Ok(ask) => Mapping::Ask(Box::new(ask)),
+        Err(Refused { why, reply }) => unmappable(why, reply),
     }
+}
+
+/// Why a request is not gated, and the answer that declines it.
+struct Refused {
+    why: String,
+    reply: Option<Value>,
+}
+
+fn refuse(why: String, reply: Option<Value>) -> Result<Ask, Refused> {
+    Err(Refused { why, reply })
+}
+
+/// A command approval: a shell command (`exec`), or a command's network
+/// access (`network`).
+fn command_approval(
+    params: &Value,
+    thread_id: String,
+    turn: Option<String>,
+) -> Result<Ask, Refused> {
+    let decline = Some(json!({"decision": "decline"}));
+    let Some(item) = text(params, "itemId") else {
+        return refuse("the command approval names no itemId".into(), decline);
+    };
+    let kind = params
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("command");
+    if kind != "command" {
+        return refuse(
+            format!("lev does not gate command approvals of kind {kind:?}"),
+            decline,
+        );
+    }
+    let Some(wrapped) = text(params, "command") else {
+        return refuse("the command approval carries no command".into(), decline);
+    };
+    let Some(cwd) = text(params, "cwd") else {
+        return refuse("the command approval carries no cwd".into(), decline);
+    };
+    let shell = unwrap_shell(&wrapped).map_or_else(|| "sh".to_owned(), |(s, _)| s);
+    let command = ShellCommand::from_codex(&wrapped);
+    // The gate's request id is the item id. Codex asks several
+    // times about one item only for the subcommands of a zsh-forked
+    // shell (and a stdin write, declined above), each with an
+    // `approvalId`: each of those is its own call, so its id joins
+    // the item's (the gate's idempotency key is session + request
+    // id, and the same id for another call would be refused).
+    let approval_id = text(params, "approvalId");
+    let item = match approval_id {
+        Some(a) => format!("{item}:{a}"),
+        None => item,
+    };
+    let amendment = offered_amendment(params);
+    let (tool, args, capabilities, shown) = match params.get("networkApprovalContext") {
+        Some(network) if !network.is_null() => {
+            let host = network
+                .get("host")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let protocol = network
+                .get("protocol")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let mut args = Map::new();
+            args.insert("host".into(), json!(host));
+            args.insert("protocol".into(), json!(protocol));
+            args.insert("command".into(), json!(command.command));
+            args.insert("cwd".into(), json!(cwd));
+            let shown = format!("network access to {host} ({protocol})");
+            (NETWORK, args, vec!["net".to_owned()], shown)
+        }
+        _ => (
+            EXEC,
+            exec_args(&command, &cwd),
+            vec!["proc-exec".to_owned()],
+            command.command.clone(),
+        ),
+    };
+    // A network request runs the command in the sandbox, with the
+    // host let through.
+    let outside_sandbox = tool == EXEC && text(params, "reason").is_some();
+    Ok(Ask {
+        thread: thread_id,
+        turn,
+        item,
+        tool: tool.to_owned(),
+        args,
+        reason: text(params, "reason"),
+        capabilities,
+        kind: Kind::Command { shell, amendment },
+        shown,
+        outside_sandbox,
+    })
+}
+
+/// A file change approval: the changes seen when the item started.
+fn file_change_approval(
+    params: &Value,
+    thread_id: String,
+    turn: Option<String>,
+    changes_of: impl Fn(&str) -> Option<Value>,
+) -> Result<Ask, Refused> {
+    let decline = Some(json!({"decision": "decline"}));
+    let Some(item) = text(params, "itemId") else {
+        return refuse("the file change approval names no itemId".into(), decline);
+    };
+    let Some(changes) = changes_of(&item).filter(|c| c.as_array().is_some_and(|a| !a.is_empty()))
+    else {
+        return refuse(
+            format!(
+                "lev did not see the changes of file change {item} (they are sent before the approval request, when the item starts), so it cannot show what would be written"
+            ),
+            decline,
+        );
+    };
+    let files = match changed_files(&changes) {
+        Ok(files) => files,
+        Err(why) => {
+            return refuse(
+                format!("lev cannot read the changes of file change {item}: {why}"),
+                decline,
+            );
+        }
+    };
+    let mut args = Map::new();
+    args.insert("files".into(), json!(files));
+    args.insert("changes".into(), changes);
+    if let Some(root) = text(params, "grantRoot") {
+        args.insert("grant_root".into(), json!(root));
+    }
+    Ok(Ask {
+        thread: thread_id,
+        turn,
+        item,
+        tool: APPLY_PATCH.to_owned(),
+        args,
+        reason: text(params, "reason"),
+        capabilities: vec!["fs-write".to_owned()],
+        kind: Kind::FileChange,
+        shown: format!("edit {}", files.join(", ")),
+        outside_sandbox: text(params, "reason").is_some() || text(params, "grantRoot").is_some(),
+    })
+}
+
+/// An MCP elicitation that asks to approve a tool call.
+fn mcp_tool_approval(
+    params: &Value,
+    thread_id: String,
+    turn: Option<String>,
+) -> Result<Ask, Refused> {
+    let decline = Some(json!({"action": "decline"}));
+    let meta = params.get("_meta").cloned().unwrap_or(Value::Null);
+    if meta.get("codex_approval_kind").and_then(Value::as_str) != Some("mcp_tool_call") {
+        return refuse(
+            "lev answers MCP elicitations only when they ask to approve a tool call (codex_approval_kind \"mcp_tool_call\")".into(),
+            decline,
+        );
+    }
+    let Some(server) = text(params, "serverName") else {
+        return refuse("the MCP tool approval names no serverName".into(), decline);
+    };
+    let Some(tool) = text(&meta, "tool_name").or_else(|| quoted_tool(params)) else {
+        return refuse(
+            format!("the MCP tool approval from {server} does not name its tool"),
+            decline,
+        );
+    };
+    // Codex leaves `tool_params` out only for a call without
+    // arguments. MCP arguments are an object: anything else is not
+    // a call lev can show as made, so it is declined.
+    let args = match meta.get("tool_params") {
+        Some(Value::Object(args)) => args.clone(),
+        None | Some(Value::Null) => Map::new(),
+        Some(other) => {
+            return refuse(
+                format!(
+                    "the arguments of {server}'s tool {tool} are not a JSON object but {}",
+                    match other {
+                        Value::Array(_) => "an array",
+                        Value::String(_) => "a string",
+                        Value::Number(_) => "a number",
+                        _ => "a boolean",
+                    }
+                ),
+                decline,
+            );
+        }
+    };
+    let name = format!("mcp__{server}__{tool}");
+    // An elicitation has no item: the gate's request id is made
+    // from what identifies the call.
+    let item = format!(
+        "mcp-{}",
+        super::short_hash(&format!(
+            "{}\n{}\n{name}\n{}",
+            thread_id,
+            turn.as_deref().unwrap_or_default(),
+            Value::Object(args.clone())
+        ))
+    );
+    Ok(Ask {
+        thread: thread_id,
+        turn,
+        item,
+        tool: name.clone(),
+        args,
+        reason: text(params, "message"),
+        capabilities: Vec::new(),
+        kind: Kind::McpTool,
+        shown: name,
+        outside_sandbox: false,
+    })
 }
 
 /// Every path a file change writes: each change's `path`, and the

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use lev_approval::TrustedKeys;
 use lev_client::Client;
-use lev_client::gate::{GateOutcome, RefusalKind};
+use lev_client::gate::{ApprovedCall, GateOutcome, Refusal, RefusalKind};
 use lev_client::render::{INTERNAL_CLOSE, INTERNAL_OPEN};
 use lev_protocol::api::GateResponse;
 use lev_protocol::{ApprovalScope, InteractionResponse};
@@ -248,30 +248,7 @@ impl Bridge {
         };
         let ask = match mapping {
             Mapping::Ask(ask) => *ask,
-            Mapping::Unmappable(u) => {
-                say(&format!(
-                    "declined a Codex request lev cannot gate ({method}): {}",
-                    u.why
-                ));
-                self.mark_answered(id);
-                if let (Some(thread), Some(turn)) = (&u.thread, &u.turn) {
-                    self.steer(
-                        thread,
-                        turn,
-                        &format!("lev declined this request: {}. Nothing was run.", u.why),
-                    )
-                    .await;
-                }
-                match u.reply {
-                    Some(reply) => self.inner.peer.reply(id, reply),
-                    None => self.inner.peer.reply_error(
-                        id,
-                        -32601,
-                        &format!("lev does not answer {method}: {}", u.why),
-                    ),
-                }
-                return;
-            }
+            Mapping::Unmappable(u) => return self.decline_unmappable(id, method, u).await,
         };
         if let Some(shot) = self.take_one_shot(&ask) {
             say(&format!(
@@ -287,28 +264,7 @@ impl Bridge {
             self.inner.peer.reply(id, Reply::Accept.to_json(&ask.kind));
             return;
         }
-        let sandbox = if ask.outside_sandbox {
-            UNSANDBOXED.to_owned()
-        } else {
-            self.state()
-                .threads
-                .get(&ask.thread)
-                .cloned()
-                .unwrap_or_else(|| self.inner.settings.default_sandbox.clone())
-        };
-        let call = GateCall {
-            session: ask.thread.clone(),
-            conversation: ask.thread.clone(),
-            caller: self.inner.settings.caller.clone(),
-            sandbox_mode: sandbox,
-            request_id: Some(gate_request_id(&ask.item)),
-            tool_name: ask.tool.clone(),
-            input: ask.args.clone(),
-            route: self.inner.settings.route.clone(),
-            timeout: self.inner.settings.timeout,
-            reason: ask.reason.clone(),
-            required_capabilities: ask.capabilities.clone(),
-        };
+        let call = self.gate_call(&ask);
         if let Some(pending) = self.state().pending.get_mut(&id.to_string()) {
             pending.call = Some(call.clone());
             pending.shown = format!("{} `{}`", ask.tool, term::one_line(&ask.shown));
@@ -354,6 +310,59 @@ impl Bridge {
         }
     }
 
+    /// Decline a request lev cannot gate, the model told why when it names
+    /// its turn; a method lev does not know at all gets a JSON-RPC error.
+    async fn decline_unmappable(&self, id: &Value, method: &str, u: approval::Unmappable) {
+        say(&format!(
+            "declined a Codex request lev cannot gate ({method}): {}",
+            u.why
+        ));
+        self.mark_answered(id);
+        if let (Some(thread), Some(turn)) = (&u.thread, &u.turn) {
+            self.steer(
+                thread,
+                turn,
+                &format!("lev declined this request: {}. Nothing was run.", u.why),
+            )
+            .await;
+        }
+        match u.reply {
+            Some(reply) => self.inner.peer.reply(id, reply),
+            None => self.inner.peer.reply_error(
+                id,
+                -32601,
+                &format!("lev does not answer {method}: {}", u.why),
+            ),
+        }
+    }
+
+    /// The gate call of `ask`: in its thread's sandbox mode, or none when it
+    /// runs outside the sandbox.
+    fn gate_call(&self, ask: &Ask) -> GateCall {
+        let sandbox = if ask.outside_sandbox {
+            UNSANDBOXED.to_owned()
+        } else {
+            self.state()
+                .threads
+                .get(&ask.thread)
+                .cloned()
+                .unwrap_or_else(|| self.inner.settings.default_sandbox.clone())
+        };
+        GateCall {
+            session: ask.thread.clone(),
+            conversation: ask.thread.clone(),
+            caller: self.inner.settings.caller.clone(),
+            sandbox_mode: sandbox,
+            request_id: Some(gate_request_id(&ask.item)),
+            tool_name: ask.tool.clone(),
+            input: ask.args.clone(),
+            route: self.inner.settings.route.clone(),
+            timeout: self.inner.settings.timeout,
+            reason: ask.reason.clone(),
+            required_capabilities: ask.capabilities.clone(),
+        }
+    }
+
     /// The answer to `ask`, the text steered to the model first (if any),
     /// and what the terminal says.
     fn reply_for(
@@ -362,72 +371,59 @@ impl Bridge {
         settled: Result<Settled, GateError>,
     ) -> (Reply, Option<String>, String) {
         let (outcome, interaction) = match settled {
-            Err(GateError::Unreachable(e)) => {
-                let why = format!(
-                    "lev could not be reached: {}",
-                    gatekeep::first_line(&e.to_string())
-                );
-                self.state().unreachable = Some(why.clone());
-                return (Reply::Cancel, None, format!("{why}; nothing runs"));
-            }
-            // A server that accepts and never answers (or trickles, or stalls)
-            // is as good as unreachable once the call's deadline passed.
-            Err(GateError::Deadline(missed)) => {
-                self.state().unreachable = Some(missed.clone());
-                return (Reply::Cancel, None, format!("{missed}; nothing runs"));
-            }
-            Err(e) => {
-                let why = gatekeep::first_line(&e.to_string()).to_owned();
-                return (
-                    Reply::Decline,
-                    Some(format!(
-                        "lev did not approve this call: {why}. It was not run."
-                    )),
-                    why,
-                );
-            }
-            Ok(Settled::PolicyDenied { reason }) => {
-                let text = lev_protocol::claude_code::Decision::DeniedByPolicy {
-                    reason: reason.clone(),
-                };
-                let message = match text.verdict(&ask.tool, &Value::Null) {
-                    lev_protocol::claude_code::Verdict::Deny { message } => message,
-                    _ => format!("lev's policy denies the call to {}.", ask.tool),
-                };
-                return (
-                    Reply::Decline,
-                    Some(message),
-                    format!("denied by lev's policy: {}", term::one_line(reason.trim())),
-                );
-            }
+            Err(e) => return self.reply_unsettled(e),
+            Ok(Settled::PolicyDenied { reason }) => return reply_policy_denied(ask, &reason),
             Ok(Settled::Outcome {
                 outcome,
                 interaction,
             }) => (outcome, interaction),
         };
-        let approved = match outcome {
-            GateOutcome::Run(approved) => approved,
-            GateOutcome::Refused(refusal) => {
-                return match refusal.kind {
-                    RefusalKind::Denied | RefusalKind::Policy => {
-                        let says_more = refusal.feedback.is_some()
-                            || refusal.text.starts_with(INTERNAL_OPEN)
-                            || refusal.kind == RefusalKind::Policy;
-                        let line = match &refusal.feedback {
-                            Some(f) => format!("denied with feedback: {}", term::one_line(f)),
-                            None => "denied".to_owned(),
-                        };
-                        (Reply::Decline, says_more.then_some(refusal.text), line)
-                    }
-                    RefusalKind::Expired | RefusalKind::TimedOut => {
-                        (Reply::Cancel, None, "nobody decided in time".to_owned())
-                    }
-                    RefusalKind::Cancelled => {
-                        (Reply::Cancel, None, "the question was cancelled".to_owned())
-                    }
-                };
+        match outcome {
+            GateOutcome::Run(approved) => self.reply_approved(ask, &approved, interaction),
+            GateOutcome::Refused(refusal) => reply_refused(refusal),
+        }
+    }
+
+    /// No decision: lev unreachable or silent past the call's deadline (the
+    /// turn is cancelled, and noted), or any other failure (declined).
+    fn reply_unsettled(&self, e: GateError) -> (Reply, Option<String>, String) {
+        match e {
+            GateError::Unreachable(e) => {
+                let why = format!(
+                    "lev could not be reached: {}",
+                    gatekeep::first_line(&e.to_string())
+                );
+                self.state().unreachable = Some(why.clone());
+                (Reply::Cancel, None, format!("{why}; nothing runs"))
             }
-        };
+            // A server that accepts and never answers (or trickles, or stalls)
+            // is as good as unreachable once the call's deadline passed.
+            GateError::Deadline(missed) => {
+                self.state().unreachable = Some(missed.clone());
+                (Reply::Cancel, None, format!("{missed}; nothing runs"))
+            }
+            e => {
+                let why = gatekeep::first_line(&e.to_string()).to_owned();
+                (
+                    Reply::Decline,
+                    Some(format!(
+                        "lev did not approve this call: {why}. It was not run."
+                    )),
+                    why,
+                )
+            }
+        }
+    }
+
+    /// An approved call (verified, nonce spent): accepted in the scope
+    /// approved, or, when the approver edited it, declined with the model
+    /// told to make the edited call.
+    fn reply_approved(
+        &self,
+        ask: &Ask,
+        approved: &ApprovedCall,
+        interaction: Option<String>,
+    ) -> (Reply, Option<String>, String) {
         let payload = &approved.verified().payload;
         let approver = payload.approver.clone();
         let by = match approver.as_str() {
@@ -439,45 +435,7 @@ impl Bridge {
             .injected_context()
             .map(|c| format!("{INTERNAL_OPEN}\n{c}\n{INTERNAL_CLOSE}"));
         if approved.was_edited() {
-            return match approval::edit_of(ask, &payload.modified_args_json) {
-                Ok(edit) => {
-                    let mut text = format!(
-                        "The approver in lev changed this call before approving it, so it was not run as you wrote it. {}\n{}",
-                        edit.instruction,
-                        if edit.exact {
-                            "That call is approved as written; any other call asks again."
-                        } else {
-                            "It will be asked about again."
-                        }
-                    );
-                    if let Some(context) = &context {
-                        text = format!("{context}\n\n{text}");
-                    }
-                    let expires_at = payload.expires_at;
-                    if edit.exact {
-                        self.state().one_shots.push(OneShot {
-                            thread: ask.thread.clone(),
-                            tool: ask.tool.clone(),
-                            args: edit.expected.clone(),
-                            expires_at,
-                            approver: approver.clone(),
-                            interaction: interaction.clone(),
-                        });
-                    }
-                    (
-                        Reply::Decline,
-                        Some(text),
-                        format!("{by}, edited; the model is told to make the edited call"),
-                    )
-                }
-                Err(why) => (
-                    Reply::Decline,
-                    Some(format!(
-                        "The approver in lev edited this call, but the edit cannot be used ({why}); nothing was run."
-                    )),
-                    format!("{by}, with an edit lev cannot use: {why}"),
-                ),
-            };
+            return self.reply_edited(ask, approved, interaction, &by, context);
         }
         let response = approved.answer().and_then(|a| a.response());
         let scope = response.and_then(|r| r.scope);
@@ -488,6 +446,58 @@ impl Bridge {
             _ => by,
         };
         (reply, context, line)
+    }
+
+    /// A call the approver edited: declined, the model told the exact
+    /// edited call, which is then accepted once (a one-shot approval) when
+    /// the edit is exact.
+    fn reply_edited(
+        &self,
+        ask: &Ask,
+        approved: &ApprovedCall,
+        interaction: Option<String>,
+        by: &str,
+        context: Option<String>,
+    ) -> (Reply, Option<String>, String) {
+        let payload = &approved.verified().payload;
+        match approval::edit_of(ask, &payload.modified_args_json) {
+            Ok(edit) => {
+                let mut text = format!(
+                    "The approver in lev changed this call before approving it, so it was not run as you wrote it. {}\n{}",
+                    edit.instruction,
+                    if edit.exact {
+                        "That call is approved as written; any other call asks again."
+                    } else {
+                        "It will be asked about again."
+                    }
+                );
+                if let Some(context) = &context {
+                    text = format!("{context}\n\n{text}");
+                }
+                if edit.exact {
+                    self.state().one_shots.push(OneShot {
+                        thread: ask.thread.clone(),
+                        tool: ask.tool.clone(),
+                        args: edit.expected.clone(),
+                        expires_at: payload.expires_at,
+                        approver: payload.approver.clone(),
+                        interaction,
+                    });
+                }
+                (
+                    Reply::Decline,
+                    Some(text),
+                    format!("{by}, edited; the model is told to make the edited call"),
+                )
+            }
+            Err(why) => (
+                Reply::Decline,
+                Some(format!(
+                    "The approver in lev edited this call, but the edit cannot be used ({why}); nothing was run."
+                )),
+                format!("{by}, with an edit lev cannot use: {why}"),
+            ),
+        }
     }
 
     fn take_one_shot(&self, ask: &Ask) -> Option<OneShot> {
@@ -808,6 +818,43 @@ pub fn gate_request_id(item: &str) -> String {
         item.to_owned()
     } else {
         format!("codex-{}", super::short_hash(item))
+    }
+}
+
+/// A call a policy rule denied at the gate: declined, the model told the
+/// rule's reason.
+fn reply_policy_denied(ask: &Ask, reason: &str) -> (Reply, Option<String>, String) {
+    let text = lev_protocol::claude_code::Decision::DeniedByPolicy {
+        reason: reason.to_owned(),
+    };
+    let message = match text.verdict(&ask.tool, &Value::Null) {
+        lev_protocol::claude_code::Verdict::Deny { message } => message,
+        _ => format!("lev's policy denies the call to {}.", ask.tool),
+    };
+    (
+        Reply::Decline,
+        Some(message),
+        format!("denied by lev's policy: {}", term::one_line(reason.trim())),
+    )
+}
+
+/// A call a person (or a policy after asking) refused, or nobody decided.
+fn reply_refused(refusal: Refusal) -> (Reply, Option<String>, String) {
+    match refusal.kind {
+        RefusalKind::Denied | RefusalKind::Policy => {
+            let says_more = refusal.feedback.is_some()
+                || refusal.text.starts_with(INTERNAL_OPEN)
+                || refusal.kind == RefusalKind::Policy;
+            let line = match &refusal.feedback {
+                Some(f) => format!("denied with feedback: {}", term::one_line(f)),
+                None => "denied".to_owned(),
+            };
+            (Reply::Decline, says_more.then_some(refusal.text), line)
+        }
+        RefusalKind::Expired | RefusalKind::TimedOut => {
+            (Reply::Cancel, None, "nobody decided in time".to_owned())
+        }
+        RefusalKind::Cancelled => (Reply::Cancel, None, "the question was cancelled".to_owned()),
     }
 }
 

@@ -160,35 +160,11 @@ pub fn simple_words(text: &str) -> Option<Vec<String>> {
             },
             '\'' => {
                 open = true;
-                loop {
-                    let q = chars.next()?;
-                    raw.push(q);
-                    if q == '\'' {
-                        break;
-                    }
-                    word.push(q);
-                }
+                single_quoted(&mut chars, &mut raw, &mut word)?;
             }
             '"' => {
                 open = true;
-                loop {
-                    let q = chars.next()?;
-                    raw.push(q);
-                    match q {
-                        '$' | '`' => return None,
-                        '"' => break,
-                        '\\' => match chars.peek() {
-                            Some('\n') => return None,
-                            Some(&e @ ('"' | '\\')) => {
-                                raw.push(e);
-                                word.push(e);
-                                chars.next();
-                            }
-                            _ => word.push('\\'),
-                        },
-                        q => word.push(q),
-                    }
-                }
+                double_quoted(&mut chars, &mut raw, &mut word)?;
             }
             // Globs: the shell replaces the word with the names it matches.
             '*' | '?' => return None,
@@ -221,6 +197,52 @@ pub fn simple_words(text: &str) -> Option<Vec<String>> {
         return None;
     }
     Some(words)
+}
+
+/// The rest of a single-quoted string, after its opening `'`: every
+/// character as written, up to the closing `'`. `None` when it never closes.
+fn single_quoted(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    raw: &mut String,
+    word: &mut String,
+) -> Option<()> {
+    loop {
+        let q = chars.next()?;
+        raw.push(q);
+        if q == '\'' {
+            return Some(());
+        }
+        word.push(q);
+    }
+}
+
+/// The rest of a double-quoted string, after its opening `"`, up to the
+/// closing `"`: `\"` and `\\` escaped, any other backslash kept. `None` when
+/// it never closes, or holds an expansion (`$`, a backquote) or a
+/// line continuation.
+fn double_quoted(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    raw: &mut String,
+    word: &mut String,
+) -> Option<()> {
+    loop {
+        let q = chars.next()?;
+        raw.push(q);
+        match q {
+            '$' | '`' => return None,
+            '"' => return Some(()),
+            '\\' => match chars.peek() {
+                Some('\n') => return None,
+                Some(&e @ ('"' | '\\')) => {
+                    raw.push(e);
+                    word.push(e);
+                    chars.next();
+                }
+                _ => word.push('\\'),
+            },
+            q => word.push(q),
+        }
+    }
 }
 
 /// Whether a first word written as `raw` may be a variable assignment,

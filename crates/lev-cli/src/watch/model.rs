@@ -591,9 +591,6 @@ impl App {
     }
 
     fn key_inbox(&mut self, key: KeyEvent) -> Option<Action> {
-        let pending = self.current_pending().cloned();
-        let kind = pending.as_ref().map(|v| &v.request.request.kind);
-        let id = pending.as_ref().map(|v| v.request.id().to_owned());
         match key.code {
             KeyCode::Char('q') => {
                 self.quit = true;
@@ -618,6 +615,17 @@ impl App {
                 return Some(Action::LoadGrants);
             }
             _ if self.sending.is_some() => {}
+            code => return self.key_answer(code),
+        }
+        None
+    }
+
+    /// A key that answers the selected pending question, by its kind.
+    fn key_answer(&mut self, code: KeyCode) -> Option<Action> {
+        let pending = self.current_pending().cloned();
+        let kind = pending.as_ref().map(|v| &v.request.request.kind);
+        let id = pending.as_ref().map(|v| v.request.id().to_owned());
+        match code {
             KeyCode::Char('r') => {
                 if matches!(
                     kind,
@@ -653,7 +661,22 @@ impl App {
                     _ => {}
                 }
             }
-            KeyCode::Char('s') if is_tool(kind) => {
+            _ if is_tool(kind) => return self.key_tool(code, kind, id),
+            _ => {}
+        }
+        None
+    }
+
+    /// A key of a tool approval's answer: its scope, approve, deny,
+    /// feedback, injected context, an edit and its undo.
+    fn key_tool(
+        &mut self,
+        code: KeyCode,
+        kind: Option<&InteractionKind>,
+        id: Option<String>,
+    ) -> Option<Action> {
+        match code {
+            KeyCode::Char('s') => {
                 if let Some(id) = id {
                     let draft = self.drafts.entry(id).or_default();
                     draft.scope = match draft.scope {
@@ -663,22 +686,22 @@ impl App {
                     };
                 }
             }
-            KeyCode::Char('a') if is_tool(kind) => return id.and_then(|id| self.approve(id)),
-            KeyCode::Char('d') if is_tool(kind) => return id.and_then(|id| self.deny(id, "")),
-            KeyCode::Char('f') if is_tool(kind) => {
+            KeyCode::Char('a') => return id.and_then(|id| self.approve(id)),
+            KeyCode::Char('d') => return id.and_then(|id| self.deny(id, "")),
+            KeyCode::Char('f') => {
                 self.mode = Mode::Input {
                     field: Field::Feedback,
                     buffer: String::new(),
                 };
             }
-            KeyCode::Char('i') if is_tool(kind) => {
+            KeyCode::Char('i') => {
                 let buffer = id.map(|id| self.draft(&id).injected).unwrap_or_default();
                 self.mode = Mode::Input {
                     field: Field::Inject,
                     buffer,
                 };
             }
-            KeyCode::Char('e') if is_tool(kind) => {
+            KeyCode::Char('e') => {
                 if let (Some(id), Some(InteractionKind::ToolApproval { args_json, .. })) =
                     (id, kind)
                 {
@@ -689,7 +712,7 @@ impl App {
                     return Some(Action::Edit { id, text });
                 }
             }
-            KeyCode::Char('u') if is_tool(kind) => {
+            KeyCode::Char('u') => {
                 if let Some(id) = id {
                     self.drafts.entry(id).or_default().edited = None;
                     self.notify(true, "edit discarded: the call runs as asked");

@@ -303,36 +303,10 @@ fn field<'a>(name: &str, value: Vec<Span<'a>>, theme: Theme) -> Line<'a> {
 
 fn detail_lines(app: &App, view: &InteractionView, theme: Theme) -> Vec<Line<'static>> {
     let i = &view.request;
-    let r = &i.request;
-    let plain = Style::new();
     let mut out: Vec<Line<'static>> = Vec::new();
 
     // What it is, whose, when.
-    let mut head = vec![Span::styled(
-        format!("{} ", r.kind.type_name().replace('_', " ")),
-        theme.bold(),
-    )];
-    if let Some(title) = r.title.as_deref().filter(|t| !t.is_empty()) {
-        head.extend(vis_one(title, theme.bold(), theme));
-    }
-    out.push(Line::from(head));
-    let mut who = vis_one(&r.session_id, theme.accent(), theme);
-    if let Some(c) = &r.caller {
-        who.push(Span::styled("  caller ", theme.dim()));
-        who.extend(vis_one(c, plain, theme));
-    }
-    who.push(Span::styled(
-        format!("  {} ago", age(app, i.created_at)),
-        theme.dim(),
-    ));
-    if let (Some(expires), InteractionStatus::Pending) = (i.expires_at, i.status) {
-        let left = (expires - app.now).whole_seconds().max(0);
-        who.push(Span::styled(
-            format!("  expires in {}", short_secs(left)),
-            theme.dim(),
-        ));
-    }
-    out.push(field("session", who, theme));
+    out.extend(heading_lines(app, i, theme));
 
     // How it was settled, first: a lost race shows the answer that won.
     if i.status != InteractionStatus::Pending {
@@ -341,7 +315,7 @@ fn detail_lines(app: &App, view: &InteractionView, theme: Theme) -> Vec<Line<'st
     }
 
     // Hidden characters, flagged as the dashboard flags them.
-    let texts = lev_protocol::text::agent_texts(r);
+    let texts = lev_protocol::text::agent_texts(&i.request);
     if texts.iter().any(|t| lev_protocol::text::has_hidden(t)) {
         out.push(Line::from(Span::styled(
             "⚠ holds hidden characters, spelled out below as \\u{…}",
@@ -359,7 +333,17 @@ fn detail_lines(app: &App, view: &InteractionView, theme: Theme) -> Vec<Line<'st
     }
     out.push(Line::default());
 
-    let draft = app.draft(i.id());
+    out.extend(kind_lines(app, i, theme));
+
+    out
+}
+
+/// The question itself, by kind: the prompt and its choices; for a tool
+/// approval, the call (see [`tool_approval_lines`]).
+fn kind_lines(app: &App, i: &lev_protocol::Interaction, theme: Theme) -> Vec<Line<'static>> {
+    let r = &i.request;
+    let plain = Style::new();
+    let mut out: Vec<Line<'static>> = Vec::new();
     match &r.kind {
         InteractionKind::FreeText { prompt } => out.extend(vis(prompt, plain, theme)),
         InteractionKind::MultipleChoice { prompt, options } => {
@@ -382,61 +366,108 @@ fn detail_lines(app: &App, view: &InteractionView, theme: Theme) -> Vec<Line<'st
                 out.push(Line::from(spans));
             }
         }
-        InteractionKind::ToolApproval {
-            tool_name,
-            args_json,
-            missing_capabilities,
-            sandbox_mode,
-            options,
-        } => {
-            let mut tool = vis_one(tool_name, theme.bold(), theme);
-            if !sandbox_mode.is_empty() {
-                tool.push(Span::styled("  sandbox ", theme.dim()));
-                tool.extend(vis_one(sandbox_mode, plain, theme));
-            }
-            if !missing_capabilities.is_empty() {
-                tool.push(Span::styled("  needs ", theme.dim()));
-                tool.extend(vis_one(
-                    &missing_capabilities.join(", "),
-                    theme.warn(),
-                    theme,
-                ));
-            }
-            out.push(field("tool", tool, theme));
-            out.extend(vote_lines(app, i, theme));
-            out.push(Line::default());
-            out.extend(call_lines(args_json, theme));
-            out.push(Line::default());
-            out.push(Line::from(Span::styled("args (exact)", theme.dim())));
-            for line in vis(&describe::pretty_json(args_json), plain, theme) {
-                let mut spans = vec![Span::raw("  ")];
-                spans.extend(line.spans);
-                out.push(Line::from(spans));
-            }
-            if !options.is_empty() {
-                out.push(Line::default());
-                for (n, option) in options.iter().enumerate() {
-                    let on = draft.choice == Some(n);
-                    let mut spans = vec![
-                        Span::styled(format!("  {:>2}. ", n + 1), theme.key()),
-                        Span::raw(if on { "(•) " } else { "( ) " }),
-                    ];
-                    spans.extend(vis_one(
-                        option,
-                        if on { theme.bold() } else { plain },
-                        theme,
-                    ));
-                    out.push(Line::from(spans));
-                }
-            }
-            if i.status == InteractionStatus::Pending {
-                out.push(Line::default());
-                out.extend(draft_lines(&draft, args_json, theme));
-            }
-        }
+        InteractionKind::ToolApproval { .. } => out.extend(tool_approval_lines(app, i, theme)),
     }
 
     out
+}
+
+/// A tool approval's call: the tool, its sandbox and needs, the votes, the
+/// call as read and its exact args, the options, and the draft answer.
+fn tool_approval_lines(
+    app: &App,
+    i: &lev_protocol::Interaction,
+    theme: Theme,
+) -> Vec<Line<'static>> {
+    let InteractionKind::ToolApproval {
+        tool_name,
+        args_json,
+        missing_capabilities,
+        sandbox_mode,
+        options,
+    } = &i.request.kind
+    else {
+        return Vec::new();
+    };
+    let plain = Style::new();
+    let draft = app.draft(i.id());
+    let mut out: Vec<Line<'static>> = Vec::new();
+    let mut tool = vis_one(tool_name, theme.bold(), theme);
+    if !sandbox_mode.is_empty() {
+        tool.push(Span::styled("  sandbox ", theme.dim()));
+        tool.extend(vis_one(sandbox_mode, plain, theme));
+    }
+    if !missing_capabilities.is_empty() {
+        tool.push(Span::styled("  needs ", theme.dim()));
+        tool.extend(vis_one(
+            &missing_capabilities.join(", "),
+            theme.warn(),
+            theme,
+        ));
+    }
+    out.push(field("tool", tool, theme));
+    out.extend(vote_lines(app, i, theme));
+    out.push(Line::default());
+    out.extend(call_lines(args_json, theme));
+    out.push(Line::default());
+    out.push(Line::from(Span::styled("args (exact)", theme.dim())));
+    for line in vis(&describe::pretty_json(args_json), plain, theme) {
+        let mut spans = vec![Span::raw("  ")];
+        spans.extend(line.spans);
+        out.push(Line::from(spans));
+    }
+    if !options.is_empty() {
+        out.push(Line::default());
+        for (n, option) in options.iter().enumerate() {
+            let on = draft.choice == Some(n);
+            let mut spans = vec![
+                Span::styled(format!("  {:>2}. ", n + 1), theme.key()),
+                Span::raw(if on { "(•) " } else { "( ) " }),
+            ];
+            spans.extend(vis_one(
+                option,
+                if on { theme.bold() } else { plain },
+                theme,
+            ));
+            out.push(Line::from(spans));
+        }
+    }
+    if i.status == InteractionStatus::Pending {
+        out.push(Line::default());
+        out.extend(draft_lines(&draft, args_json, theme));
+    }
+    out
+}
+
+/// The heading: the kind and title; the session, caller, age and, while
+/// pending, the time left.
+fn heading_lines(app: &App, i: &lev_protocol::Interaction, theme: Theme) -> [Line<'static>; 2] {
+    let r = &i.request;
+    let plain = Style::new();
+    let mut head = vec![Span::styled(
+        format!("{} ", r.kind.type_name().replace('_', " ")),
+        theme.bold(),
+    )];
+    if let Some(title) = r.title.as_deref().filter(|t| !t.is_empty()) {
+        head.extend(vis_one(title, theme.bold(), theme));
+    }
+    let mut who = vis_one(&r.session_id, theme.accent(), theme);
+    if let Some(c) = &r.caller {
+        who.push(Span::styled("  caller ", theme.dim()));
+        who.extend(vis_one(c, plain, theme));
+    }
+    who.push(Span::styled(
+        format!("  {} ago", age(app, i.created_at)),
+        theme.dim(),
+    ));
+    if let (Some(expires), InteractionStatus::Pending) = (i.expires_at, i.status) {
+        let left = (expires - app.now).whole_seconds().max(0);
+        who.push(Span::styled(
+            format!("  expires in {}", short_secs(left)),
+            theme.dim(),
+        ));
+    }
+    [Line::from(head), field("session", who, theme)]
 }
 
 /// A tool approval's votes (SPEC section 13): how many must approve, who
@@ -724,51 +755,10 @@ pub fn line_diff<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(char, &'a str)> {
 const INPUT_LINES: usize = 6;
 
 fn footer_lines(app: &App, width: u16, theme: Theme) -> Vec<Line<'static>> {
-    let k = |key: &str, what: &str| -> Vec<Span<'static>> {
-        vec![
-            Span::styled(key.to_owned(), theme.key()),
-            Span::raw(format!(" {what}  ")),
-        ]
-    };
+    let k = |key: &str, what: &str| key_hint(key, what, theme);
     let mut keys: Vec<Span<'static>> = Vec::new();
     match &app.mode {
-        Mode::Input { field, buffer } => {
-            // The answer's lines, the last few when it is long: the label
-            // before the first shown, the cursor after the last.
-            let all: Vec<&str> = buffer.split('\n').collect();
-            let first_shown = all.len().saturating_sub(INPUT_LINES);
-            let mut lines: Vec<Line<'static>> = Vec::new();
-            for (i, text) in all.iter().enumerate().skip(first_shown) {
-                let mut line = if i == first_shown {
-                    let label = if first_shown > 0 {
-                        format!("{} (+{first_shown} lines above): ", field.label())
-                    } else {
-                        format!("{}: ", field.label())
-                    };
-                    vec![Span::styled(label, theme.bold())]
-                } else {
-                    vec![Span::raw("  ")]
-                };
-                line.extend(vis_one(text, Style::new(), theme));
-                if i + 1 == all.len() {
-                    line.push(Span::styled(
-                        "█",
-                        Style::new().add_modifier(Modifier::SLOW_BLINK),
-                    ));
-                }
-                lines.push(Line::from(line));
-            }
-            let hint = match field {
-                Field::Reply => "Enter sends · Alt+Enter/Ctrl+J new line · @path attaches · Esc",
-                Field::Feedback => {
-                    "Enter denies with this feedback · Alt+Enter/Ctrl+J new line · Esc"
-                }
-                Field::Inject => "Enter keeps it · Alt+Enter/Ctrl+J new line · Esc cancels",
-                Field::Filter => "session:S kind:K words · Enter keeps · Esc",
-            };
-            lines.push(Line::from(Span::styled(hint, theme.dim())));
-            return lines;
-        }
+        Mode::Input { field, buffer } => return input_lines(*field, buffer, theme),
         Mode::Grants => {
             keys.extend(k("j/k", "move"));
             keys.extend(k("x", "revoke"));
@@ -800,41 +790,99 @@ fn footer_lines(app: &App, width: u16, theme: Theme) -> Vec<Line<'static>> {
             keys.extend(k("Esc", "back"));
         }
         Mode::Help => keys.extend(k("any key", "back")),
-        Mode::Inbox => {
-            let pending = app
-                .current()
-                .filter(|v| v.request.status == InteractionStatus::Pending);
-            match pending.map(|v| &v.request.request.kind) {
-                Some(InteractionKind::ToolApproval { .. }) => {
-                    let scope = pending
-                        .map(|v| app.draft(v.request.id()).scope.as_str())
-                        .unwrap_or("once");
-                    keys.extend(k("a", &format!("approve {scope}")));
-                    keys.extend(k("s", "scope"));
-                    keys.extend(k("d", "deny"));
-                    keys.extend(k("f", "feedback"));
-                    keys.extend(k("e", "edit"));
-                    keys.extend(k("i", "inject"));
-                }
-                Some(InteractionKind::MultipleChoice { options, .. }) => {
-                    let last = options.len().min(9);
-                    keys.extend(k(&format!("1-{last}"), "choose"));
-                }
-                Some(_) => keys.extend(k("r", "reply")),
-                None => {}
-            }
-            // The moves and views when they fit beside the answer keys.
-            let used: usize = keys.iter().map(|s| s.content.chars().count()).sum();
-            if used + 54 <= usize::from(width) {
-                keys.extend(k("j/k", "move"));
-                keys.extend(k("/", "filter"));
-                keys.extend(k("g", "grants"));
-            }
-            keys.extend(k("?", "keys"));
-            keys.extend(k("q", "quit"));
-        }
+        Mode::Inbox => keys = inbox_keys(app, width, theme),
     }
-    let status = if let Some(id) = &app.sending {
+    vec![Line::from(keys), status_line(app, theme)]
+}
+
+/// A key and what it does, in the footer.
+fn key_hint(key: &str, what: &str, theme: Theme) -> Vec<Span<'static>> {
+    vec![
+        Span::styled(key.to_owned(), theme.key()),
+        Span::raw(format!(" {what}  ")),
+    ]
+}
+
+/// The answer being typed into `field`: its lines, the last few when it is
+/// long (the label before the first shown, the cursor after the last), and
+/// the field's keys.
+fn input_lines(field: Field, buffer: &str, theme: Theme) -> Vec<Line<'static>> {
+    let all: Vec<&str> = buffer.split('\n').collect();
+    let first_shown = all.len().saturating_sub(INPUT_LINES);
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for (i, text) in all.iter().enumerate().skip(first_shown) {
+        let mut line = if i == first_shown {
+            let label = if first_shown > 0 {
+                format!("{} (+{first_shown} lines above): ", field.label())
+            } else {
+                format!("{}: ", field.label())
+            };
+            vec![Span::styled(label, theme.bold())]
+        } else {
+            vec![Span::raw("  ")]
+        };
+        line.extend(vis_one(text, Style::new(), theme));
+        if i + 1 == all.len() {
+            line.push(Span::styled(
+                "█",
+                Style::new().add_modifier(Modifier::SLOW_BLINK),
+            ));
+        }
+        lines.push(Line::from(line));
+    }
+    let hint = match field {
+        Field::Reply => "Enter sends · Alt+Enter/Ctrl+J new line · @path attaches · Esc",
+        Field::Feedback => "Enter denies with this feedback · Alt+Enter/Ctrl+J new line · Esc",
+        Field::Inject => "Enter keeps it · Alt+Enter/Ctrl+J new line · Esc cancels",
+        Field::Filter => "session:S kind:K words · Enter keeps · Esc",
+    };
+    lines.push(Line::from(Span::styled(hint, theme.dim())));
+    lines
+}
+
+/// The inbox's keys: those that answer the selected question by its kind,
+/// then the moves and views when they fit beside them.
+fn inbox_keys(app: &App, width: u16, theme: Theme) -> Vec<Span<'static>> {
+    let k = |key: &str, what: &str| key_hint(key, what, theme);
+    let mut keys: Vec<Span<'static>> = Vec::new();
+    let pending = app
+        .current()
+        .filter(|v| v.request.status == InteractionStatus::Pending);
+    match pending.map(|v| &v.request.request.kind) {
+        Some(InteractionKind::ToolApproval { .. }) => {
+            let scope = pending
+                .map(|v| app.draft(v.request.id()).scope.as_str())
+                .unwrap_or("once");
+            keys.extend(k("a", &format!("approve {scope}")));
+            keys.extend(k("s", "scope"));
+            keys.extend(k("d", "deny"));
+            keys.extend(k("f", "feedback"));
+            keys.extend(k("e", "edit"));
+            keys.extend(k("i", "inject"));
+        }
+        Some(InteractionKind::MultipleChoice { options, .. }) => {
+            let last = options.len().min(9);
+            keys.extend(k(&format!("1-{last}"), "choose"));
+        }
+        Some(_) => keys.extend(k("r", "reply")),
+        None => {}
+    }
+    // The moves and views when they fit beside the answer keys.
+    let used: usize = keys.iter().map(|s| s.content.chars().count()).sum();
+    if used + 54 <= usize::from(width) {
+        keys.extend(k("j/k", "move"));
+        keys.extend(k("/", "filter"));
+        keys.extend(k("g", "grants"));
+    }
+    keys.extend(k("?", "keys"));
+    keys.extend(k("q", "quit"));
+    keys
+}
+
+/// The footer's last line: an answer being sent, a notice, a lost
+/// connection, or nothing.
+fn status_line(app: &App, theme: Theme) -> Line<'static> {
+    if let Some(id) = &app.sending {
         Line::from(Span::styled(
             format!("sending the answer to {}…", term::one_line(id)),
             theme.dim(),
@@ -850,8 +898,7 @@ fn footer_lines(app: &App, width: u16, theme: Theme) -> Vec<Line<'static>> {
         ))
     } else {
         Line::default()
-    };
-    vec![Line::from(keys), status]
+    }
 }
 
 fn draw_grants(frame: &mut Frame<'_>, area: Rect, app: &App, theme: Theme) {

@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 
 use lev_client::Client;
 use lev_protocol::{Interaction, InteractionKind, InteractionRequest};
-use lev_test_support::Spawned;
 
+use crate::spawned::Spawned;
 use crate::support::{Run, Scratch};
 
 /// `lev serve --listen 127.0.0.1:0 --data-dir <scratch>`, killed when dropped.

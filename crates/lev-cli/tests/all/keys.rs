@@ -188,7 +188,7 @@ fn signing_keys_are_sealed_with_the_key_encryption_key() {
 
     let data = dir.path("data");
     let serve = |kek: Option<&std::path::Path>| {
-        let mut builder = lev_test_support::Spawned::builder(env!("CARGO_BIN_EXE_lev"), &data);
+        let mut builder = crate::spawned::Spawned::builder(env!("CARGO_BIN_EXE_lev"), &data);
         if let Some(kek) = kek {
             builder = builder.arg("--key-encryption-key-file").arg(kek);
         }

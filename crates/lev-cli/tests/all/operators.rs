@@ -21,10 +21,10 @@ use lev_client::operator::{
 };
 use lev_protocol::WorkerResult;
 use lev_protocol::api::{Role, TokenCreate};
-use lev_test_support::Spawned;
 use serde_json::{Value, json};
 
 use super::support::{Run, Scratch, lev, repo_root};
+use crate::spawned::Spawned;
 
 /// `lev serve` on port 0 with short operator timings, killed when dropped.
 struct Served {

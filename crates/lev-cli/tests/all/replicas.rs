@@ -11,11 +11,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use lev_test_support::Spawned;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
+use crate::spawned::Spawned;
 use crate::support::{Scratch, lev};
 
 /// The server the tests may create databases on.

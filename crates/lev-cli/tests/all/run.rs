@@ -7,8 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use lev_test_support::Spawned;
-
+use crate::spawned::Spawned;
 use crate::support::{Run, Scratch, lev};
 
 /// `lev serve` on port 0 with its own data dir (and policy), killed when dropped.

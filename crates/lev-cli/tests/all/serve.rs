@@ -12,11 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use lev_test_support::Spawned;
-
+use crate::spawned::Spawned;
 use crate::support::{Scratch, lev};
 
-/// A running `lev serve` (lev-test-support's), and its address.
+/// A running `lev serve` (`Spawned`), and its address.
 struct Served {
     server: Spawned,
     addr: String,

@@ -7,8 +7,7 @@ use lev_client::{Client, ListQuery, StatusFilter};
 use lev_protocol::api::{Role, TokenCreate};
 use lev_protocol::{Interaction, InteractionResponse, InteractionStatus};
 
-use lev_test_support::Spawned;
-
+use crate::spawned::Spawned;
 use crate::support::Scratch;
 
 /// A running `lev serve` and the tokens of its parties.

@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::bench::{Servers, ms, percentile, question, token};
+use super::common::{ms, percentile, question, token};
+use super::servers::Servers;
 
 /// `lev bench soak` flags.
 #[derive(Debug, clap::Args)]
@@ -83,94 +84,129 @@ pub async fn soak(server: &Servers, admin: &Client, args: &SoakArgs) -> anyhow::
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     for w in 0..args.workers {
+        let load = || Load {
+            window: window.clone(),
+            stop: stop.clone(),
+        };
         let (cw, ca) = (server.on(&worker, w)?, server.on(&approver, w + 1)?);
-        let (win, st) = (window.clone(), stop.clone());
-        tasks.spawn(async move {
-            let mut n = 0;
-            while !st.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                let ok = async {
-                    let created = cw
-                        .create_interaction(&question(format!("soak-{w}"), n))
-                        .await?;
-                    let id = created.id().to_owned();
-                    ca.respond(&id, &InteractionResponse::text(id.clone(), "ok"))
-                        .await?;
-                    let waited = cw.wait(&id, 30).await?;
-                    anyhow::ensure!(waited.status == InteractionStatus::Answered, "not answered");
-                    anyhow::Ok(())
-                }
-                .await;
-                record(&win, 0, t, ok.is_ok()).await;
-                n += 1;
-            }
-        });
-        let (gate_client, win_g, st_g) = (server.on(&worker, w)?, window.clone(), stop.clone());
-        tasks.spawn(async move {
-            let mut n = 0u64;
-            while !st_g.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                let req = GateRequest {
-                    session_id: format!("soak-gate-{w}"),
-                    conversation_id: "c".into(),
-                    turn_id: format!("t{n}"),
-                    request_id: format!("g{w}-{n}"),
-                    caller: "soak".into(),
-                    tool_name: "fs.read".into(),
-                    args_json: format!(r#"{{"n":{n}}}"#),
-                    sandbox_mode: "read-only".into(),
-                    required_capabilities: vec![],
-                    timeout_s: None,
-                    route: None,
-                    reason: None,
-                };
-                let ok = matches!(gate_client.gate(&req).await, Ok(GateResponse::Allow { .. }));
-                record(&win_g, 1, t, ok).await;
-                n += 1;
-            }
-        });
-        let (asker, win_a, st_a) = (
-            Session::new(&server.on(&worker, 0)?, &session),
-            window.clone(),
-            stop.clone(),
-        );
-        tasks.spawn(async move {
-            let mut n = 0u64;
-            while !st_a.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                let ok = asker
-                    .ask(json!({"n": n}), Some(Duration::from_secs(30)))
-                    .await
-                    .is_ok();
-                record(&win_a, 2, t, ok).await;
-                n += 1;
-            }
-        });
+        tasks.spawn(load().cycles(w, cw, ca));
+        tasks.spawn(load().gates(w, server.on(&worker, w)?));
+        tasks.spawn(load().asks(Session::new(&server.on(&worker, 0)?, &session)));
         if w % 2 == 0 {
-            let (watcher, win_e, st_e) = (server.on(admin, w)?, window.clone(), stop.clone());
-            tasks.spawn(async move {
-                while !st_e.load(Ordering::Relaxed) {
-                    // Connect, read up to 20 events, drop.
-                    let t = Instant::now();
-                    let ok = async {
-                        let mut stream = watcher.events(None).await?;
-                        for _ in 0..20 {
-                            if tokio::time::timeout(Duration::from_secs(5), stream.next())
-                                .await
-                                .is_err()
-                            {
-                                break;
-                            }
-                        }
-                        anyhow::Ok(())
-                    }
-                    .await;
-                    record(&win_e, 3, t, ok.is_ok()).await;
-                }
-            });
+            tasks.spawn(load().event_streams(server.on(admin, w)?));
         }
     }
 
+    let (rows, failed) = sample(server, &window, args).await;
+    stop.store(true, Ordering::Relaxed);
+    tasks.abort_all();
+    report(server, &rows, failed)
+}
+
+/// What every load task shares: the window it records into, and when to stop.
+#[derive(Clone)]
+struct Load {
+    window: Arc<Mutex<Window>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Load {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Create -> respond -> wait, again and again (operation 0).
+    async fn cycles(self, w: usize, cw: Client, ca: Client) {
+        let mut n = 0;
+        while !self.stopped() {
+            let t = Instant::now();
+            let ok = async {
+                let created = cw
+                    .create_interaction(&question(format!("soak-{w}"), n))
+                    .await?;
+                let id = created.id().to_owned();
+                ca.respond(&id, &InteractionResponse::text(id.clone(), "ok"))
+                    .await?;
+                let waited = cw.wait(&id, 30).await?;
+                anyhow::ensure!(waited.status == InteractionStatus::Answered, "not answered");
+                anyhow::Ok(())
+            }
+            .await;
+            record(&self.window, 0, t, ok.is_ok()).await;
+            n += 1;
+        }
+    }
+
+    /// Calls a rule allows (operation 1).
+    async fn gates(self, w: usize, gate_client: Client) {
+        let mut n = 0u64;
+        while !self.stopped() {
+            let t = Instant::now();
+            let req = GateRequest {
+                session_id: format!("soak-gate-{w}"),
+                conversation_id: "c".into(),
+                turn_id: format!("t{n}"),
+                request_id: format!("g{w}-{n}"),
+                caller: "soak".into(),
+                tool_name: "fs.read".into(),
+                args_json: format!(r#"{{"n":{n}}}"#),
+                sandbox_mode: "read-only".into(),
+                required_capabilities: vec![],
+                timeout_s: None,
+                route: None,
+                reason: None,
+            };
+            let ok = matches!(gate_client.gate(&req).await, Ok(GateResponse::Allow { .. }));
+            record(&self.window, 1, t, ok).await;
+            n += 1;
+        }
+    }
+
+    /// Questions to the session's operator (operation 2).
+    async fn asks(self, asker: Session) {
+        let mut n = 0u64;
+        while !self.stopped() {
+            let t = Instant::now();
+            let ok = asker
+                .ask(json!({"n": n}), Some(Duration::from_secs(30)))
+                .await
+                .is_ok();
+            record(&self.window, 2, t, ok).await;
+            n += 1;
+        }
+    }
+
+    /// Event streams that connect, read up to 20 events and drop
+    /// (operation 3).
+    async fn event_streams(self, watcher: Client) {
+        while !self.stopped() {
+            let t = Instant::now();
+            let ok = async {
+                let mut stream = watcher.events(None).await?;
+                for _ in 0..20 {
+                    if tokio::time::timeout(Duration::from_secs(5), stream.next())
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                anyhow::Ok(())
+            }
+            .await;
+            record(&self.window, 3, t, ok.is_ok()).await;
+        }
+    }
+}
+
+/// Every `--sample` seconds for `--minutes`, one line: the servers' RSS and
+/// open files, each operation's rate, p50, p99 and errors. The samples
+/// (RSS in KiB, open files), and each operation's errors in all.
+async fn sample(
+    server: &Servers,
+    window: &Mutex<Window>,
+    args: &SoakArgs,
+) -> (Vec<(u64, u64)>, [u64; 4]) {
     let samples = (args.minutes * 60).div_ceil(args.sample.max(1));
     let mut rows: Vec<(u64, u64)> = Vec::new();
     println!(
@@ -217,8 +253,12 @@ pub async fn soak(server: &Servers, admin: &Client, args: &SoakArgs) -> anyhow::
             rss / 1024
         );
     }
-    stop.store(true, Ordering::Relaxed);
-    tasks.abort_all();
+    (rows, failed)
+}
+
+/// The last line: whether RSS and open files levelled off (the last third's
+/// growth against the first third's); an error when any request failed.
+fn report(server: &Servers, rows: &[(u64, u64)], failed: [u64; 4]) -> anyhow::Result<()> {
     let third = (rows.len() / 3).max(1);
     let growth = |pick: fn(&(u64, u64)) -> u64, from: usize, to: usize| -> i64 {
         let a = rows.get(from).map_or(0, pick);

@@ -1,4 +1,9 @@
-//! A real `lev serve` process.
+//! A real `lev serve` process on port 0, whose address is read from its
+//! "listening on" line; its log is kept, it is killed when dropped, and it
+//! can be killed with SIGKILL mid-flight (crash tests). Errors are returned,
+//! not panicked on: the shipped binary's `lev bench` starts its servers with
+//! it, and lev-cli's integration tests include this same file (std only, so
+//! that it compiles in both).
 
 use std::ffi::OsString;
 use std::io::{BufRead as _, BufReader};
