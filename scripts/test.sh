@@ -48,39 +48,76 @@ cargo fmt --all --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "cargo test"
-cargo test --workspace --locked
+step "cargo test: build"
+cargo test --workspace --locked --no-run
 
-step "python sdk (python/): install, pytest against the lev binary, mypy --strict, ruff"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps ./python
-(
-  cd python
-  LEV_BIN="${LEV_BIN:-$PWD/../target/debug/lev}" ../.venv/bin/python -m pytest -q -p no:cacheprovider
-  ../.venv/bin/python -m mypy --strict lev
-  ../.venv/bin/python -m ruff check lev tests examples
-  ../.venv/bin/python -m ruff format --check lev tests examples
-)
+# Most of the tests wait (for servers, deadlines, browsers, other
+# processes) more than they compute, so the Rust tests run beside the suites
+# that drive the built binary from outside. Each side writes its own log,
+# printed whole when it ends, and the step fails if either did.
+lev_bin="$PWD/target/debug/lev"
+logs="$PWD/target/test-logs"
+rm -rf "$logs"
+mkdir -p "$logs"
 
-step "typescript sdk (typescript/): npm ci, tsc --strict, biome lint and format check, node:test against the lev binary"
-bash scripts/typescript-env.sh
-(
-  cd typescript
-  rm -rf dist
-  ./node_modules/.bin/tsc -p tsconfig.json
-  ./node_modules/.bin/biome lint --error-on-warnings .
-  ./node_modules/.bin/biome format .
-  LEV_BIN="${LEV_BIN:-$PWD/../target/debug/lev}" node --test --test-concurrency=3 dist/test/*.test.js
-)
+rust_tests() {
+  cargo test --workspace --locked
+}
 
-step "packages: the wheel, the npm tarballs and the container image around target/debug/lev (podman)"
-bash scripts/package-test.sh "$PWD/target/debug/lev"
+outside_tests() {
+  local t0=$SECONDS
+  say() { printf '\n--> [%4d s] %s\n' $((SECONDS - t0)) "$*"; }
 
-step "the API against its own OpenAPI document (schemathesis)"
-bash scripts/api-check.sh "$PWD/target/debug/lev"
+  say "python sdk (python/): install, pytest against the lev binary, mypy --strict, ruff"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps ./python
+  (
+    cd python
+    LEV_BIN="${LEV_BIN:-$lev_bin}" ../.venv/bin/python -m pytest -q -p no:cacheprovider
+    ../.venv/bin/python -m mypy --strict lev
+    ../.venv/bin/python -m ruff check lev tests examples
+    ../.venv/bin/python -m ruff format --check lev tests examples
+  )
 
-if [ -f fuzz/Cargo.toml ]; then
-  step "fuzz targets build"
-  cargo check --manifest-path fuzz/Cargo.toml --locked
+  say "typescript sdk (typescript/): npm ci, tsc --strict, biome lint and format check, node:test against the lev binary"
+  bash scripts/typescript-env.sh
+  (
+    cd typescript
+    rm -rf dist
+    ./node_modules/.bin/tsc -p tsconfig.json
+    ./node_modules/.bin/biome lint --error-on-warnings .
+    ./node_modules/.bin/biome format .
+    LEV_BIN="${LEV_BIN:-$lev_bin}" node --test --test-concurrency=3 dist/test/*.test.js
+  )
+
+  say "packages: the wheel, the npm tarballs and the container image around target/debug/lev (podman)"
+  bash scripts/package-test.sh "$lev_bin"
+
+  say "the API against its own OpenAPI document (schemathesis)"
+  bash scripts/api-check.sh "$lev_bin"
+
+  if [ -f fuzz/Cargo.toml ]; then
+    say "fuzz targets build (their own workspace and target dir)"
+    cargo check --manifest-path fuzz/Cargo.toml --locked
+  fi
+  say "outside the Rust tests: ok"
+}
+
+step "cargo test, and beside it: the Python and TypeScript SDKs, the packages, the API check, the fuzz targets' build"
+(set -e; rust_tests) >"$logs/rust.log" 2>&1 &
+rust_pid=$!
+(set -e; outside_tests) >"$logs/outside.log" 2>&1 &
+outside_pid=$!
+rust_status=0
+wait "$rust_pid" || rust_status=$?
+printf '\n==> cargo test (%s)\n' "$([ "$rust_status" = 0 ] && echo ok || echo "FAILED: exit $rust_status")"
+cat "$logs/rust.log"
+outside_status=0
+wait "$outside_pid" || outside_status=$?
+printf '\n==> outside the Rust tests (%s)\n' "$([ "$outside_status" = 0 ] && echo ok || echo "FAILED: exit $outside_status")"
+cat "$logs/outside.log"
+if [ "$rust_status" != 0 ] || [ "$outside_status" != 0 ]; then
+  echo "test.sh: cargo test exit $rust_status, outside tests exit $outside_status" >&2
+  exit 1
 fi
 
 # The benchmarks build in the test profile, beside the tests (their code is

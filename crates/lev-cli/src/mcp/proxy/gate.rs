@@ -65,64 +65,13 @@ fn reason(name: &str, hints: Option<Hints>) -> String {
 /// Decide `message` (a `tools/call`) in lev, then forward it or answer it.
 /// `interaction` is told the lev interaction a person decides, so that a
 /// cancel by the client can withdraw it.
-pub async fn call(
-    shared: Arc<Shared>,
-    mut message: Message,
-    interaction: Arc<Mutex<Option<String>>>,
-) {
-    let Some(id) = message.id().cloned() else {
+pub async fn call(shared: Arc<Shared>, message: Message, interaction: Arc<Mutex<Option<String>>>) {
+    let Some((id, tool, input)) = read_call(&shared, &message) else {
         return;
-    };
-    let params = message.params().cloned().unwrap_or_default();
-    let Some(tool) = params
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-    else {
-        shared.answer_gated(
-            &id,
-            message::error(
-                id.clone(),
-                code::INVALID_PARAMS,
-                "tools/call without a tool name",
-            ),
-        );
-        return;
-    };
-    let input: Map<String, Value> = match params.get("arguments") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(args)) => args.clone(),
-        Some(_) => {
-            shared.answer_gated(
-                &id,
-                message::error(
-                    id.clone(),
-                    code::INVALID_PARAMS,
-                    "tools/call arguments must be an object",
-                ),
-            );
-            return;
-        }
     };
     let config = &shared.config;
-    let hints = shared.hints(&tool);
     let gated_name = tool_name(&config.name, &tool);
-    let call = GateCall {
-        session: shared.session(),
-        conversation: config
-            .conversation
-            .clone()
-            .unwrap_or_else(|| shared.session()),
-        caller: config.caller.clone(),
-        sandbox_mode: config.sandbox_mode.clone(),
-        request_id: None,
-        tool_name: gated_name.clone(),
-        input: input.clone(),
-        route: config.route.clone(),
-        timeout: config.timeout,
-        reason: Some(reason(&config.name, hints)),
-        required_capabilities: capabilities(hints),
-    };
+    let call = gate_call(&shared, &tool, &gated_name, input.clone());
     let deadline = Deadline::from_now(config.timeout);
     // The interaction a person decides, for `--elicit`.
     let (found_tx, mut found_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -165,6 +114,83 @@ pub async fn call(
         verdict = decided => verdict,
         verdict = elicited => verdict,
     };
+    settle(&shared, message, &id, &gated_name, &interaction, verdict);
+}
+
+/// The call's id, tool and arguments; a call without them is answered with
+/// the JSON-RPC error that says so (and `None`).
+fn read_call(shared: &Shared, message: &Message) -> Option<(Value, String, Map<String, Value>)> {
+    let id = message.id().cloned()?;
+    let params = message.params().cloned().unwrap_or_default();
+    let Some(tool) = params
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        shared.answer_gated(
+            &id,
+            message::error(
+                id.clone(),
+                code::INVALID_PARAMS,
+                "tools/call without a tool name",
+            ),
+        );
+        return None;
+    };
+    let input: Map<String, Value> = match params.get("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(args)) => args.clone(),
+        Some(_) => {
+            shared.answer_gated(
+                &id,
+                message::error(
+                    id.clone(),
+                    code::INVALID_PARAMS,
+                    "tools/call arguments must be an object",
+                ),
+            );
+            return None;
+        }
+    };
+    Some((id, tool, input))
+}
+
+/// What lev's gate is asked about the upstream's `tool`: `mcp__NAME__TOOL`
+/// with its arguments, in the proxy's session, with the capabilities its
+/// annotations imply.
+fn gate_call(shared: &Shared, tool: &str, gated_name: &str, input: Map<String, Value>) -> GateCall {
+    let config = &shared.config;
+    let hints = shared.hints(tool);
+    GateCall {
+        session: shared.session(),
+        conversation: config
+            .conversation
+            .clone()
+            .unwrap_or_else(|| shared.session()),
+        caller: config.caller.clone(),
+        sandbox_mode: config.sandbox_mode.clone(),
+        request_id: None,
+        tool_name: gated_name.to_owned(),
+        input,
+        route: config.route.clone(),
+        timeout: config.timeout,
+        reason: Some(reason(&config.name, hints)),
+        required_capabilities: capabilities(hints),
+    }
+}
+
+/// Act on the verdict: forward an allowed call with the approved arguments,
+/// or answer the client with a tool error (denied, or not decided: then
+/// the question nobody waits for is withdrawn).
+fn settle(
+    shared: &Arc<Shared>,
+    mut message: Message,
+    id: &Value,
+    gated_name: &str,
+    interaction: &Mutex<Option<String>>,
+    verdict: Verdict,
+) {
+    let config = &shared.config;
     match verdict {
         Verdict::Allow(allowed) => {
             if let Some(params) = message
@@ -177,7 +203,7 @@ pub async fn call(
             shared.forward_approved(message);
         }
         Verdict::Deny { message: text } => {
-            shared.answer_gated(&id, message::tool_error(id.clone(), text))
+            shared.answer_gated(id, message::tool_error(id.clone(), text))
         }
         Verdict::Defer { reason } => {
             // Nobody waits for its question any more.
@@ -196,7 +222,7 @@ pub async fn call(
                 });
             }
             shared.answer_gated(
-                &id,
+                id,
                 message::tool_error(
                     id.clone(),
                     format!("{reason}; the call to {gated_name} was not run."),

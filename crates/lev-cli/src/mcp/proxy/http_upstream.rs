@@ -184,65 +184,80 @@ impl Upstream {
             return;
         }
         if is_initialize {
-            let session = response
-                .headers()
-                .get(SESSION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            if let Some(session) = &session {
-                *self
-                    .mcp_session
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(session.clone());
-            }
-            self.learnt().session = session;
+            self.keep_session(&response);
         }
+        self.read_answer(response, message, is_initialize, what)
+            .await;
+    }
+
+    /// The session id the upstream gave with its answer to `initialize`.
+    fn keep_session(&self, response: &reqwest::Response) {
+        let session = response
+            .headers()
+            .get(SESSION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(session) = &session {
+            *self
+                .mcp_session
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(session.clone());
+        }
+        self.learnt().session = session;
+    }
+
+    /// Read the answer to `message` (a JSON body or an event stream) and
+    /// hand on what it holds; a request left unanswered fails with why.
+    async fn read_answer(
+        self: Arc<Self>,
+        response: reqwest::Response,
+        message: Message,
+        is_initialize: bool,
+        what: String,
+    ) {
         let event_stream = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let upstream = Arc::clone(&self);
-        let read = async move {
-            let answered = if event_stream {
-                upstream.read_events(response, is_initialize).await
-            } else {
-                match read_text(response).await {
-                    Ok(text) if text.trim().is_empty() => Ok(false),
-                    Ok(text) => {
-                        let items = parse(text);
-                        upstream.learn(&items, is_initialize);
-                        upstream.give(items).await;
-                        Ok(true)
-                    }
-                    Err(e) => Err(e),
+        let upstream = self;
+        let answered = if event_stream {
+            upstream.read_events(response, is_initialize).await
+        } else {
+            match read_text(response).await {
+                Ok(text) if text.trim().is_empty() => Ok(false),
+                Ok(text) => {
+                    let items = parse(text);
+                    upstream.learn(&items, is_initialize);
+                    upstream.give(items).await;
+                    Ok(true)
                 }
-            };
-            match answered {
-                Ok(true) => {}
-                Ok(false) if message.id().is_none() => {}
-                Ok(false) => {
-                    upstream
-                        .fail(
-                            &message,
-                            format!("the upstream's answer to {what} ended without one"),
-                        )
-                        .await;
-                }
-                Err(e) => {
-                    upstream
-                        .fail(
-                            &message,
-                            format!("the upstream's answer to {what} broke off: {e}"),
-                        )
-                        .await;
-                }
-            }
-            if is_initialize {
-                upstream.start_get_stream();
+                Err(e) => Err(e),
             }
         };
-        read.await;
+        match answered {
+            Ok(true) => {}
+            Ok(false) if message.id().is_none() => {}
+            Ok(false) => {
+                upstream
+                    .fail(
+                        &message,
+                        format!("the upstream's answer to {what} ended without one"),
+                    )
+                    .await;
+            }
+            Err(e) => {
+                upstream
+                    .fail(
+                        &message,
+                        format!("the upstream's answer to {what} broke off: {e}"),
+                    )
+                    .await;
+            }
+        }
+        if is_initialize {
+            upstream.start_get_stream();
+        }
     }
 
     /// What `initialize`'s result says: the protocol version to send.
