@@ -1,5 +1,6 @@
 //! `lev mcp proxy` between the official MCP Python SDK's client
-//! (`tests/python/mcp_proxy_driver.py`) and the reference MCP servers from
+//! (`tests/python/mcp_proxy_driver.py`), and the TypeScript SDK's
+//! (`tests/node/mcp_ts_client.mjs`), and the reference MCP servers from
 //! npm (`@modelcontextprotocol/server-everything`, `server-filesystem`,
 //! pinned and installed by `scripts/mcp-servers-env.sh`: set
 //! LEV_TEST_MCP_SERVERS to its output), against a real `lev serve` with a
@@ -723,6 +724,107 @@ fn wait_for_any_pending(served: &Served) -> Interaction {
             return one.request.clone();
         }
         assert!(Instant::now() < deadline, "nothing pending");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The official MCP TypeScript SDK's client (`tests/node/mcp_ts_client.mjs`,
+/// the SDK the pinned reference servers are built on) through the proxy:
+/// the tools listed as the server lists them, an allowed call passes, an
+/// asked one waits for the person who approves it, a denial reaches the
+/// client as a tool error with the feedback.
+#[test]
+fn the_typescript_sdks_client_through_the_proxy() {
+    let served = Served::start("proxy-ts", Some(EVERYTHING_POLICY));
+    let server = everything();
+    let want: Vec<String> = {
+        let mut direct = Driver::start("legacy", &served, Target::Stdio(&server));
+        let tools = direct.ask(json!({"op": "list_tools"}), "tools");
+        tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let through = proxy(&["--name", "everything", "--session", "ts"], &server);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node/mcp_ts_client.mjs");
+    let _ = server_script("server-everything"); // LEV_TEST_MCP_SERVERS is set
+    let mut child = Command::new("node")
+        .arg(&script)
+        .arg("--")
+        .args(&through)
+        .env("LEV_URL", &served.url)
+        .env("LEV_TOKEN", &served.worker)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("node runs (Node.js 20 or later)");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, events) = mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let event = serde_json::from_str(&line).unwrap_or_else(|_| json!({"garbage": line}));
+            if tx.send(event).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |kind: &str| -> Value {
+        let event = events
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no {kind} from the TypeScript client: {e}"));
+        assert_eq!(event["event"], kind, "{event}");
+        event
+    };
+
+    next("ready");
+    let names: Vec<String> = next("tools")["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, want, "the tools as the server lists them");
+
+    let echo = next("result");
+    assert_eq!(echo["id"], "echo");
+    assert_eq!(echo["is_error"], false, "{echo}");
+    assert_eq!(echo["texts"], json!(["Echo: from typescript"]));
+    assert!(served.all("ts").is_empty(), "an allowed call asks nobody");
+
+    let (asked, tool, args) = pending(&served, "ts");
+    assert_eq!(tool, "mcp__everything__get-sum");
+    assert_eq!(args, json!({"a": 20, "b": 22}));
+    served.respond(&asked, &approve(&asked));
+    let sum = next("result");
+    assert_eq!(sum["id"], "sum");
+    assert_eq!(sum["is_error"], false, "{sum}");
+    assert!(sum["texts"][0].as_str().unwrap().contains("42"), "{sum}");
+
+    let (asked, _, _) = pending(&served, "ts");
+    served.respond(
+        &asked,
+        &InteractionResponse::deny_with_feedback(asked.id(), "no more sums"),
+    );
+    let denied = next("result");
+    assert_eq!(denied["id"], "denied");
+    assert_eq!(denied["is_error"], true, "{denied}");
+    assert!(
+        denied["texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("Feedback: no more sums"),
+        "{denied}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "the client ended with {status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the client did not close");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
