@@ -107,27 +107,7 @@ impl Driver {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let event = serde_json::from_str(&line).unwrap_or_else(
-                    |e| json!({"event": "garbage", "line": line, "error": e.to_string()}),
-                );
-                if tx.send(event).is_err() {
-                    break;
-                }
-            }
-        });
-        let log = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                keep.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
+        let (stdin, events, log) = crate::agents::driver::pipes(&mut child);
         let mut driver = Self {
             child,
             stdin,

@@ -70,27 +70,7 @@ impl Driver {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start the MCP driver: {e}\nhint: {SETUP}"));
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let event = serde_json::from_str(&line).unwrap_or_else(
-                    |e| json!({"event": "garbage", "line": line, "error": e.to_string()}),
-                );
-                if tx.send(event).is_err() {
-                    break;
-                }
-            }
-        });
-        let log = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                keep.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
+        let (stdin, events, log) = pipes(&mut child);
         let mut driver = Self {
             child,
             stdin,
@@ -175,4 +155,38 @@ impl Drop for Driver {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A driver process's pipes: its stdin, its stdout read as one JSON event
+/// per line (a line that is not JSON becomes a `garbage` event), and its
+/// stderr collected, each read on a thread of its own.
+pub(crate) fn pipes(
+    child: &mut std::process::Child,
+) -> (
+    std::process::ChildStdin,
+    mpsc::Receiver<Value>,
+    Arc<Mutex<String>>,
+) {
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, events) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let event = serde_json::from_str(&line).unwrap_or_else(
+                |e| json!({"event": "garbage", "line": line, "error": e.to_string()}),
+            );
+            if tx.send(event).is_err() {
+                break;
+            }
+        }
+    });
+    let log = Arc::new(Mutex::new(String::new()));
+    let keep = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            keep.lock().unwrap().push_str(&format!("{line}\n"));
+        }
+    });
+    (stdin, events, log)
 }
