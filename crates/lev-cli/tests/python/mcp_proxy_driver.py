@@ -22,7 +22,7 @@ One command per line on stdin, one JSON object per line on stdout:
                                   -> {"event": "prompt", "messages": [...]}
   {"op": "call", "id": ID, "name": N, "arguments": {...}, "progress": bool}
                                   -> {"event": "started", "id": ID}, then maybe
-                                     {"event": "progress", "id": ID, "progress": p, "message": m}
+                                     {"event": "progress", "id": ID, "progress": p, "total": t, "message": m}
                                      and {"event": "result", "id": ID, "is_error": b,
                                           "texts": [...], "structured": ...}
                                      or {"event": "error", "id": ID, "error": "..."}
@@ -97,7 +97,15 @@ async def main(mode, target):
 
             async def call(call_id, name, arguments, progress):
                 async def on_progress(p, total, message):
-                    emit({"event": "progress", "id": call_id, "progress": p, "message": message})
+                    emit(
+                        {
+                            "event": "progress",
+                            "id": call_id,
+                            "progress": p,
+                            "total": total,
+                            "message": message,
+                        }
+                    )
 
                 with anyio.CancelScope() as scope:
                     scopes[call_id] = scope

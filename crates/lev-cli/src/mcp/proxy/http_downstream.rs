@@ -10,7 +10,9 @@
 //! notifications), kept until one opens. A POST of notifications or
 //! responses alone is `202 Accepted`. Requests from a browser page of another
 //! origin are refused (`Origin` must be loopback), as the transport's rules
-//! ask of a local server.
+//! ask of a local server; with a token (`--listen-token-file`), every request
+//! must carry it as `Authorization: Bearer`, and without one only a loopback
+//! address may be bound.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -36,8 +38,62 @@ const SESSION: &str = "mcp-session-id";
 /// Messages for a session with no stream open, kept until a GET opens one.
 const BACKLOG: usize = 1024;
 
+/// Where `--listen` serves, and the bearer token clients must show.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    /// SHA-256 of the token, when there is one.
+    token: Option<[u8; 32]>,
+}
+
+impl Listen {
+    /// Serve on `addr`; with `token`, only to clients that show it. Without
+    /// one, `addr` must be loopback: an MCP endpoint that runs tools for
+    /// anyone who reaches it is not served to a network.
+    ///
+    /// # Errors
+    /// A non-loopback address without a token, or an empty token.
+    pub fn new(addr: SocketAddr, token: Option<&str>) -> anyhow::Result<Self> {
+        let token = match token.map(str::trim) {
+            Some("") => anyhow::bail!("--listen-token-file: the file is empty"),
+            Some(token) => Some(sha2::Sha256::digest(token.as_bytes()).into()),
+            None if addr.ip().is_loopback() => None,
+            None => anyhow::bail!(
+                "--listen {addr} is not a loopback address: give --listen-token-file, \
+                 so that only clients with the token reach the tools"
+            ),
+        };
+        Ok(Self { addr, token })
+    }
+
+    /// Whether `headers` carry the token (always, when there is none).
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        let Some(want) = self.token else {
+            return true;
+        };
+        let shown = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.split_once(' ')
+                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            })
+            .map(|(_, token)| token.trim());
+        // Digests of equal length compared whole: how much of the token
+        // matched does not show in the time taken.
+        shown.is_some_and(|token| {
+            let got: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+            got.iter()
+                .zip(want.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+        })
+    }
+}
+
 #[derive(Debug)]
 struct Hub {
+    listen: Listen,
     config: Arc<Config>,
     upstream: Upstream,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -109,17 +165,15 @@ impl Routes {
 ///
 /// # Errors
 /// When the address cannot be bound.
-pub async fn serve(
-    config: Arc<Config>,
-    upstream: Upstream,
-    addr: SocketAddr,
-) -> anyhow::Result<()> {
+pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: Listen) -> anyhow::Result<()> {
+    let addr = listen.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("--listen {addr}: {e}"))?;
     let local = listener.local_addr()?;
     eprintln!("lev mcp proxy: MCP on http://{local}/mcp");
     let hub = Arc::new(Hub {
+        listen,
         config,
         upstream,
         sessions: Mutex::new(HashMap::new()),
@@ -164,6 +218,26 @@ pub async fn serve(
 
 fn plain(status: StatusCode, text: &str) -> Response {
     (status, text.to_owned()).into_response()
+}
+
+/// Why a request may not be served, as its response: from a page of
+/// another origin, or without the token.
+fn refused(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
+    if foreign_origin(headers) {
+        return Some(plain(StatusCode::FORBIDDEN, "Origin not allowed"));
+    }
+    if !hub.listen.admits(headers) {
+        let mut response = plain(
+            StatusCode::UNAUTHORIZED,
+            "this MCP endpoint needs its token: Authorization: Bearer TOKEN",
+        );
+        response.headers_mut().insert(
+            "www-authenticate",
+            HeaderValue::from_static("Bearer realm=\"lev mcp proxy\""),
+        );
+        return Some(response);
+    }
+    None
 }
 
 /// Whether `headers` come from a page of another origin than loopback.
@@ -257,8 +331,8 @@ fn stream(rx: mpsc::UnboundedReceiver<Message>) -> Response {
 }
 
 async fn handle_post(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: Bytes) -> Response {
-    if foreign_origin(&headers) {
-        return plain(StatusCode::FORBIDDEN, "Origin not allowed");
+    if let Some(refusal) = refused(&hub, &headers) {
+        return refusal;
     }
     if body.len() > MAX_MESSAGE {
         return plain(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
@@ -327,8 +401,8 @@ async fn handle_post(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: Byte
 }
 
 async fn handle_get(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
-    if foreign_origin(&headers) {
-        return plain(StatusCode::FORBIDDEN, "Origin not allowed");
+    if let Some(refusal) = refused(&hub, &headers) {
+        return refusal;
     }
     let Some((_, session)) = hub.session(&headers) else {
         return plain(StatusCode::NOT_FOUND, "no such MCP session");
@@ -348,8 +422,8 @@ async fn handle_get(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
 }
 
 async fn handle_delete(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
-    if foreign_origin(&headers) {
-        return plain(StatusCode::FORBIDDEN, "Origin not allowed");
+    if let Some(refusal) = refused(&hub, &headers) {
+        return refusal;
     }
     let Some(id) = headers.get(SESSION).and_then(|v| v.to_str().ok()) else {
         return plain(StatusCode::BAD_REQUEST, "no Mcp-Session-Id");
