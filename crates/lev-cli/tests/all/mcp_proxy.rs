@@ -540,6 +540,41 @@ fn elicit_puts_an_asked_call_to_the_clients_user_as_their_decision() {
     let (texts, is_error) = mcp.result("no");
     assert!(is_error, "{texts:?}");
     assert!(texts[0].ends_with("Feedback: not five"), "{texts:?}");
+
+    // The user leaves the elicitation open; a person answers in lev first:
+    // lev's decision counts, and the elicitation is withdrawn.
+    mcp.call("elsewhere", "get-sum", json!({"a": 9, "b": 9}));
+    assert_eq!(mcp.next("elicit_waiting")["event"], "elicit_waiting");
+    let asked = served.pending("elicit");
+    served.respond(&asked, &approve(&asked));
+    let mut withdrawn = false;
+    let mut result = None;
+    while !withdrawn || result.is_none() {
+        let event = mcp
+            .events
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the withdrawal and the call's result");
+        match event["event"].as_str() {
+            Some("elicit_withdrawn") => withdrawn = true,
+            Some("result") => result = Some(event),
+            Some("progress") => {}
+            _ => panic!("unexpected {event}"),
+        }
+    }
+    let result = result.unwrap();
+    assert_eq!(result["id"], "elsewhere");
+    assert_eq!(result["is_error"], false, "{result}");
+    assert!(
+        result["texts"][0].as_str().unwrap().contains("18"),
+        "{result}"
+    );
+    let decided = served.all("elicit");
+    let answered = decided.iter().find(|i| i.id() == asked.id()).unwrap();
+    assert_ne!(
+        answered.answered_by.as_deref(),
+        Some("ellie"),
+        "{answered:?}"
+    );
 }
 
 /// Read-only tools run; non-destructive writes too; destructive ones ask.
