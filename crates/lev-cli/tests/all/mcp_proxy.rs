@@ -837,6 +837,77 @@ fn listen_with_a_token_admits_only_clients_that_show_it() {
 }
 
 #[test]
+fn listen_serves_stateless_clients_without_mixing_their_ids() {
+    // The upstream is `lev mcp` itself, which speaks the stateless
+    // 2026-07-28 era; the clients never initialize, so they share one
+    // upstream connection and both use the same request ids.
+    let served = Served::start(
+        "proxy-stateless",
+        Some("[[rule]]\ntool = \"mcp__lev__*\"\ndecision = \"allow\"\n"),
+    );
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let upstream = vec![
+        env!("CARGO_BIN_EXE_lev").to_owned(),
+        "mcp".to_owned(),
+        "--session".to_owned(),
+        "asked".to_owned(),
+    ];
+    let argv = proxy(&["--name", "lev", "--listen", &listen], &upstream);
+    let _proxy = Background(
+        Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("LEV_URL", &served.url)
+            .env("LEV_TOKEN", &served.worker)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(port);
+    let url = format!("http://{listen}/mcp");
+    let mut first = Driver::start("2026-07-28", &served, Target::Url(&url));
+    let mut second = Driver::start("2026-07-28", &served, Target::Url(&url));
+    assert_eq!(first.ready["protocol_version"], "2026-07-28");
+    for mcp in [&mut first, &mut second] {
+        let tools = mcp.ask(json!({"op": "list_tools"}), "tools");
+        let names: Vec<&str> = tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["approval_prompt", "ask_human"]);
+    }
+    // Both wait at once, under the same ids; each gets its own answer.
+    first.call("q", "ask_human", json!({"question": "first?"}));
+    second.call("q", "ask_human", json!({"question": "second?"}));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let asked = loop {
+        let all = served.all("asked");
+        if all.len() == 2 {
+            break all;
+        }
+        assert!(Instant::now() < deadline, "two questions in lev: {all:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for question in &asked {
+        let InteractionKind::FreeText { prompt, .. } = &question.request.kind else {
+            panic!("a free-text question: {question:?}");
+        };
+        let answer = format!("answer to {prompt}");
+        served.respond(question, &crate::agents::served::text(question, &answer));
+    }
+    assert_eq!(
+        first.result("q"),
+        (vec!["answer to first?".to_owned()], false)
+    );
+    assert_eq!(
+        second.result("q"),
+        (vec!["answer to second?".to_owned()], false)
+    );
+}
+
+#[test]
 fn a_streamable_http_upstream_is_gated_too() {
     let served = Served::start("proxy-upstream-http", Some(EVERYTHING_POLICY));
     let port = free_port();
