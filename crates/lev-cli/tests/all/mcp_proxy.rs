@@ -334,15 +334,17 @@ fn tools_resources_and_prompts_pass_through_unchanged() {
     );
 }
 
-#[test]
-fn allowed_asked_and_denied_calls_with_progress_while_waiting() {
-    let served = Served::start("proxy-gate", Some(EVERYTHING_POLICY));
+/// A `lev serve` with [`EVERYTHING_POLICY`], and a client of the proxy in
+/// front of server-everything in `session`, with progress every second and
+/// the tools listed (so their annotations are known).
+fn everything_with_progress(session: &str) -> (Served, Driver) {
+    let served = Served::start(&format!("proxy-{session}"), Some(EVERYTHING_POLICY));
     let through = proxy(
         &[
             "--name",
             "everything",
             "--session",
-            "gate",
+            session,
             "--progress-every",
             "1",
         ],
@@ -350,6 +352,12 @@ fn allowed_asked_and_denied_calls_with_progress_while_waiting() {
     );
     let mut mcp = Driver::start("legacy", &served, Target::Stdio(&through));
     mcp.ask(json!({"op": "list_tools"}), "tools");
+    (served, mcp)
+}
+
+#[test]
+fn allowed_asked_and_denied_calls_with_progress_while_waiting() {
+    let (served, mut mcp) = everything_with_progress("gate");
 
     // Allowed by a rule: no person, the server's own result.
     mcp.call("echo", "echo", json!({"message": "hi"}));
@@ -395,20 +403,7 @@ fn allowed_asked_and_denied_calls_with_progress_while_waiting() {
 
 #[test]
 fn progress_keeps_increasing_from_the_wait_into_the_servers_own() {
-    let served = Served::start("proxy-progress", Some(EVERYTHING_POLICY));
-    let through = proxy(
-        &[
-            "--name",
-            "everything",
-            "--session",
-            "progress",
-            "--progress-every",
-            "1",
-        ],
-        &everything(),
-    );
-    let mut mcp = Driver::start("legacy", &served, Target::Stdio(&through));
-    mcp.ask(json!({"op": "list_tools"}), "tools");
+    let (served, mut mcp) = everything_with_progress("progress");
     // The server reports steps 1, 2, 3 on the same token lev used while
     // the call waited for a person.
     mcp.call_with(

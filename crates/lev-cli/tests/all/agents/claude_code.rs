@@ -10,17 +10,17 @@
 //! tool error with the person's feedback for a denied one.
 
 use std::collections::VecDeque;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write as _;
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use lev_protocol::InteractionResponse;
 use serde_json::{Value, json};
 
 use super::codex::offline::{NO_PROXY, Tripwire};
+use super::loopback::{Request, serve_each};
 use super::served::Served;
 use crate::mcp_proxy::{EVERYTHING_POLICY, approve, everything, pending, proxy};
 
@@ -61,21 +61,11 @@ struct FakeAnthropic {
 
 impl FakeAnthropic {
     fn start(script: Vec<Turn>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State {
             script: script.into(),
             ..State::default()
         }));
-        let shared = state.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let state = shared.clone();
-                std::thread::spawn(move || {
-                    let _ = serve(stream, &state);
-                });
-            }
-        });
+        let port = serve_each(state.clone(), serve);
         Self { port, state }
     }
 
@@ -123,40 +113,16 @@ fn result_text(block: &Value) -> String {
     }
 }
 
-fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some((name, value)) = line.trim_end().split_once(':')
-            && name.trim().eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
-    let mut stream = stream;
-    let path = request_line.split_whitespace().nth(1).unwrap_or_default();
-    let path = path.split('?').next().unwrap_or_default();
-    if !request_line.starts_with("POST ") || path != "/v1/messages" {
-        state
-            .lock()
-            .unwrap()
-            .strays
-            .push(request_line.trim_end().to_owned());
+fn serve(mut stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
+    let request = Request::read(&stream)?;
+    if request.method() != "POST" || request.path() != "/v1/messages" {
+        state.lock().unwrap().strays.push(request.line.clone());
         stream.write_all(
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         )?;
         return Ok(());
     }
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let request: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
     let (turn, n) = {
         let mut state = state.lock().unwrap();
         state.requests.push(request.clone());

@@ -9,5 +9,6 @@ mod claude_code;
 mod codex;
 pub(crate) mod driver;
 pub(crate) mod hook;
+mod loopback;
 mod mcp;
 pub(crate) mod served;
