@@ -249,6 +249,27 @@ impl Drop for Background {
     }
 }
 
+/// `lev mcp proxy ARGS --listen 127.0.0.1:PORT -- UPSTREAM` running as
+/// `served`'s worker, and its MCP endpoint once it listens.
+fn listening(served: &Served, args: &[&str], upstream: &[String]) -> (Background, String) {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut all = args.to_vec();
+    all.extend(["--listen", listen.as_str()]);
+    let argv = proxy(&all, upstream);
+    let child = Background(
+        Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("LEV_URL", &served.url)
+            .env("LEV_TOKEN", &served.worker)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(port);
+    (child, format!("http://{listen}/mcp"))
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -695,23 +716,7 @@ fn an_upstream_that_crashes_or_hangs_gives_errors_never_a_success() {
 #[test]
 fn listen_serves_streamable_http_to_the_client() {
     let served = Served::start("proxy-listen", Some(EVERYTHING_POLICY));
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let argv = proxy(
-        &["--name", "everything", "--listen", &listen],
-        &everything(),
-    );
-    let _proxy = Background(
-        Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("LEV_URL", &served.url)
-            .env("LEV_TOKEN", &served.worker)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(port);
-    let url = format!("http://{listen}/mcp");
+    let (_proxy, url) = listening(&served, &["--name", "everything"], &everything());
     let mut mcp = Driver::start("legacy", &served, Target::Url(&url));
     assert_eq!(mcp.ready["server_name"], "mcp-servers/everything");
     let tools = mcp.ask(json!({"op": "list_tools"}), "tools");
@@ -762,31 +767,12 @@ fn listen_with_a_token_admits_only_clients_that_show_it() {
         "{stderr}"
     );
 
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
     let token_arg = token_file.to_str().unwrap();
-    let argv = proxy(
-        &[
-            "--name",
-            "everything",
-            "--listen",
-            &listen,
-            "--listen-token-file",
-            token_arg,
-        ],
+    let (_proxy, url) = listening(
+        &served,
+        &["--name", "everything", "--listen-token-file", token_arg],
         &everything(),
     );
-    let _proxy = Background(
-        Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("LEV_URL", &served.url)
-            .env("LEV_TOKEN", &served.worker)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(port);
-    let url = format!("http://{listen}/mcp");
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -840,26 +826,13 @@ fn listen_serves_stateless_clients_without_mixing_their_ids() {
         "proxy-stateless",
         Some("[[rule]]\ntool = \"mcp__lev__*\"\ndecision = \"allow\"\n"),
     );
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
     let upstream = vec![
         env!("CARGO_BIN_EXE_lev").to_owned(),
         "mcp".to_owned(),
         "--session".to_owned(),
         "asked".to_owned(),
     ];
-    let argv = proxy(&["--name", "lev", "--listen", &listen], &upstream);
-    let _proxy = Background(
-        Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("LEV_URL", &served.url)
-            .env("LEV_TOKEN", &served.worker)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(port);
-    let url = format!("http://{listen}/mcp");
+    let (_proxy, url) = listening(&served, &["--name", "lev"], &upstream);
     let mut first = Driver::start("2026-07-28", &served, Target::Url(&url));
     let mut second = Driver::start("2026-07-28", &served, Target::Url(&url));
     assert_eq!(first.ready["protocol_version"], "2026-07-28");
