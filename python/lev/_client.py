@@ -21,6 +21,7 @@ import httpx
 from . import types as t
 from ._errors import Denied, LevError, ServerUnreachable, TimedOut, api_error
 from ._events import AsyncEventStream, EventStream, _State
+from ._forms import form_question, typed
 from ._parts import Attachment, inbound_parts
 
 DEFAULT_URL = "http://127.0.0.1:7420"
@@ -297,11 +298,16 @@ def question(
     caller: str | None = None,
     route: Sequence[str] | None = None,
     id: str | None = None,
+    form: Any = None,
 ) -> dict[str, Any]:
-    """The InteractionRequest `ask` creates: free text, or a multiple choice with `options`."""
+    """The InteractionRequest `ask` creates: free text, a multiple choice with
+    `options`, or a form of `form`'s fields (a schema dict, a dataclass or a
+    pydantic model)."""
     kind: dict[str, Any] = {"type": "free_text", "prompt": prompt}
     if options is not None:
         kind = {"type": "multiple_choice", "prompt": prompt, "options": list(options)}
+    if form is not None:
+        kind = form_question(prompt, form)
     return _clean(
         {
             "id": id or f"py-{uuid.uuid4().hex}",
@@ -335,6 +341,18 @@ def answer_of(record: t.Interaction, result: t.WaitResult) -> str:
         feedback = (response.get("feedback") or "").strip()
         raise Denied("denied", "the person denied the call", feedback or None)
     return response.get("value") or ""
+
+
+def fields_of(result: t.WaitResult) -> dict[str, Any]:
+    """A form's answer (its fields) from a final wait result; raises for an
+    expired or cancelled form."""
+    status = result["status"]
+    if status == "expired":
+        raise TimedOut("expired", "nobody answered in time; the form expired")
+    if status == "cancelled":
+        raise TimedOut("cancelled", "the form was cancelled before anyone filled it in")
+    response = result.get("response") or {}
+    return dict(response.get("fields") or {})
 
 
 class Client(_Base):
@@ -595,6 +613,35 @@ class Client(_Base):
         deadline = None if timeout_s is None else timeout_s + 5.0
         return answer_of(record, self.wait_for_answer(record["id"], deadline))
 
+    def ask_form(
+        self,
+        prompt: str,
+        form: Any,
+        *,
+        session_id: str = "py",
+        title: str | None = None,
+        timeout_s: int | None = None,
+        conversation_id: str | None = None,
+        caller: str | None = None,
+    ) -> Any:
+        """Ask a person to fill in a form and wait. `form` is a JSON Schema
+        dict (the answer is a dict), a dataclass or a pydantic model class
+        (the answer is an instance of it). `TimedOut` when it expired or was
+        cancelled."""
+        record = self.create_interaction(
+            question(
+                prompt,
+                session_id=session_id,
+                title=title,
+                timeout_s=timeout_s,
+                conversation_id=conversation_id,
+                caller=caller,
+                form=form,
+            )
+        )
+        deadline = None if timeout_s is None else timeout_s + 5.0
+        return typed(form, fields_of(self.wait_for_answer(record["id"], deadline)))
+
 
 class AsyncClient(_Base):
     """The asyncio twin of `Client`, with the same methods."""
@@ -843,3 +890,29 @@ class AsyncClient(_Base):
         )
         deadline = None if timeout_s is None else timeout_s + 5.0
         return answer_of(record, await self.wait_for_answer(record["id"], deadline))
+
+    async def ask_form(
+        self,
+        prompt: str,
+        form: Any,
+        *,
+        session_id: str = "py",
+        title: str | None = None,
+        timeout_s: int | None = None,
+        conversation_id: str | None = None,
+        caller: str | None = None,
+    ) -> Any:
+        """`Client.ask_form`, awaited."""
+        record = await self.create_interaction(
+            question(
+                prompt,
+                session_id=session_id,
+                title=title,
+                timeout_s=timeout_s,
+                conversation_id=conversation_id,
+                caller=caller,
+                form=form,
+            )
+        )
+        deadline = None if timeout_s is None else timeout_s + 5.0
+        return typed(form, fields_of(await self.wait_for_answer(record["id"], deadline)))

@@ -62,6 +62,7 @@ class Response(TypedDict, total=False):
     reason: str | None
     grant_args: dict[str, str] | None
     vote: Envelope | None
+    fields: dict[str, Any] | None
 
 
 class GateNote(TypedDict, total=False):

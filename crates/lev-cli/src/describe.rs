@@ -14,6 +14,15 @@ pub fn summary(interaction: &Interaction) -> String {
     let what = match &request.kind {
         InteractionKind::FreeText { prompt }
         | InteractionKind::InteractionPoints { prompt, .. } => prompt.clone(),
+        InteractionKind::Form { prompt, schema } => {
+            let names: Vec<&str> = schema
+                .properties
+                .0
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect();
+            format!("{prompt} {{{}}}", names.join(", "))
+        }
         InteractionKind::MultipleChoice { prompt, options } => {
             format!("{prompt} [{}]", options.join(" | "))
         }
@@ -44,6 +53,96 @@ pub fn kind_label(kind: &InteractionKind) -> &'static str {
         InteractionKind::MultipleChoice { .. } => "choice",
         InteractionKind::ToolApproval { .. } => "approval",
         InteractionKind::InteractionPoints { .. } => "points",
+        InteractionKind::Form { .. } => "form",
+    }
+}
+
+/// A form's fields, one a line: name, type and constraints, label, help.
+fn form_fields(out: &mut String, style: Style, schema: &lev_protocol::form::FormSchema) {
+    let Ok(form) = lev_protocol::form::parse_schema(schema, &lev_protocol::Limits::default())
+    else {
+        let _ = writeln!(out, "  {}", style.red("(the form's schema does not read)"));
+        return;
+    };
+    for field in &form.fields {
+        let mut line = format!(
+            "  - {} ({}){}",
+            style.bold(&term::one_line(&field.name)),
+            field_type_text(&field.ty),
+            if field.required { ", required" } else { "" }
+        );
+        if field.title.is_some() {
+            let _ = write!(line, ": {}", term::one_line(field.label()));
+        }
+        if let Some(default) = &field.default {
+            let _ = write!(
+                line,
+                " {}",
+                style.dim(&format!(
+                    "[default {}]",
+                    term::one_line(&default.to_string())
+                ))
+            );
+        }
+        let _ = writeln!(out, "{line}");
+        if let Some(help) = &field.description {
+            let _ = writeln!(out, "      {}", style.dim(&term::one_line(help)));
+        }
+    }
+}
+
+/// A field's type and constraints, for a person: `integer 1..=10`,
+/// `string, email`, `one of: a | b`.
+pub fn field_type_text(ty: &lev_protocol::form::FieldType) -> String {
+    use lev_protocol::form::FieldType;
+    match ty {
+        FieldType::String {
+            min_length,
+            max_length,
+            format,
+        } => {
+            let mut s = "string".to_owned();
+            if let Some(f) = format {
+                let _ = write!(s, ", {}", f.as_str());
+            }
+            match (min_length, max_length) {
+                (Some(lo), Some(hi)) => {
+                    let _ = write!(s, ", {lo} to {hi} characters");
+                }
+                (Some(lo), None) => {
+                    let _ = write!(s, ", at least {lo} characters");
+                }
+                (None, Some(hi)) => {
+                    let _ = write!(s, ", at most {hi} characters");
+                }
+                (None, None) => {}
+            }
+            s
+        }
+        FieldType::Enum { values, .. } => {
+            format!("one of: {}", term::one_line(&values.join(" | ")))
+        }
+        FieldType::Number {
+            integer,
+            minimum,
+            maximum,
+        } => {
+            let mut s = if *integer { "integer" } else { "number" }.to_owned();
+            match (minimum, maximum) {
+                (Some(lo), Some(hi)) => {
+                    let _ = write!(s, " {lo} to {hi}");
+                }
+                (Some(lo), None) => {
+                    let _ = write!(s, " >= {lo}");
+                }
+                (None, Some(hi)) => {
+                    let _ = write!(s, " <= {hi}");
+                }
+                (None, None) => {}
+            }
+            s
+        }
+        FieldType::Boolean => "true or false".to_owned(),
     }
 }
 
@@ -172,6 +271,10 @@ pub fn answer_summary(kind: &InteractionKind, response: &StoredResponse) -> Stri
     if let Some(value) = &response.value {
         parts.push(format!("{value:?}"));
     }
+    if let Some(fields) = &response.fields {
+        let pairs: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.push(pairs.join(" "));
+    }
     if !response.parts.is_empty() {
         parts.push(format!("{} attachment(s)", response.parts.len()));
     }
@@ -220,6 +323,9 @@ pub fn detail(style: Style, view: &InteractionView, base_url: &str) -> String {
                 format!("lev respond {id} --text TEXT [--attach FILE]")
             }
             InteractionKind::MultipleChoice { .. } => format!("lev respond {id} --choice N"),
+            InteractionKind::Form { .. } => {
+                format!("lev respond {id} --field NAME=VALUE ... | --fields-json JSON")
+            }
             InteractionKind::ToolApproval { .. } => {
                 format!("lev respond {id} --approve | --deny [--feedback TEXT]")
             }
@@ -281,6 +387,10 @@ fn question(out: &mut String, style: Style, i: &Interaction) {
             for (n, option) in (1..).zip(options) {
                 let _ = writeln!(out, "  [{n}] {}", term::one_line(option));
             }
+        }
+        InteractionKind::Form { prompt, schema } => {
+            let _ = writeln!(out, "{}", indent(&term::multi_line(prompt), "  "));
+            form_fields(out, style, schema);
         }
         InteractionKind::InteractionPoints { prompt, points } => {
             let _ = writeln!(out, "{}", indent(&term::multi_line(prompt), "  "));

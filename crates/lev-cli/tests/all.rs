@@ -74,6 +74,8 @@ mod deadlines;
 mod demo;
 #[path = "all/file_limits.rs"]
 mod file_limits;
+#[path = "all/forms.rs"]
+mod forms;
 #[path = "all/health.rs"]
 mod health;
 #[path = "all/hidden_json.rs"]

@@ -80,6 +80,14 @@ pub fn tool_result_text(
                     }
                     blocks.push(text);
                 }
+                InteractionKind::Form { .. } => {
+                    // The fields as one JSON object: what the form's schema describes.
+                    let fields = response.fields.clone().unwrap_or_default();
+                    blocks.push(format!(
+                        "The person filled in the form: {}",
+                        serde_json::Value::Object(fields)
+                    ));
+                }
                 InteractionKind::FreeText { .. } | InteractionKind::InteractionPoints { .. } => {
                     let value = response.value.as_deref().unwrap_or_default();
                     if !value.is_empty() || response.parts.is_empty() {

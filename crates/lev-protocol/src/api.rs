@@ -30,6 +30,9 @@ pub struct ErrorDetail {
     pub code: String,
     /// What went wrong, for a person.
     pub message: String,
+    /// On a refused form answer: each failing property and why.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fields: std::collections::BTreeMap<String, String>,
 }
 
 /// `GET /v1/health`.

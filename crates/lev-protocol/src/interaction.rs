@@ -243,6 +243,15 @@ pub enum InteractionKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         options: Vec<String>,
     },
+    /// A form: answered with a JSON object that its schema (the flat subset
+    /// MCP elicitation allows) accepts, checked by the server.
+    Form {
+        /// The question.
+        prompt: String,
+        /// The fields: `{"type": "object", "properties": {...}, "required": [...]}`.
+        #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+        schema: crate::form::FormSchema,
+    },
     /// Points to look at; answered with text.
     InteractionPoints {
         /// The question.
@@ -260,6 +269,7 @@ impl InteractionKind {
             Self::MultipleChoice { .. } => "multiple_choice",
             Self::ToolApproval { .. } => "tool_approval",
             Self::InteractionPoints { .. } => "interaction_points",
+            Self::Form { .. } => "form",
         }
     }
 }

@@ -11,6 +11,7 @@
 pub mod api;
 pub mod claude_code;
 pub mod envelope;
+pub mod form;
 pub mod ids;
 pub mod interaction;
 pub mod json;

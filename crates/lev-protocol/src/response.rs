@@ -58,6 +58,10 @@ pub struct InteractionResponse<P = InboundPart> {
     /// stored answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vote: Option<crate::Envelope>,
+    /// The answer to a `form`: property name to value, as its schema accepts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub fields: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// A response as the server returns it: parts are stored references.
@@ -78,6 +82,7 @@ impl<P> InteractionResponse<P> {
             reason: None,
             grant_args: None,
             vote: None,
+            fields: None,
         }
     }
 
@@ -99,6 +104,17 @@ impl<P> InteractionResponse<P> {
     pub fn choice(request_id: impl Into<String>, index: usize) -> Self {
         Self {
             choice_index: Some(index),
+            ..Self::empty(request_id.into())
+        }
+    }
+
+    /// Build a form's answer.
+    pub fn form(
+        request_id: impl Into<String>,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
+        Self {
+            fields: Some(fields),
             ..Self::empty(request_id.into())
         }
     }
@@ -163,6 +179,7 @@ impl<P> InteractionResponse<P> {
             reason: self.reason,
             grant_args: self.grant_args,
             vote: self.vote,
+            fields: self.fields,
         }
     }
 }

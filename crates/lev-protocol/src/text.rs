@@ -91,6 +91,16 @@ pub fn agent_texts(request: &InteractionRequest) -> Vec<&str> {
     out.extend(r.reason.as_deref());
     match &r.kind {
         InteractionKind::FreeText { prompt } => out.push(prompt),
+        InteractionKind::Form { prompt, schema } => {
+            out.push(prompt);
+            for v in schema.other.values() {
+                push_strings(&mut out, v);
+            }
+            for (name, prop) in &schema.properties.0 {
+                out.push(name);
+                push_strings(&mut out, prop);
+            }
+        }
         InteractionKind::MultipleChoice { prompt, options } => {
             out.push(prompt);
             out.extend(options.iter().map(String::as_str));
@@ -122,6 +132,30 @@ pub fn agent_texts(request: &InteractionRequest) -> Vec<&str> {
         out.extend(g.risk.as_deref());
     }
     out
+}
+
+/// Every string in a form schema's value (one level of object and array
+/// deep, the most a property of the subset holds).
+fn push_strings<'a>(out: &mut Vec<&'a str>, v: &'a serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => out.push(s),
+        serde_json::Value::Array(items) => {
+            out.extend(items.iter().filter_map(serde_json::Value::as_str));
+        }
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k);
+                match v {
+                    serde_json::Value::String(s) => out.push(s),
+                    serde_json::Value::Array(items) => {
+                        out.extend(items.iter().filter_map(serde_json::Value::as_str));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The ASCII that `text`'s tag characters (U+E0020 to U+E007E) spell, in

@@ -60,6 +60,8 @@ pub struct ValidationError {
     pub kind: ValidationErrorKind,
     /// What was expected and what was found.
     pub message: String,
+    /// A form answer's failing properties, each with why (empty otherwise).
+    pub fields: std::collections::BTreeMap<String, String>,
 }
 
 /// The class of a [`ValidationError`].
@@ -76,6 +78,7 @@ fn invalid(field: &str, message: impl Into<String>) -> ValidationError {
         field: field.to_owned(),
         kind: ValidationErrorKind::Invalid,
         message: message.into(),
+        fields: std::collections::BTreeMap::new(),
     }
 }
 
@@ -84,6 +87,7 @@ fn too_large(field: &str, limit: usize, found: usize) -> ValidationError {
         field: field.to_owned(),
         kind: ValidationErrorKind::TooLarge,
         message: format!("at most {limit} bytes allowed, found {found}"),
+        fields: std::collections::BTreeMap::new(),
     }
 }
 
@@ -273,6 +277,10 @@ fn check_kind(kind: &InteractionKind, limits: &Limits) -> Result<(), ValidationE
             }
             check_options("kind.options", options, 0, limits)?;
         }
+        InteractionKind::Form { prompt, schema } => {
+            check_len("kind.prompt", prompt, limits.prompt_bytes)?;
+            crate::form::parse_schema(schema, limits)?;
+        }
         InteractionKind::InteractionPoints { prompt, points } => {
             check_len("kind.prompt", prompt, limits.prompt_bytes)?;
             if points.is_empty() || points.len() > limits.points {
@@ -362,6 +370,9 @@ pub fn validate_response<P>(
     check_sizes(&resp)?;
     check_fields(req, &resp)?;
     check_choice(req, &resp)?;
+    if let InteractionKind::Form { schema, .. } = &req.kind {
+        check_form_answer(schema, &resp)?;
+    }
     if let InteractionKind::ToolApproval { .. } = &req.kind {
         check_decision(&mut resp)?;
     }
@@ -419,10 +430,12 @@ fn check_fields<P>(
             "reason" => resp.reason.is_some(),
             "grant_args" => resp.grant_args.is_some(),
             "vote" => resp.vote.is_some(),
+            "fields" => resp.fields.is_some(),
             _ => false,
         }
     };
-    const ALL: [&str; 11] = [
+    const ALL: [&str; 12] = [
+        "fields",
         "value",
         "choice_index",
         "approved",
@@ -440,6 +453,7 @@ fn check_fields<P>(
             ("value", &["value", "parts"])
         }
         InteractionKind::MultipleChoice { .. } => ("choice_index", &["choice_index"]),
+        InteractionKind::Form { .. } => ("fields", &["fields"]),
         InteractionKind::ToolApproval { .. } => (
             "approved",
             &[
@@ -469,6 +483,32 @@ fn check_fields<P>(
         ));
     }
     Ok(())
+}
+
+/// A form's answer against its schema: every failing property named.
+fn check_form_answer<P>(
+    schema: &crate::form::FormSchema,
+    resp: &InteractionResponse<P>,
+) -> Result<(), ValidationError> {
+    // The schema was checked when the form was asked; a stored one that no
+    // longer reads (a tighter rule since) refuses every answer, named.
+    let form = crate::form::parse_schema(schema, &Limits::default())?;
+    let Some(answer) = &resp.fields else {
+        return Ok(());
+    };
+    crate::form::check_answer(&form, answer).map_err(|fields| {
+        let message = fields
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        ValidationError {
+            field: "fields".to_owned(),
+            kind: ValidationErrorKind::Invalid,
+            message,
+            fields,
+        }
+    })
 }
 
 /// A `choice_index` within the request's options.

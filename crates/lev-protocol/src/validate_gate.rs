@@ -18,6 +18,7 @@ fn invalid(field: &str, message: impl Into<String>) -> ValidationError {
         field: field.to_owned(),
         kind: ValidationErrorKind::Invalid,
         message: message.into(),
+        fields: std::collections::BTreeMap::new(),
     }
 }
 

@@ -6,6 +6,8 @@
 //!   `deny_feedback`, `approval(id, false, scope)`, `spawn_ack`'s `ok`).
 //! - `validation`: `validate_request` and `validate_response` against the
 //!   SPEC (section 2's table, section 9's limits).
+//! - `form`: the `form` kind's schema subset and answers, each type and
+//!   constraint accepted and refused, bounds by property tests, limits linear.
 //! - `props`: property tests (JSON round trips, strict JSON, feedback).
 //! - `fuzz_smoke`: the `protocol` fuzz target's body over the fixtures and
 //!   their mutations.
@@ -16,6 +18,8 @@
 mod claude_code;
 #[path = "all/fixtures.rs"]
 mod fixtures;
+#[path = "all/form.rs"]
+mod form;
 #[path = "all/fuzz_smoke.rs"]
 mod fuzz_smoke;
 #[path = "all/props.rs"]

@@ -6,7 +6,7 @@
 
 import { up } from './bus.js';
 import { S, SCOPE_LABEL } from './state.js';
-import { argsOf, jsonParse, leaves, nodeDiff, nodeEqual, nodeText, short } from './json.js';
+import { argsOf, jsonParse, keysOf, leaves, nodeDiff, nodeEqual, nodeText, short } from './json.js';
 import { hasHidden, isSpecial, plain, vis } from './text.js';
 import { append, clear, clipIcon, fmtSize, h, jsonView, numFlag, toast } from './dom.js';
 import { api } from './api.js';
@@ -43,6 +43,7 @@ export function answerForm(view) {
   const t = view.request.kind.type;
   if (t === 'multiple_choice') return choiceForm(view);
   if (t === 'tool_approval') return approvalForm(view);
+  if (t === 'form') return formForm(view);
   return textForm(view);
 }
 
@@ -55,7 +56,7 @@ function showError(el, msg) {
   el.replaceChildren(vis(msg || ''));
 }
 
-async function respond(view, body, errEl, buttons, doneMsg) {
+async function respond(view, body, errEl, buttons, doneMsg, onFields) {
   const id = view.request.id;
   for (const b of buttons) b.disabled = true;
   showError(errEl, null);
@@ -92,6 +93,11 @@ async function respond(view, body, errEl, buttons, doneMsg) {
     return;
   }
   S.mine.delete(id);
+  if (onFields && r.status === 422 && r.body && r.body.error && r.body.error.fields) {
+    onFields(r.body.error.fields);
+    showError(errEl, 'Some fields need another look.');
+    return;
+  }
   if (r.status === 409 && r.code === 'already_answered') {
     // Lost the race: show the answer that won, not an error.
     const current = S.items.get(id) || view;
@@ -116,6 +122,103 @@ async function respond(view, body, errEl, buttons, doneMsg) {
     return;
   }
   showError(errEl, r.error);
+}
+
+/** A number from the schema (a plain number or a JsonNum), or null. */
+function num(v) {
+  if (v == null || typeof v === 'boolean') return null;
+  const n = Number(String(v));
+  return Number.isFinite(n) ? n : null;
+}
+
+const FORMAT_INPUT = { email: 'email', uri: 'url', date: 'date' };
+
+/**
+ * A form question: one labelled input per property of its schema, in the
+ * schema's order, by type (text, email, url, date, number, checkbox, a
+ * select for an enum), defaults filled in; the server checks the answer and
+ * each failing property's reason is shown under its input.
+ */
+function formForm(view) {
+  const schema = view.request.kind.schema || {};
+  const props = schema.properties || {};
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const d = draftFor(view.request.id);
+  if (!d.form) d.form = {};
+  const err = formError();
+  const sendBtn = h('button', { type: 'button', class: 'primary', onclick: () => send() }, 'Send answer');
+  const buttons = [sendBtn];
+  const rows = [];
+  const fieldErrors = new Map();
+  for (const name of keysOf(props)) {
+    const p = props[name] || {};
+    const id = 'ff-' + view.request.id + '-' + name;
+    const kept = Object.prototype.hasOwnProperty.call(d.form, name) ? d.form[name] : p.default;
+    let input;
+    if (p.type === 'boolean') {
+      input = h('input', { type: 'checkbox', id, checked: kept === true });
+    } else if (Array.isArray(p.enum)) {
+      const names = Array.isArray(p.enumNames) ? p.enumNames : [];
+      input = h('select', { id },
+        required.has(name) && kept != null ? null : h('option', { value: '' }, '—'),
+        p.enum.map((v, i) => h('option', { value: String(v), selected: kept === v }, vis(String(names[i] != null ? names[i] : v)))));
+      if (kept != null) input.value = String(kept);
+    } else if (p.type === 'integer' || p.type === 'number') {
+      input = h('input', { type: 'number', id, step: p.type === 'integer' ? '1' : 'any' });
+      if (num(p.minimum) != null) input.min = String(num(p.minimum));
+      if (num(p.maximum) != null) input.max = String(num(p.maximum));
+      if (kept != null) input.value = String(kept);
+    } else {
+      input = h('input', { type: FORMAT_INPUT[p.format] || 'text', id, autocomplete: 'off' });
+      if (p.format === 'date-time') input.placeholder = 'YYYY-MM-DDThh:mm:ssZ';
+      if (num(p.minLength) != null) input.minLength = num(p.minLength);
+      if (num(p.maxLength) != null) input.maxLength = num(p.maxLength);
+      if (kept != null) input.value = String(kept);
+    }
+    input.dataset.field = name;
+    input.addEventListener('change', () => { d.form[name] = valueOf(); });
+    const valueOf = () => {
+      if (p.type === 'boolean') return input.checked;
+      if (input.value === '') return undefined;
+      if (p.type === 'integer' || p.type === 'number') {
+        const n = Number(input.value);
+        return Number.isFinite(n) && input.value.trim() !== '' ? n : input.value;
+      }
+      return input.value;
+    };
+    const fieldErr = h('p', { class: 'field-error', role: 'alert', dataset: { fieldError: name }, hidden: true });
+    fieldErrors.set(name, fieldErr);
+    const label = h('label', { for: id, class: 'field-label' }, vis(p.title != null ? String(p.title) : name),
+      required.has(name) ? h('span', { class: 'required', title: 'required' }, ' *') : null);
+    const help = p.description != null ? h('p', { class: 'hint field-help' }, vis(String(p.description))) : null;
+    rows.push({ name, valueOf, el: h('div', { class: 'form-field' + (p.type === 'boolean' ? ' checkbox' : ''), dataset: { name } }, label, input, help, fieldErr) });
+  }
+  function showFields(fields) {
+    for (const [name, el] of fieldErrors) {
+      const msg = fields[name];
+      el.hidden = !msg;
+      el.replaceChildren(vis(msg ? String(msg) : ''));
+      const row = rows.find((r) => r.name === name);
+      if (row) row.el.classList.toggle('invalid', !!msg);
+    }
+    const first = rows.find((r) => fields[r.name]);
+    if (first) { const i = first.el.querySelector('input,select'); if (i) i.focus(); }
+  }
+  function send() {
+    const fields = {};
+    for (const r of rows) {
+      const v = r.valueOf();
+      if (v !== undefined) fields[r.name] = v;
+      d.form[r.name] = v;
+    }
+    showFields({});
+    respond(view, { fields }, err, buttons, 'Form sent', showFields);
+  }
+  const form = h('form', { class: 'form-fields', novalidate: true, onsubmit: (e) => { e.preventDefault(); send(); } },
+    rows.map((r) => r.el));
+  return h('section', { class: 'answer' },
+    h('h3', null, schema.title != null ? vis(String(schema.title)) : 'Your answer'),
+    form, err, h('div', { class: 'actions' }, sendBtn));
 }
 
 function choiceForm(view) {

@@ -78,5 +78,6 @@ function describeShort(req, resp) {
     const opt = ((req.kind || {}).options || [])[resp.choice_index];
     return ['Chose ', opt != null ? h('q', null, vis(short(opt, 60))) : '#' + (resp.choice_index + 1)];
   }
+  if (resp.fields) return ['Filled in ', h('q', null, vis(short(Object.keys(resp.fields).map((k) => k + '=' + String(resp.fields[k])).join(', '), 80)))];
   return ['Replied ', h('q', null, vis(short(resp.value || '', 80))), (resp.parts || []).length ? ' + ' + resp.parts.length + ' file(s)' : ''];
 }

@@ -191,6 +191,12 @@ function toPlain(node) {
   }
 }
 
+/** An object's keys in the order its JSON text wrote them (readJson keeps it). */
+export function keysOf(v) {
+  if (!v || typeof v !== 'object') return [];
+  return (v[KEYS] || Object.keys(v)).filter((k) => Object.prototype.hasOwnProperty.call(v, k));
+}
+
 /** JSON text (an API answer, an event) as ordinary values, numbers kept; null when not JSON. */
 export function readJson(text) {
   const p = jsonParse(text);

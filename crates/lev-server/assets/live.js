@@ -67,10 +67,29 @@ export function connectEvents() {
   }
 }
 
-function onInteraction(kind, data) {
-  const view = asView(data);
-  const id = idOf(view);
+/**
+ * A form's kind with its properties in the order its schema wrote them: an
+ * event's JSON has its object keys sorted, the interaction's own read keeps
+ * the order, so the copy already held is kept, else the form is read once.
+ */
+async function orderedForm(id, view) {
+  const k = view.request.kind;
+  if (!k || k.type !== 'form') return view;
+  const held = S.items.get(id);
+  let kind = held && held.request.kind && held.request.kind.type === 'form' ? held.request.kind : null;
+  if (!kind) {
+    const r = await api('GET', 'v1/interactions/' + encodeURIComponent(id));
+    const fresh = r.ok ? asView(r.body) : null;
+    if (fresh && idOf(fresh) === id) kind = fresh.request.kind;
+  }
+  return kind ? { ...view, request: { ...view.request, kind } } : view;
+}
+
+async function onInteraction(kind, data) {
+  const first = asView(data);
+  const id = idOf(first);
   if (!id) return;
+  const view = await orderedForm(id, first);
   checkOperators([view.request.session_id]);
   const known = S.items.get(id);
   S.items.set(id, view);

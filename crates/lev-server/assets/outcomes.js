@@ -5,7 +5,7 @@
 
 import { up } from './bus.js';
 import { idOf, pendingList, SCOPE_LABEL } from './state.js';
-import { short } from './json.js';
+import { keysOf, short } from './json.js';
 import { plain, vis } from './text.js';
 import { clipIcon, fmtSize, h, timeEl } from './dom.js';
 
@@ -36,6 +36,15 @@ export function describe(req, resp) {
   if (resp.choice_index != null) {
     const opt = (k.options || [])[resp.choice_index];
     return [h('strong', null, 'Chose '), opt != null ? h('q', null, vis(opt)) : 'option ' + (resp.choice_index + 1)];
+  }
+  if (resp.fields) {
+    const props = (k.schema && k.schema.properties) || {};
+    return [h('strong', null, 'Filled in'), h('dl', { class: 'form-answer' }, keysOf(resp.fields).map((name) => {
+      const p = props[name] || {};
+      const v = resp.fields[name];
+      return h('div', { class: 'fact' }, h('dt', null, vis(p.title != null ? String(p.title) : name)),
+        h('dd', { dataset: { field: name } }, vis(typeof v === 'string' ? v : String(v))));
+    }))];
   }
   const out = [h('strong', null, 'Replied'), h('div', { class: 'reply-text' }, vis(resp.value))];
   if ((resp.parts || []).length) {

@@ -31,6 +31,7 @@ export const KIND_LABEL = {
   multiple_choice: 'Choice',
   tool_approval: 'Tool approval',
   interaction_points: 'Review points',
+  form: 'Form',
 };
 
 export const SCOPE_LABEL = { once: 'once', session: 'for this session', always: 'always' };

@@ -51,6 +51,14 @@ pub enum ApiError {
     /// 422: well-formed but invalid; the message names the field.
     #[error("{0}")]
     Invalid(String),
+    /// 422 `invalid` on a form's answer: each failing property and why.
+    #[error("{message}")]
+    InvalidFields {
+        /// Every failing property, for a person.
+        message: String,
+        /// The same, by property.
+        fields: std::collections::BTreeMap<String, String>,
+    },
     /// 422 with a code of its own (`invalid_vote`, `signed_vote_required`).
     #[error("{message}")]
     Unprocessable {
@@ -108,7 +116,9 @@ impl ApiError {
             Self::Conflict { .. } | Self::AlreadyAnswered(_) => StatusCode::CONFLICT,
             Self::Gone(_) => StatusCode::GONE,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Invalid(_) | Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Invalid(_) | Self::InvalidFields { .. } | Self::Unprocessable { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Self::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -131,7 +141,7 @@ impl ApiError {
             Self::AlreadyAnswered(_) => "already_answered",
             Self::Gone(_) => "gone",
             Self::TooLarge(_) => "too_large",
-            Self::Invalid(_) => "invalid",
+            Self::Invalid(_) | Self::InvalidFields { .. } => "invalid",
             Self::TooMany(_) => "too_many",
             Self::Timeout(_) => "timeout",
             Self::ShuttingDown => "shutting_down",
@@ -146,6 +156,10 @@ impl From<ValidationError> for ApiError {
     fn from(e: ValidationError) -> Self {
         match e.kind {
             ValidationErrorKind::TooLarge => Self::TooLarge(e.to_string()),
+            ValidationErrorKind::Invalid if !e.fields.is_empty() => Self::InvalidFields {
+                message: e.to_string(),
+                fields: e.fields,
+            },
             ValidationErrorKind::Invalid => Self::Invalid(e.to_string()),
         }
     }
@@ -169,6 +183,7 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let code = self.code().to_owned();
         let close = matches!(self, Self::RequestTimeout(_));
+        let mut fields = std::collections::BTreeMap::new();
         let (message, response) = match self {
             Self::Internal(details) => {
                 crate::log::error(&format!("internal error: {details}"));
@@ -181,10 +196,21 @@ impl IntoResponse for ApiError {
                 "the interaction was already answered; the first answer wins".to_owned(),
                 Some(*winner),
             ),
+            Self::InvalidFields {
+                message,
+                fields: by_field,
+            } => {
+                fields = by_field;
+                (message, None)
+            }
             other => (other.to_string(), None),
         };
         let body = ErrorBody {
-            error: ErrorDetail { code, message },
+            error: ErrorDetail {
+                code,
+                message,
+                fields,
+            },
             response,
         };
         let mut response = (status, axum::Json(body)).into_response();

@@ -31,6 +31,8 @@ mod dashboard;
 mod events;
 #[path = "all/floors.rs"]
 mod floors;
+#[path = "all/forms.rs"]
+mod forms;
 #[path = "all/full_disk.rs"]
 mod full_disk;
 #[path = "all/gate.rs"]

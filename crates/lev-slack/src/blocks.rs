@@ -496,6 +496,7 @@ fn header_text(view: &InteractionView) -> String {
         InteractionKind::FreeText { .. } => "Question from an agent".to_owned(),
         InteractionKind::MultipleChoice { .. } => "Choose an option".to_owned(),
         InteractionKind::InteractionPoints { .. } => "Review these points".to_owned(),
+        InteractionKind::Form { .. } => "Fill in a form".to_owned(),
     }
 }
 
@@ -585,6 +586,21 @@ fn body_sections(kind: &InteractionKind) -> Vec<String> {
                     .enumerate()
                     .map(|(i, o)| (format!("*{}.*", i + 1), o.as_str()));
                 out.push(list_text("*Options:*", options.len(), items));
+            }
+            out
+        }
+        InteractionKind::Form { prompt, schema } => {
+            let mut out = vec![prompt_text(prompt)];
+            let props = &schema.properties.0;
+            if !props.is_empty() {
+                let items = props.iter().map(|(name, prop)| {
+                    let label = prop
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .unwrap_or(name.as_str());
+                    (format!("• *{}*:", fit(name, 64, Mode::Line)), label)
+                });
+                out.push(list_text("*Fields:*", props.len(), items));
             }
             out
         }
@@ -763,6 +779,8 @@ fn action_blocks(
         InteractionKind::FreeText { .. } | InteractionKind::InteractionPoints { .. } => {
             vec![button(REPLY, "Reply", id, Some("primary"))]
         }
+        // Answered in the dashboard (the link below) or with `lev respond`.
+        InteractionKind::Form { .. } => Vec::new(),
     };
     if let Some(url) = dashboard_url.and_then(|base| dashboard_link(base, id)) {
         let mut link = button(OPEN, "Open in lev", id, None);

@@ -579,7 +579,9 @@ impl InteractionStore for PostgresStore {
         let i = &new.interaction;
         let id = i.id().to_owned();
         let request = serde_json::to_value(&i.request).map_err(|e| corrupt(&id, e))?;
-        let request_json = request.to_string();
+        // The text keeps the order a form's properties were written in
+        // (a Value would sort them); the comparison below is by value.
+        let request_json = serde_json::to_string(&i.request).map_err(|e| corrupt(&id, e))?;
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
         tx.lock(&session_lock(&i.request.session_id)).await?;

@@ -378,7 +378,9 @@ impl InteractionStore for SqliteStore {
                 let i = &new.interaction;
                 let id = i.id().to_owned();
                 let request = serde_json::to_value(&i.request).map_err(|e| corrupt(&id, e))?;
-                let request_json = request.to_string();
+                // The text keeps the order a form's properties were written in
+                // (a Value would sort them); the comparison below is by value.
+                let request_json = serde_json::to_string(&i.request).map_err(|e| corrupt(&id, e))?;
                 let existing: Option<String> = query_one(
                     tx.conn,
                     "SELECT COALESCE(original_request_json, request_json) FROM interactions WHERE id = ?1",

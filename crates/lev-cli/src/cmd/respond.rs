@@ -14,13 +14,14 @@ use crate::describe;
 use crate::report::HINT;
 use crate::term::{self, Style};
 
-/// Answer an interaction: text (with files), a choice, or a decision on a tool call.
+/// Answer an interaction: text (with files), a choice, a form's fields, or a
+/// decision on a tool call.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  lev respond ir_01 --text \"main, after the tests pass\"\n  lev respond ir_01 --text \"see @notes.md\"          (attaches ./notes.md)\n  lev respond ir_01 --text \"the logs\" --attach build.log --attach test.log\n  lev respond ir_01 --choice 1\n  lev respond ir_01 --approve --scope session\n  lev respond ir_01 --approve --edit-args '{\"argv\":[\"ls\",\"-la\"]}'\n  lev respond ir_01 --deny --feedback \"use git status instead\""
+    after_help = "Examples:\n  lev respond ir_01 --text \"main, after the tests pass\"\n  lev respond ir_01 --text \"see @notes.md\"          (attaches ./notes.md)\n  lev respond ir_01 --text \"the logs\" --attach build.log --attach test.log\n  lev respond ir_01 --choice 1\n  lev respond ir_01 --field name=Ada --field age=36 --field subscribe=true\n  lev respond ir_01 --fields-json '{\"name\":\"Ada\",\"age\":36}'\n  lev respond ir_01 --approve --scope session\n  lev respond ir_01 --approve --edit-args '{\"argv\":[\"ls\",\"-la\"]}'\n  lev respond ir_01 --deny --feedback \"use git status instead\""
 )]
 #[command(group(clap::ArgGroup::new("answer").required(true).multiple(true)
-    .args(["text", "choice", "approve", "deny"])))]
+    .args(["text", "choice", "approve", "deny", "field", "fields_json"])))]
 pub struct Args {
     /// The interaction's id (ir_...).
     id: String,
@@ -32,6 +33,15 @@ pub struct Args {
     /// Attach a file to a text answer (repeatable).
     #[arg(long, value_name = "FILE", requires = "text", conflicts_with_all = ["choice", "approve", "deny"])]
     attach: Vec<PathBuf>,
+
+    /// Answer one field of a form: NAME=VALUE (repeatable). The value is read
+    /// as the field's type says: a number, true/false, an enum's value (or
+    /// its label), or text; the server checks it against the form's schema.
+    #[arg(long, value_name = "NAME=VALUE", conflicts_with_all = ["text", "choice", "approve", "deny", "fields_json"])]
+    field: Vec<String>,
+    /// Answer a form with a JSON object of its fields: JSON text, or @FILE.
+    #[arg(long, value_name = "JSON|@FILE", conflicts_with_all = ["text", "choice", "approve", "deny"])]
+    fields_json: Option<String>,
 
     /// Pick option N (as numbered by `lev show` and the dashboard, from 1) of
     /// a multiple choice, or of a tool approval's options beside --approve/--deny.
@@ -129,13 +139,25 @@ impl From<Scope> for ApprovalScope {
 
 /// Run `lev respond`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut response = build(&args)?;
     let client = args.client.client()?;
     let shown_id = term::one_line(&args.id);
     let rt = runtime()?;
     // Refuse an answer that does not fit the question before sending it,
     // saying what to type instead.
     let view = rt.block_on(client.get_interaction(&args.id)).ok();
+    let mut response = match &view {
+        Some(view) if !args.field.is_empty() => form_answer(&args, &view.request.request.kind)?,
+        None if !args.field.is_empty() => {
+            // Without the form, values are sent as text; the server checks them.
+            let mut fields = serde_json::Map::new();
+            for pair in &args.field {
+                let (name, value) = split_field(pair)?;
+                fields.insert(name.to_owned(), serde_json::Value::from(value));
+            }
+            InteractionResponse::form(args.id.clone(), fields)
+        }
+        _ => build(&args)?,
+    };
     if let Some(view) = &view
         && let Some(problem) = misfit(&args, &view.request.request.kind)
     {
@@ -269,8 +291,89 @@ fn print_answered(
     );
 }
 
+/// `--field NAME=VALUE`, split at the first `=`.
+fn split_field(pair: &str) -> anyhow::Result<(&str, &str)> {
+    match pair.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name, value)),
+        _ => bail!(
+            "--field: expected NAME=VALUE, found {:?}",
+            term::clip(pair, 60)
+        ),
+    }
+}
+
+/// A form's answer from `--field NAME=VALUE` flags, each value read as its
+/// field's type says; a name the form does not have is refused here, with
+/// the form's names.
+fn form_answer(
+    args: &Args,
+    kind: &lev_protocol::InteractionKind,
+) -> anyhow::Result<InteractionResponse> {
+    let lev_protocol::InteractionKind::Form { schema, .. } = kind else {
+        // misfit() says what to type instead.
+        return Ok(InteractionResponse::form(
+            args.id.clone(),
+            serde_json::Map::new(),
+        ));
+    };
+    let form = lev_protocol::form::parse_schema(schema, &lev_protocol::Limits::default())
+        .map_err(|e| anyhow::anyhow!("the form's schema does not read: {e}"))?;
+    let mut fields = serde_json::Map::new();
+    let mut problems = Vec::new();
+    for pair in &args.field {
+        let (name, text) = split_field(pair)?;
+        let Some(field) = form.fields.iter().find(|f| f.name == name) else {
+            let names: Vec<&str> = form.fields.iter().map(|f| f.name.as_str()).collect();
+            problems.push(format!(
+                "{}: not a field of this form (its fields: {})",
+                term::one_line(name),
+                names.join(", ")
+            ));
+            continue;
+        };
+        match lev_protocol::form::value_from_text(field, text) {
+            Ok(value) => {
+                fields.insert(name.to_owned(), value);
+            }
+            Err(why) => problems.push(format!(
+                "{}: {}",
+                term::one_line(name),
+                term::one_line(&why)
+            )),
+        }
+    }
+    if !problems.is_empty() {
+        bail!("--field: {}", problems.join("; "));
+    }
+    Ok(InteractionResponse::form(args.id.clone(), fields))
+}
+
+/// `--fields-json`: a JSON object, as text or `@FILE`.
+fn fields_json(value: &str) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+    let text = match value.strip_prefix('@') {
+        Some(path) => {
+            files::read_text(Path::new(path), files::limit::ARGS).context("--fields-json")?
+        }
+        None => value.to_owned(),
+    };
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => bail!(
+            "--fields-json: expected a JSON object of the form's fields, found {:?}",
+            term::clip(&text, 60)
+        ),
+        Err(e) => bail!(
+            "--fields-json: expected JSON text, found {:?}: {e}",
+            term::clip(&text, 60)
+        ),
+    }
+}
+
 fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
     let id = args.id.clone();
+    if let Some(json) = &args.fields_json {
+        return Ok(InteractionResponse::form(id, fields_json(json)?));
+    }
     if let Some(text) = &args.text {
         let mut files: Vec<PathBuf> = at_paths(text)?;
         files.extend(args.attach.iter().cloned());
@@ -328,7 +431,20 @@ fn build(args: &Args) -> anyhow::Result<InteractionResponse> {
 fn misfit(args: &Args, kind: &lev_protocol::InteractionKind) -> Option<String> {
     use lev_protocol::InteractionKind as K;
     let decision = args.approve || args.deny;
+    let form_flags = !args.field.is_empty() || args.fields_json.is_some();
+    if form_flags && !matches!(kind, K::Form { .. }) {
+        return Some(format!(
+            "--field and --fields-json answer a form; this is a {} question",
+            kind.type_name()
+        ));
+    }
     match kind {
+        K::Form { .. } => (!form_flags).then(|| {
+            format!(
+                "a form is answered with --field NAME=VALUE (repeatable) or --fields-json JSON, not {}",
+                given(args)
+            )
+        }),
         K::FreeText { .. } | K::InteractionPoints { .. } => (args.choice.is_some() || decision)
             .then(|| {
                 format!(

@@ -295,9 +295,19 @@ async fn follow(client: Client, tx: mpsc::Sender<Msg>) {
                             if !ev.event.starts_with("interaction.") {
                                 continue;
                             }
-                            let Ok(view) = serde_json::from_str::<InteractionView>(&ev.data) else {
+                            let Ok(mut view) = serde_json::from_str::<InteractionView>(&ev.data)
+                            else {
                                 continue;
                             };
+                            // An event's JSON has its keys sorted: a form's
+                            // fields in the order written are in its own read.
+                            if matches!(
+                                view.request.request.kind,
+                                lev_protocol::InteractionKind::Form { .. }
+                            ) && let Ok(read) = client.get_interaction(view.request.id()).await
+                            {
+                                view.request.request.kind = read.request.request.kind;
+                            }
                             let msg = Msg::Event {
                                 id: ev.id,
                                 view: Box::new(view),

@@ -149,12 +149,15 @@ pub enum Field {
     Inject,
     /// The inbox filter.
     Filter,
+    /// A form's field, by its place in the form (Enter keeps it and goes
+    /// to the next; after the last, the form is sent).
+    FormEntry(usize),
 }
 
 impl Field {
     /// Whether it takes several lines (an answer does; the filter does not).
     pub fn multi_line(self) -> bool {
-        self != Self::Filter
+        !matches!(self, Self::Filter | Self::FormEntry(_))
     }
 
     /// Its label on screen.
@@ -164,6 +167,7 @@ impl Field {
             Self::Feedback => "deny feedback",
             Self::Inject => "inject context",
             Self::Filter => "filter",
+            Self::FormEntry(_) => "field",
         }
     }
 }
@@ -179,6 +183,8 @@ pub struct Draft {
     pub injected: String,
     /// The edited args, when they differ from the call's.
     pub edited: Option<String>,
+    /// A form's answers so far, by field name.
+    pub form: serde_json::Map<String, serde_json::Value>,
 }
 
 /// How an interaction the watcher showed was settled.
@@ -626,6 +632,11 @@ impl App {
         let kind = pending.as_ref().map(|v| &v.request.request.kind);
         let id = pending.as_ref().map(|v| v.request.id().to_owned());
         match code {
+            KeyCode::Char('r') if matches!(kind, Some(InteractionKind::Form { .. })) => {
+                if let Some(id) = id {
+                    self.start_field(&id, 0);
+                }
+            }
             KeyCode::Char('r') => {
                 if matches!(
                     kind,
@@ -798,11 +809,102 @@ impl App {
                 self.send(id.clone(), InteractionResponse::text(id, buffer))
             }
             Field::Feedback => self.deny(id?, &buffer),
+            Field::FormEntry(n) => self.submit_field(id?, n, &buffer),
             Field::Inject => {
                 self.drafts.entry(id?).or_default().injected = buffer;
                 None
             }
         }
+    }
+
+    /// The selected form, read.
+    fn current_form(&self) -> Option<lev_protocol::form::Form> {
+        match &self.current_pending()?.request.request.kind {
+            InteractionKind::Form { schema, .. } => {
+                lev_protocol::form::parse_schema(schema, &lev_protocol::Limits::default()).ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// Type the form's field `n`: the line starts from what was kept for
+    /// it, else its default.
+    fn start_field(&mut self, id: &str, n: usize) {
+        let Some(form) = self.current_form() else {
+            self.notify(false, "the form's schema does not read");
+            return;
+        };
+        let Some(field) = form.fields.get(n) else {
+            return;
+        };
+        let kept = self
+            .drafts
+            .get(id)
+            .and_then(|d| d.form.get(&field.name))
+            .or(field.default.as_ref());
+        let buffer = match kept {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        self.mode = Mode::Input {
+            field: Field::FormEntry(n),
+            buffer,
+        };
+    }
+
+    /// Keep field `n`'s typed value (an empty line leaves an optional field
+    /// out), then type the next field, or send the form after the last.
+    fn submit_field(&mut self, id: String, n: usize, buffer: &str) -> Option<Action> {
+        let form = self.current_form()?;
+        let field = form.fields.get(n)?;
+        if buffer.is_empty() {
+            if field.required {
+                self.notify(false, &format!("{} is required", field.name));
+                self.mode = Mode::Input {
+                    field: Field::FormEntry(n),
+                    buffer: String::new(),
+                };
+                return None;
+            }
+            self.notice = None;
+            self.drafts
+                .entry(id.clone())
+                .or_default()
+                .form
+                .remove(&field.name);
+        } else {
+            let value = lev_protocol::form::value_from_text(field, buffer)
+                .and_then(|v| lev_protocol::form::check_value(field, &v).map(|()| v));
+            match value {
+                Ok(value) => {
+                    self.notice = None;
+                    self.drafts
+                        .entry(id.clone())
+                        .or_default()
+                        .form
+                        .insert(field.name.clone(), value);
+                }
+                Err(why) => {
+                    self.notify(false, &format!("{}: {why}", field.name));
+                    self.mode = Mode::Input {
+                        field: Field::FormEntry(n),
+                        buffer: buffer.to_owned(),
+                    };
+                    return None;
+                }
+            }
+        }
+        if n + 1 < form.fields.len() {
+            self.start_field(&id, n + 1);
+            return None;
+        }
+        let fields = self
+            .drafts
+            .get(&id)
+            .map(|d| d.form.clone())
+            .unwrap_or_default();
+        self.send(id.clone(), InteractionResponse::form(id, fields))
     }
 
     fn key_review(&mut self, key: KeyEvent) -> Option<Action> {

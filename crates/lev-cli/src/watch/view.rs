@@ -367,8 +367,83 @@ fn kind_lines(app: &App, i: &lev_protocol::Interaction, theme: Theme) -> Vec<Lin
             }
         }
         InteractionKind::ToolApproval { .. } => out.extend(tool_approval_lines(app, i, theme)),
+        InteractionKind::Form { prompt, schema } => {
+            out.extend(vis(prompt, plain, theme));
+            out.push(Line::default());
+            out.extend(form_lines(app, i.id(), schema, theme));
+        }
     }
 
+    out
+}
+
+/// A form's fields, one a line: a marker on the one being typed, its label,
+/// type and constraints, what is kept for it (else its default), its help.
+fn form_lines(
+    app: &App,
+    id: &str,
+    schema: &lev_protocol::form::FormSchema,
+    theme: Theme,
+) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let form = match lev_protocol::form::parse_schema(schema, &lev_protocol::Limits::default()) {
+        Ok(form) => form,
+        Err(e) => {
+            out.push(Line::from(Span::styled(
+                format!("the form's schema does not read: {e}"),
+                theme.warn(),
+            )));
+            return out;
+        }
+    };
+    let typing = match &app.mode {
+        Mode::Input {
+            field: Field::FormEntry(n),
+            ..
+        } => Some(*n),
+        _ => None,
+    };
+    let draft = app.draft(id);
+    for (n, field) in form.fields.iter().enumerate() {
+        let marker = if typing == Some(n) { "▸ " } else { "  " };
+        let mut spans = vec![Span::styled(marker.to_owned(), theme.key())];
+        spans.extend(vis_one(field.label(), theme.bold(), theme));
+        if field.title.is_some() {
+            spans.push(Span::raw(" ("));
+            spans.extend(vis_one(&field.name, theme.dim(), theme));
+            spans.push(Span::raw(")"));
+        }
+        let mut about = format!(" {}", crate::describe::field_type_text(&field.ty));
+        if field.required {
+            about.push_str(", required");
+        }
+        spans.push(Span::styled(about, theme.dim()));
+        match (draft.form.get(&field.name), &field.default) {
+            (Some(value), _) => {
+                spans.push(Span::raw(" = "));
+                spans.extend(vis_one(&value.to_string(), Style::new(), theme));
+            }
+            (None, Some(default)) => {
+                spans.push(Span::styled(" default ", theme.dim()));
+                spans.extend(vis_one(&default.to_string(), theme.dim(), theme));
+            }
+            (None, None) => {}
+        }
+        out.push(Line::from(spans));
+        if let Some(help) = &field.description {
+            let mut spans = vec![Span::raw("    ")];
+            spans.extend(vis_one(help, theme.dim(), theme));
+            out.push(Line::from(spans));
+        }
+        // Why the value typed for this field was refused, under it.
+        if typing == Some(n)
+            && let Some(notice) = app.notice.as_ref().filter(|n| !n.ok)
+        {
+            let mut spans = vec![Span::raw("    ")];
+            spans.extend(vis_one(&notice.text, theme.bad(), theme));
+            out.push(Line::from(spans));
+        }
+    }
     out
 }
 
@@ -835,6 +910,9 @@ fn input_lines(field: Field, buffer: &str, theme: Theme) -> Vec<Line<'static>> {
         Field::Feedback => "Enter denies with this feedback · Alt+Enter/Ctrl+J new line · Esc",
         Field::Inject => "Enter keeps it · Alt+Enter/Ctrl+J new line · Esc cancels",
         Field::Filter => "session:S kind:K words · Enter keeps · Esc",
+        Field::FormEntry(_) => {
+            "Enter keeps it and goes to the next field (sends after the last) · Esc"
+        }
     };
     lines.push(Line::from(Span::styled(hint, theme.dim())));
     lines
@@ -864,6 +942,7 @@ fn inbox_keys(app: &App, width: u16, theme: Theme) -> Vec<Span<'static>> {
             let last = options.len().min(9);
             keys.extend(k(&format!("1-{last}"), "choose"));
         }
+        Some(InteractionKind::Form { .. }) => keys.extend(k("r", "fill in")),
         Some(_) => keys.extend(k("r", "reply")),
         None => {}
     }

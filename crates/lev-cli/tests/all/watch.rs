@@ -486,3 +486,78 @@ fn watch_exits_when_its_terminal_goes_away_without_a_sighup() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn watch_fills_in_a_form_field_by_field() {
+    let server = LevServer::start("watch-form");
+    let scratch = Scratch::new("watch-form");
+    let script = scratch.write(
+        "watch.sh",
+        format!(
+            "export LEV_URL='{}' LEV_TOKEN='{}' HOME='{}' TERM=xterm-256color\n\
+             unset NO_COLOR LEV_DATA_DIR VISUAL\n\
+             '{}' watch\n\
+             echo \"watch exited $?\"\n\
+             sleep 600\n",
+            server.url,
+            server.admin,
+            scratch.path("").display(),
+            env!("CARGO_BIN_EXE_lev"),
+        ),
+    );
+    let tmux = Tmux::start("form", &script);
+    tmux.wait_for("0 pending");
+    // Created once watch follows the events, its fields in the order written.
+    let schema = serde_json::from_str(
+        r#"{"type": "object", "properties": {
+            "version": {"type": "string", "title": "Version", "minLength": 5},
+            "replicas": {"type": "integer", "minimum": 1, "maximum": 9, "default": 3},
+            "canary": {"type": "boolean", "description": "Roll out to one host first"}
+        }, "required": ["version"]}"#,
+    )
+    .unwrap();
+    let form = server.create(
+        "s-form",
+        InteractionKind::Form {
+            prompt: "Release details?".into(),
+            schema,
+        },
+    );
+    let screen = tmux.wait_for("Roll out to one host first");
+    let at = |s: &str| {
+        screen
+            .find(s)
+            .unwrap_or_else(|| panic!("{s} missing:\n{screen}"))
+    };
+    assert!(
+        at("Version (version)") < at("replicas integer")
+            && at("replicas integer") < at("canary true"),
+        "{screen}"
+    );
+    assert!(screen.contains("default 3"), "{screen}");
+    tmux.keep("form");
+
+    // r: the first field; a value the field refuses stays on that field.
+    tmux.type_text("r");
+    tmux.wait_for("▸ Version");
+    tmux.type_text("1.0");
+    tmux.press("Enter");
+    tmux.wait_for("version: at least 5 characters");
+    tmux.press("C-u");
+    tmux.type_text("1.4.0");
+    tmux.press("Enter");
+    // The next field starts from its default; Enter keeps it.
+    tmux.wait_for("▸ replicas");
+    tmux.press("BSpace");
+    tmux.type_text("5");
+    tmux.press("Enter");
+    tmux.wait_for("▸ canary");
+    tmux.keep("form-typing");
+    tmux.type_text("yes");
+    tmux.press("Enter");
+    let (_, r) = answer(&server, form.id());
+    assert_eq!(
+        serde_json::Value::Object(r.expect("answered").fields.expect("fields")),
+        serde_json::json!({"version": "1.4.0", "replicas": 5, "canary": true})
+    );
+}

@@ -233,7 +233,67 @@ fn interaction_request_cases() -> Vec<(&'static str, InteractionRequest)> {
                 )
             },
         ),
+        ("form", form_request()),
     ]
+}
+
+/// `interaction_request/form.json`: every type and constraint of the subset,
+/// the properties in the order written.
+fn form_request() -> InteractionRequest {
+    use lev_protocol::form::{FormProperties, FormSchema};
+    let props = vec![
+        (
+            s("version"),
+            json!({"type": "string", "title": "Version", "minLength": 5, "maxLength": 20}),
+        ),
+        (
+            s("owner"),
+            json!({"type": "string", "format": "email", "description": "Who answers for it"}),
+        ),
+        (s("date"), json!({"type": "string", "format": "date"})),
+        (s("at"), json!({"type": "string", "format": "date-time"})),
+        (s("notes"), json!({"type": "string", "format": "uri"})),
+        (
+            s("replicas"),
+            json!({"type": "integer", "minimum": 1, "maximum": 9, "default": 3}),
+        ),
+        (
+            s("ratio"),
+            json!({"type": "number", "minimum": 0, "maximum": 1}),
+        ),
+        (s("canary"), json!({"type": "boolean", "default": true})),
+        (
+            s("channel"),
+            json!({"type": "string", "enum": ["stable", "beta"], "enumNames": ["Stable", "Beta"], "default": "stable"}),
+        ),
+    ];
+    let mut other = BTreeMap::new();
+    for (k, v) in [
+        (
+            "$schema",
+            json!("https://json-schema.org/draft/2020-12/schema"),
+        ),
+        ("type", json!("object")),
+        ("title", json!("Release")),
+        ("required", json!(["version", "owner"])),
+        ("additionalProperties", json!(false)),
+    ] {
+        other.insert(s(k), v);
+    }
+    InteractionRequest {
+        id: Some(s("ir_01JFORM")),
+        title: Some(s("Release details")),
+        ..InteractionRequest::new(
+            "s-1",
+            InteractionKind::Form {
+                prompt: s("Fill in the release details"),
+                schema: FormSchema {
+                    properties: FormProperties(props),
+                    other,
+                },
+            },
+        )
+    }
 }
 
 fn interaction_cases() -> Vec<(&'static str, Interaction)> {
@@ -405,6 +465,17 @@ fn interaction_response_cases() -> Vec<(&'static str, InteractionResponse)> {
                 scope: None,
                 ..R::approval("ir_1", false, ApprovalScope::Once)
             },
+        ),
+        (
+            "form",
+            R::form(
+                "ir_01JFORM",
+                json!({"version": "1.4.0", "owner": "ops@example.org", "replicas": 5,
+                    "ratio": 0.25, "canary": false, "channel": "beta"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            ),
         ),
     ]
 }
@@ -698,6 +769,7 @@ fn error_body_cases() -> Vec<(&'static str, ErrorBody)> {
                 error: ErrorDetail {
                     code: s("not_found"),
                     message: s("no interaction ir_404"),
+                    fields: BTreeMap::new(),
                 },
                 response: None,
             },
@@ -708,8 +780,27 @@ fn error_body_cases() -> Vec<(&'static str, ErrorBody)> {
                 error: ErrorDetail {
                     code: s("already_answered"),
                     message: s("ir_1 was answered by bob"),
+                    fields: BTreeMap::new(),
                 },
                 response: Some(stored),
+            },
+        ),
+        (
+            "form_fields",
+            ErrorBody {
+                error: ErrorDetail {
+                    code: s("invalid"),
+                    message: s(
+                        "fields: owner: expected an email address, found \"ops\"; replicas: at most 9, found 12",
+                    ),
+                    fields: [
+                        (s("owner"), s("expected an email address, found \"ops\"")),
+                        (s("replicas"), s("at most 9, found 12")),
+                    ]
+                    .into_iter()
+                    .collect(),
+                },
+                response: None,
             },
         ),
     ]

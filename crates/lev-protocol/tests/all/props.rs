@@ -122,6 +122,7 @@ fn response<P: std::fmt::Debug + Clone>(
             reason,
             grant_args,
             vote: None,
+            fields: None,
         },
     )
 }

@@ -234,7 +234,8 @@ async fn button(
                 | lev_protocol::InteractionKind::InteractionPoints { prompt, .. } => {
                     reply_modal(id, prompt)
                 }
-                lev_protocol::InteractionKind::MultipleChoice { .. } => return,
+                lev_protocol::InteractionKind::MultipleChoice { .. }
+                | lev_protocol::InteractionKind::Form { .. } => return,
             };
             let body = json!({ "trigger_id": trigger_id, "view": modal });
             if let Err(e) = api(state, config, "views.open", &body).await {

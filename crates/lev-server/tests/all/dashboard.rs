@@ -1,12 +1,15 @@
 //! The web dashboard: its page under a strict CSP, login with a token into a
 //! cookie session, CSRF on every cookie-authenticated change, `@path` below
 //! the attach root; and, in `browser`, the page itself in a real headless
-//! Chromium (`passkeys_browser` and `votes_browser`: votes on a quorum).
+//! Chromium (`passkeys_browser` and `votes_browser`: votes on a quorum;
+//! `forms_browser`: a form filled in field by field).
 
 #[path = "dashboard_browser.rs"]
 mod browser;
 #[path = "browser_support.rs"]
 mod browser_support;
+#[path = "forms_browser.rs"]
+mod forms_browser;
 #[path = "passkeys_browser.rs"]
 mod passkeys_browser;
 #[path = "votes_browser.rs"]

@@ -620,3 +620,63 @@ pub async fn tokens_have_one_owner_per_name(b: &dyn Backend) {
             .is_none()
     );
 }
+
+/// A form, and its answer's fields, are kept whole: the schema's properties
+/// in the order they were written, the answer's values with their types,
+/// across a restart; the same form again is the same request.
+pub async fn forms_keep_their_schema_order_and_answer(b: &dyn Backend) {
+    let schema: lev_protocol::form::FormSchema = serde_json::from_str(
+        r#"{"type":"object","properties":{"zeta":{"type":"string","format":"email"},
+            "alpha":{"type":"integer","minimum":1,"default":2},"mid":{"type":"boolean"}},
+            "required":["zeta"]}"#,
+    )
+    .unwrap();
+    let kind = InteractionKind::Form {
+        prompt: "details".into(),
+        schema,
+    };
+    let new = || NewInteraction {
+        interaction: super::fixtures::interaction("ir_form", "s-1", kind.clone()),
+        max_pending_per_session: 10_000,
+        actor: "worker".into(),
+    };
+    {
+        let store = b.open().await;
+        assert!(matches!(
+            store.create_interaction(new()).await.unwrap(),
+            CreateOutcome::Created(_)
+        ));
+        assert!(matches!(
+            store.create_interaction(new()).await.unwrap(),
+            CreateOutcome::Existing(_)
+        ));
+        let fields = serde_json::json!({"zeta": "a@example.org", "alpha": 3, "mid": false});
+        let mut a = answer("ir_form", "", "alice");
+        a.response = lev_protocol::InteractionResponse::form(
+            "ir_form",
+            fields.as_object().cloned().unwrap(),
+        );
+        assert!(matches!(
+            store.answer_interaction(a).await.unwrap(),
+            TransitionOutcome::Done(_)
+        ));
+    }
+    let store = b.open().await;
+    let view = store.get_interaction("ir_form").await.unwrap().unwrap();
+    let InteractionKind::Form { schema, .. } = &view.request.request.kind else {
+        panic!("a form: {view:?}")
+    };
+    let names: Vec<&str> = schema
+        .properties
+        .0
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, ["zeta", "alpha", "mid"]);
+    assert_eq!(view.request.request.kind, kind);
+    let fields = view.response.unwrap().fields.unwrap();
+    assert_eq!(
+        serde_json::Value::Object(fields),
+        serde_json::json!({"zeta": "a@example.org", "alpha": 3, "mid": false})
+    );
+}

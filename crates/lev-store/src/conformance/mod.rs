@@ -61,6 +61,7 @@ macro_rules! conformance_suite {
     ($make:path) => {
         $crate::conformance_suite!(@cases $make;
             create_is_idempotent_by_id,
+            forms_keep_their_schema_order_and_answer,
             the_lifecycle_follows_the_model,
             pending_limit_per_session,
             pending_limit_holds_under_concurrent_creates,
