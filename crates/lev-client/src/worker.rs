@@ -40,6 +40,24 @@ impl Answer {
         }
     }
 
+    /// A form's answer as `T` (a struct deriving `Deserialize` whose fields
+    /// are the form's), `None` when the form was not answered.
+    ///
+    /// # Errors
+    /// [`Error::Decode`] when the fields do not fit `T`.
+    pub fn form<T: serde::de::DeserializeOwned>(&self) -> Result<Option<T>> {
+        let Some(fields) = self.response().and_then(|r| r.fields.clone()) else {
+            return Ok(None);
+        };
+        serde_json::from_value(serde_json::Value::Object(fields))
+            .map(Some)
+            .map_err(|e| Error::Decode {
+                path: format!("/v1/interactions/{}", self.interaction.id()),
+                expected: "the form's fields",
+                found: e.to_string(),
+            })
+    }
+
     /// Whether a tool call was approved.
     pub fn is_approved(&self) -> bool {
         self.response().is_some_and(|r| r.approved == Some(true))

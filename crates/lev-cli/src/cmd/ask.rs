@@ -22,7 +22,7 @@ use crate::term;
 /// --on-timeout deny); 4 timed out or cancelled; 1 error; 2 usage.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  lev ask \"Which branch should I deploy?\"\n  lev ask \"Ship it?\" --choice yes --choice no --timeout 600\n  answer=$(lev ask \"Release notes?\" --timeout 3600) || exit"
+    after_help = "Examples:\n  lev ask \"Which branch should I deploy?\"\n  lev ask \"Ship it?\" --choice yes --choice no --timeout 600\n  lev ask \"Release?\" --schema '{\"type\":\"object\",\"properties\":{\"version\":{\"type\":\"string\"}}}'\n  answer=$(lev ask \"Release notes?\" --timeout 3600) || exit"
 )]
 pub struct Args {
     /// The question.
@@ -30,6 +30,10 @@ pub struct Args {
     /// An option to pick from (repeat for each; 1 to 64): makes it a multiple choice.
     #[arg(long = "choice", value_name = "OPTION")]
     choices: Vec<String>,
+    /// Make it a form: a JSON Schema (MCP elicitation's flat subset), as
+    /// text or @FILE. The answer's fields print as one JSON object.
+    #[arg(long, value_name = "JSON|@FILE", conflicts_with = "choices")]
+    schema: Option<String>,
     /// The session the question belongs to.
     #[arg(long, default_value = "cli", value_name = "SESSION")]
     session: String,
@@ -55,6 +59,19 @@ pub struct Args {
     client: ClientArgs,
 }
 
+/// `--schema`: JSON text or `@FILE`, a JSON object (the server checks the subset).
+fn read_schema(value: &str) -> anyhow::Result<lev_protocol::form::FormSchema> {
+    let text = match value.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("--schema {path}"))?,
+        None => value.to_owned(),
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "--schema: expected a JSON Schema object such as {{\"type\": \"object\", \"properties\": {{...}}}}: {e}"
+        )
+    })
+}
+
 /// `--on-timeout`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum TimeoutAction {
@@ -67,7 +84,12 @@ enum TimeoutAction {
 /// Run `lev ask`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.client.client()?;
-    let kind = if args.choices.is_empty() {
+    let kind = if let Some(schema) = &args.schema {
+        InteractionKind::Form {
+            prompt: args.text.clone(),
+            schema: read_schema(schema)?,
+        }
+    } else if args.choices.is_empty() {
         InteractionKind::FreeText {
             prompt: args.text.clone(),
         }
@@ -91,9 +113,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let Some(answer) = ask(&client, &request, args.timeout).await? else {
             return Ok(None);
         };
-        let text = client
-            .tool_result(&answer, None, args.save_dir.as_deref())
-            .await?;
+        let text = match answer.response().and_then(|r| r.fields.clone()) {
+            // A form's answer, for a script: its fields as one JSON object.
+            Some(fields) => serde_json::Value::Object(fields).to_string(),
+            None => {
+                client
+                    .tool_result(&answer, None, args.save_dir.as_deref())
+                    .await?
+            }
+        };
         anyhow::Ok(Some((answer, text)))
     };
     // With --timeout, one deadline for all of it from the start: a lev that
@@ -166,6 +194,7 @@ async fn ask(
     let shown_id = term::one_line(&id);
     let hint = match &interaction.request.kind {
         InteractionKind::MultipleChoice { .. } => format!("lev respond {shown_id} --choice N"),
+        InteractionKind::Form { .. } => format!("lev respond {shown_id} --field NAME=VALUE ..."),
         _ => format!("lev respond {shown_id} --text TEXT"),
     };
     // A little past the server's own timeout, so its verdict arrives first.

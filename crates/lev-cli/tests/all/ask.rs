@@ -9,7 +9,7 @@ use crate::client_env::{LevServer, assert_code, block_on};
 
 /// Answer the first pending question of `session` with `answer(id)`, from
 /// another thread, as a person would.
-fn answer_when_asked(
+pub(crate) fn answer_when_asked(
     server: &LevServer,
     session: &'static str,
     answer: impl Fn(&str) -> InteractionResponse + Send + 'static,

@@ -134,3 +134,74 @@ fn respond_fills_in_a_form_field_by_field() {
     assert_code(&run, 0);
     assert_eq!(run.json()["response"]["fields"]["version"], "2.0.0");
 }
+
+/// `lev ask --schema` prints the fields a person filled in as one JSON
+/// object; the Rust SDK reads the same answer as a typed struct.
+#[test]
+fn ask_with_a_schema_prints_the_fields_and_the_sdk_types_them() {
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Release {
+        version: String,
+        replicas: u32,
+    }
+    let server = LevServer::start("ask-form");
+    let person = crate::ask::answer_when_asked(&server, "ask-form", |id| {
+        lev_protocol::InteractionResponse::form(
+            id,
+            json!({"version": "1.4.0", "replicas": 5})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        )
+    });
+    let schema = r#"{"type":"object","properties":{"version":{"type":"string"},"replicas":{"type":"integer","minimum":1}},"required":["version"]}"#;
+    let run = server.lev(&[
+        "ask",
+        "Release?",
+        "--session",
+        "ask-form",
+        "--schema",
+        schema,
+        "--timeout",
+        "60",
+    ]);
+    person.join().unwrap();
+    assert_code(&run, 0);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&run.stdout).unwrap(),
+        json!({"version": "1.4.0", "replicas": 5})
+    );
+    // A schema outside the subset: the server's 422 names the keyword.
+    let run = server.lev(&[
+        "ask",
+        "Bad?",
+        "--schema",
+        r#"{"type":"object","properties":{"a":{"type":"string","pattern":"x"}}}"#,
+    ]);
+    assert_code(&run, 1);
+    assert!(
+        run.stderr.contains("kind.schema.properties.a.pattern"),
+        "{}",
+        run.stderr
+    );
+
+    // The SDK: the answer's fields as a struct.
+    let client = server.client();
+    let page = block_on(client.list_interactions(&lev_client::ListQuery {
+        status: Some(lev_client::StatusFilter::Only(
+            lev_protocol::InteractionStatus::Answered,
+        )),
+        ..Default::default()
+    }))
+    .unwrap();
+    let id = page.items[0].request.id().to_owned();
+    let answer =
+        block_on(client.wait_for_answer(&id, Some(std::time::Duration::from_secs(5)))).unwrap();
+    assert_eq!(
+        answer.form::<Release>().unwrap(),
+        Some(Release {
+            version: "1.4.0".into(),
+            replicas: 5
+        })
+    );
+}
