@@ -25,6 +25,9 @@
 //!   for every process's passes and announces the rest. One announcer
 //!   (module `announcer`, below both) keeps one order: each event once, in
 //!   seq order, without a gap.
+//! - **What a process keeps**: the tokens it looked up, dropped when a
+//!   trigger notifies their change to every process (module `cache`); the
+//!   signing keys' changes are notified the same way.
 //!
 //! Connections per process: a pool ([`Options::max_connections`], 16 by
 //! default), one for the sequencer and one that listens; migrations use one
@@ -40,6 +43,7 @@
 //! that may hold a NUL, which `text` refuses) are JSON strings.
 
 mod announcer;
+mod cache;
 mod gate;
 mod keys;
 mod listener;
@@ -111,6 +115,8 @@ struct Inner {
     sequencer: Arc<Sequencer>,
     events: lev_store::EventFeed,
     operators: broadcast::Sender<lev_store::OperatorSignal>,
+    /// The tokens this process looked up, and the signing keys' changes.
+    changes: Arc<cache::Changes>,
     /// Dropped with the last handle: ends the listener.
     _shutdown: watch::Sender<()>,
 }
@@ -304,9 +310,11 @@ impl PostgresStore {
         let (shutdown, shutdown_rx) = watch::channel(());
         let (operators, _) = broadcast::channel(4096);
         let (listening, listened) = tokio::sync::oneshot::channel();
+        let changes = Arc::new(cache::Changes::new());
         let listener = listener::Listener {
             listening: Some(listening),
             operators: operators.clone(),
+            changes: Arc::clone(&changes),
             config,
             announcer,
             sequencer: Arc::clone(&sequencer),
@@ -323,6 +331,7 @@ impl PostgresStore {
                 sequencer,
                 events,
                 operators,
+                changes,
                 _shutdown: shutdown,
             }),
         })
@@ -335,6 +344,11 @@ impl PostgresStore {
             }
             other => other,
         })
+    }
+
+    /// The process's caches and change signals (module `cache`).
+    fn inner_changes(&self) -> &cache::Changes {
+        &self.inner.changes
     }
 
     /// After a commit that staged events or audit entries: wait until they
@@ -820,23 +834,40 @@ impl TokenStore for PostgresStore {
     async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        let n = tx
-            .execute("DELETE FROM tokens WHERE name = $1", &[&name])
-            .await?;
-        if n > 0 {
+        let revoked = tx
+            .query_opt(
+                "DELETE FROM tokens WHERE name = $1 RETURNING hash",
+                &[&name],
+            )
+            .await?
+            .map(|row| col::<String>(&row, 0))
+            .transpose()?;
+        if revoked.is_some() {
             let keys = crate::people::revoke_all_of(&mut tx, name, actor).await?;
             let voided = crate::gate::void_pending_votes(&mut tx, |v| v.voter == name).await?;
             tx.record(record::token_revoked(name, actor, &keys, &voided));
         }
-        let staged = tx.commit().await?.any();
+        let committed = tx.commit().await;
+        // Refused here from the moment the revocation returns; the other
+        // processes hear it from the table's trigger (`lev_tokens`).
+        if let Some(hash) = &revoked {
+            self.inner.changes.forget_token(hash);
+        }
+        let staged = committed?.any();
         drop(client);
         self.sequenced(staged).await;
-        Ok(n > 0)
+        Ok(revoked.is_some())
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        // Kept while the listener hears every change (module `cache`).
+        let changes = &self.inner.changes;
+        if let Some(record) = changes.token(hash) {
+            return Ok(Some(record));
+        }
+        let generation = changes.lookup_starts();
         let client = self.client().await?;
-        sql::query_opt(
+        let record = sql::query_opt(
             &client,
             &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = $1"),
             &[&hash],
@@ -844,7 +875,11 @@ impl TokenStore for PostgresStore {
         .await?
         .as_ref()
         .map(token_from_row)
-        .transpose()
+        .transpose()?;
+        if let (Some(generation), Some(record)) = (generation, &record) {
+            changes.keep(generation, record);
+        }
+        Ok(record)
     }
 
     async fn has_token_with_role(&self, role: Role) -> Result<bool> {
