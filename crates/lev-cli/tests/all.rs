@@ -44,10 +44,9 @@
 //!   --require-votes`, revoked keys.
 //! - `watch`: `lev watch` in a real pseudo-terminal (tmux): keys typed, answers
 //!   checked through the API, a dropped connection resumed.
-//!
 //! - `postgres_tls`: `lev serve` and `lev migrate` over TLS to PostgreSQL
 //!   (`sslmode=verify-full&sslrootcert=...`), and refused with a wrong CA or
-//!   host name.
+//!   host name (the server set up by lev-store-postgres's `server_tls`).
 //!
 //! - `crate_graph`: ARCHITECTURE.md's crate graph and layers against every
 //!   crate's `Cargo.toml`.
