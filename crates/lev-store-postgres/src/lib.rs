@@ -25,10 +25,14 @@
 //!   for every process's passes and announces the rest. One announcer
 //!   (module `announcer`, below both) keeps one order: each event once, in
 //!   seq order, without a gap.
+//! - **What a process keeps**: the tokens it looked up, dropped when a
+//!   trigger notifies their change to every process (module `cache`); the
+//!   signing keys' changes are notified the same way.
 //!
 //! Connections per process: a pool ([`Options::max_connections`], 16 by
 //! default), one for the sequencer and one that listens; migrations use one
-//! more, briefly. No TLS.
+//! more, briefly. TLS (module `tls`, rustls) as the URL's `sslmode` and
+//! `sslrootcert` say, for every one of them.
 //!
 //! Errors: a server that cannot be reached (refused, reset, no connection
 //! within [`Options::wait`]) is [`StoreError::Unavailable`], and the pool
@@ -40,6 +44,7 @@
 //! that may hold a NUL, which `text` refuses) are JSON strings.
 
 mod announcer;
+mod cache;
 mod gate;
 mod keys;
 mod listener;
@@ -50,6 +55,7 @@ mod sequencer;
 mod sessions;
 mod sql;
 mod tasks;
+mod tls;
 mod webhooks;
 
 pub use migrations::{MigrateReport, schema_version};
@@ -66,7 +72,7 @@ use lev_protocol::{Envelope, InteractionRequest, InteractionStatus, StoredRespon
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::{broadcast, watch};
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 use crate::sequencer::Sequencer;
 use crate::sql::{Cols, Tx, chain, col, corrupt, describe, millis, rfc3339};
@@ -111,6 +117,8 @@ struct Inner {
     sequencer: Arc<Sequencer>,
     events: lev_store::EventFeed,
     operators: broadcast::Sender<lev_store::OperatorSignal>,
+    /// The tokens this process looked up, and the signing keys' changes.
+    changes: Arc<cache::Changes>,
     /// Dropped with the last handle: ends the listener.
     _shutdown: watch::Sender<()>,
 }
@@ -168,8 +176,9 @@ fn host_of_unparsed(url: &str) -> String {
     }
 }
 
-/// Parse `url`, with lev's defaults for what it leaves unset.
-fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
+/// Parse `url`, with lev's defaults for what it leaves unset, and make the
+/// TLS connector its `sslmode` and `sslrootcert` ask for.
+fn parse_url(url: &str) -> Result<(tokio_postgres::Config, tls::MakeRustls, String)> {
     const HINT: &str = "hint: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE";
     if let Some((scheme, _)) = url.split_once("://")
         && scheme != "postgres"
@@ -180,7 +189,13 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
             host_of_unparsed(url),
         )));
     }
-    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
+    let (rest, tls_params) = tls::take_params(url).map_err(|e| {
+        StoreError::Database(format!(
+            "not a PostgreSQL URL lev can use (host {}): {e}\n{HINT}",
+            host_of_unparsed(url)
+        ))
+    })?;
+    let mut config = tokio_postgres::Config::from_str(&rest).map_err(|e| {
         StoreError::Database(format!(
             "not a PostgreSQL URL (host {}): {}\n{HINT}",
             host_of_unparsed(url),
@@ -196,13 +211,21 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
     config.keepalives(true);
     config.keepalives_idle(Duration::from_secs(30));
     let target = target_of(&config);
-    Ok((config, target))
+    let (ssl_mode, tls) = tls::connector(&tls_params)
+        .map_err(|e| StoreError::Database(format!("PostgreSQL at {target}: {e}")))?;
+    config.ssl_mode(ssl_mode);
+    Ok((config, tls, target))
 }
 
-fn build_pool(config: &tokio_postgres::Config, size: usize, wait: Duration) -> Result<Pool> {
+fn build_pool(
+    config: &tokio_postgres::Config,
+    tls: &tls::MakeRustls,
+    size: usize,
+    wait: Duration,
+) -> Result<Pool> {
     let manager = Manager::from_config(
         config.clone(),
-        NoTls,
+        tls.clone(),
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -220,9 +243,10 @@ fn build_pool(config: &tokio_postgres::Config, size: usize, wait: Duration) -> R
 /// One connection for migrations, outside the pool.
 async fn connect_one(
     config: &tokio_postgres::Config,
+    tls: &tls::MakeRustls,
     target: &str,
 ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+    let (client, connection) = config.connect(tls.clone()).await.map_err(|e| {
         let message = format!("cannot connect to PostgreSQL at {target}: {}", describe(&e));
         if sql::is_unavailable(&e) {
             StoreError::Unavailable(message)
@@ -242,8 +266,8 @@ async fn connect_one(
 /// A URL that does not parse or connect (the message names the host and the
 /// cause), a schema newer than this build, or a migration that fails.
 pub async fn migrate(url: &str) -> Result<MigrateReport> {
-    let (config, target) = parse_url(url)?;
-    let (mut client, driver) = connect_one(&config, &target).await?;
+    let (config, tls, target) = parse_url(url)?;
+    let (mut client, driver) = connect_one(&config, &tls, &target).await?;
     let report = migrations::run(&mut client).await;
     drop(client);
     let _ = driver.await;
@@ -268,9 +292,9 @@ impl PostgresStore {
     /// ([`StoreError::Unavailable`]; the message names the host and the
     /// cause), a schema newer than this build, a migration that fails.
     pub async fn connect_with(url: &str, options: Options) -> Result<Self> {
-        let (config, target) = parse_url(url)?;
+        let (config, tls, target) = parse_url(url)?;
         {
-            let (mut client, driver) = connect_one(&config, &target).await?;
+            let (mut client, driver) = connect_one(&config, &tls, &target).await?;
             let report = migrations::run(&mut client).await;
             drop(client);
             let _ = driver.await;
@@ -281,10 +305,10 @@ impl PostgresStore {
                 other => other,
             })?;
         }
-        let pool = build_pool(&config, options.max_connections.max(1), options.wait)?;
+        let pool = build_pool(&config, &tls, options.max_connections.max(1), options.wait)?;
         // The sequencer's own connection: its passes never queue behind the
         // writers they sequence.
-        let sequencer_pool = build_pool(&config, 1, options.wait)?;
+        let sequencer_pool = build_pool(&config, &tls, 1, options.wait)?;
         // Where announcing starts: what is sequenced now (after a pass
         // for rows a crashed writer left unsequenced).
         sequencer::pass(
@@ -304,10 +328,13 @@ impl PostgresStore {
         let (shutdown, shutdown_rx) = watch::channel(());
         let (operators, _) = broadcast::channel(4096);
         let (listening, listened) = tokio::sync::oneshot::channel();
+        let changes = Arc::new(cache::Changes::new());
         let listener = listener::Listener {
             listening: Some(listening),
             operators: operators.clone(),
+            changes: Arc::clone(&changes),
             config,
+            tls,
             announcer,
             sequencer: Arc::clone(&sequencer),
             shutdown: shutdown_rx,
@@ -323,6 +350,7 @@ impl PostgresStore {
                 sequencer,
                 events,
                 operators,
+                changes,
                 _shutdown: shutdown,
             }),
         })
@@ -335,6 +363,11 @@ impl PostgresStore {
             }
             other => other,
         })
+    }
+
+    /// The process's caches and change signals (module `cache`).
+    fn inner_changes(&self) -> &cache::Changes {
+        &self.inner.changes
     }
 
     /// After a commit that staged events or audit entries: wait until they
@@ -822,23 +855,40 @@ impl TokenStore for PostgresStore {
     async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        let n = tx
-            .execute("DELETE FROM tokens WHERE name = $1", &[&name])
-            .await?;
-        if n > 0 {
+        let revoked = tx
+            .query_opt(
+                "DELETE FROM tokens WHERE name = $1 RETURNING hash",
+                &[&name],
+            )
+            .await?
+            .map(|row| col::<String>(&row, 0))
+            .transpose()?;
+        if revoked.is_some() {
             let keys = crate::people::revoke_all_of(&mut tx, name, actor).await?;
             let voided = crate::gate::void_pending_votes(&mut tx, |v| v.voter == name).await?;
             tx.record(record::token_revoked(name, actor, &keys, &voided));
         }
-        let staged = tx.commit().await?.any();
+        let committed = tx.commit().await;
+        // Refused here from the moment the revocation returns; the other
+        // processes hear it from the table's trigger (`lev_tokens`).
+        if let Some(hash) = &revoked {
+            self.inner.changes.forget_token(hash);
+        }
+        let staged = committed?.any();
         drop(client);
         self.sequenced(staged).await;
-        Ok(n > 0)
+        Ok(revoked.is_some())
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        // Kept while the listener hears every change (module `cache`).
+        let changes = &self.inner.changes;
+        if let Some(record) = changes.token(hash) {
+            return Ok(Some(record));
+        }
+        let generation = changes.lookup_starts();
         let client = self.client().await?;
-        sql::query_opt(
+        let record = sql::query_opt(
             &client,
             &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = $1"),
             &[&hash],
@@ -846,7 +896,11 @@ impl TokenStore for PostgresStore {
         .await?
         .as_ref()
         .map(token_from_row)
-        .transpose()
+        .transpose()?;
+        if let (Some(generation), Some(record)) = (generation, &record) {
+            changes.keep(generation, record);
+        }
+        Ok(record)
     }
 
     async fn has_token_with_role(&self, role: Role) -> Result<bool> {

@@ -8,6 +8,11 @@
 //! The same tick sequences rows a crashed writer left behind (committed,
 //! but its process died before its sequencer pass).
 //!
+//! The same connection LISTENs on `lev_tokens` and `lev_keys` for the
+//! process's caches (module `cache`): each notification forgets a token or
+//! re-reads the keys; a connection lost stops the token cache, one made
+//! again starts it empty.
+//!
 //! This process's own sequencer passes announce what they sequenced right
 //! after their commit, through the same [`Announcer`] (module `announcer`,
 //! below both), before the writers
@@ -20,9 +25,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, watch};
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
 use crate::announcer::Announcer;
+use crate::cache::Changes;
 use crate::sequencer::Sequencer;
 use crate::sql::describe;
 
@@ -41,8 +47,12 @@ pub(crate) struct Listener {
     /// Where the operators' relay's signals go (channel `lev_operators`).
     pub(crate) operators: broadcast::Sender<lev_store::OperatorSignal>,
     pub(crate) config: tokio_postgres::Config,
+    /// The URL's TLS, as for the pool.
+    pub(crate) tls: crate::tls::MakeRustls,
     pub(crate) announcer: Arc<Announcer>,
     pub(crate) sequencer: Arc<Sequencer>,
+    /// The process's caches, told of changes.
+    pub(crate) changes: Arc<Changes>,
     /// Ends the listener when the store's last handle is dropped.
     pub(crate) shutdown: watch::Receiver<()>,
 }
@@ -54,7 +64,7 @@ impl Listener {
         loop {
             let connected = tokio::select! {
                 _ = self.shutdown.changed() => return,
-                c = self.config.connect(NoTls) => c,
+                c = self.config.connect(self.tls.clone()) => c,
             };
             let (client, mut connection) = match connected {
                 Ok(c) => {
@@ -81,6 +91,7 @@ impl Listener {
             // Drive the connection; forward its notifications.
             let (notify, mut notified) = mpsc::unbounded_channel::<()>();
             let operators = self.operators.clone();
+            let changes = Arc::clone(&self.changes);
             let driver = tokio::spawn(async move {
                 while let Some(message) =
                     futures_util::future::poll_fn(|cx| connection.poll_message(cx)).await
@@ -91,6 +102,8 @@ impl Listener {
                                 let _ = operators.send(signal);
                             }
                         }
+                        Ok(AsyncMessage::Notification(n))
+                            if changes.notified(n.channel(), n.payload()) => {}
                         Ok(AsyncMessage::Notification(_)) => {
                             if notify.send(()).is_err() {
                                 break;
@@ -100,9 +113,11 @@ impl Listener {
                         Err(_) => break,
                     }
                 }
+                changes.disconnected();
             });
             let ended = self.listen(&client, &mut notified).await;
             driver.abort();
+            self.changes.disconnected();
             if ended {
                 return;
             }
@@ -121,12 +136,16 @@ impl Listener {
         notified: &mut mpsc::UnboundedReceiver<()>,
     ) -> bool {
         if client
-            .batch_execute("LISTEN lev_events; LISTEN lev_operators")
+            .batch_execute(
+                "LISTEN lev_events; LISTEN lev_operators; LISTEN lev_tokens; LISTEN lev_keys",
+            )
             .await
             .is_err()
         {
             return false;
         }
+        // Heard from now on; what changed before is unknown.
+        self.changes.connected();
         if let Some(listening) = self.listening.take() {
             let _ = listening.send(());
         }
@@ -155,6 +174,7 @@ impl Listener {
             if self.fetch(client).await.is_err() {
                 return false;
             }
+            self.changes.heard();
         }
     }
 
