@@ -16,7 +16,7 @@
 //!   are compared as JSON values.
 //! - **Event order and the audit chain**: a write transaction stages its
 //!   events and audit entries and writes them last, just before its commit,
-//!   with `lev_append` (migration 6): it locks the one row of `lev_heads`
+//!   with `lev_append` (migration 7): it locks the one row of `lev_heads`
 //!   (the greatest event seq, the audit chain's head) until the commit,
 //!   numbers the events and chains the entries after it, and notifies each
 //!   event. Writers run in parallel up to that statement; their tails (the
@@ -30,8 +30,14 @@
 //!   `announcer`, below both) keeps one order: each event once, in seq
 //!   order, without a gap.
 //!
+//! - **What a process keeps**: the tokens it looked up, dropped when a
+//!   trigger notifies their change to every process (module `cache`); the
+//!   signing keys' changes are notified the same way.
+//!
 //! Connections per process: a pool ([`Options::max_connections`], 16 by
-//! default) and one that listens; migrations use one more, briefly. No TLS.
+//! default) and one that listens; migrations use one more, briefly. TLS
+//! (module `tls`, rustls) as the URL's `sslmode` and `sslrootcert` say, for
+//! every one of them.
 //!
 //! Errors: a server that cannot be reached (refused, reset, no connection
 //! within [`Options::wait`]) is [`StoreError::Unavailable`], and the pool
@@ -43,6 +49,7 @@
 //! that may hold a NUL, which `text` refuses) are JSON strings.
 
 mod announcer;
+mod cache;
 mod gate;
 mod keys;
 mod listener;
@@ -52,6 +59,7 @@ mod people;
 mod sessions;
 mod sql;
 mod tasks;
+mod tls;
 mod webhooks;
 
 pub use migrations::{MigrateReport, schema_version};
@@ -68,7 +76,7 @@ use lev_protocol::{Envelope, InteractionRequest, InteractionStatus, StoredRespon
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::{broadcast, watch};
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 use crate::announcer::Announcer;
 use crate::sql::{Cols, Staged, Tx, chain, col, corrupt, describe, millis, rfc3339};
@@ -113,6 +121,8 @@ struct Inner {
     announcer: Arc<Announcer>,
     events: lev_store::EventFeed,
     operators: broadcast::Sender<lev_store::OperatorSignal>,
+    /// The tokens this process looked up, and the signing keys' changes.
+    changes: Arc<cache::Changes>,
     /// Dropped with the last handle: ends the listener.
     _shutdown: watch::Sender<()>,
 }
@@ -170,8 +180,9 @@ fn host_of_unparsed(url: &str) -> String {
     }
 }
 
-/// Parse `url`, with lev's defaults for what it leaves unset.
-fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
+/// Parse `url`, with lev's defaults for what it leaves unset, and make the
+/// TLS connector its `sslmode` and `sslrootcert` ask for.
+fn parse_url(url: &str) -> Result<(tokio_postgres::Config, tls::MakeRustls, String)> {
     const HINT: &str = "hint: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE";
     if let Some((scheme, _)) = url.split_once("://")
         && scheme != "postgres"
@@ -182,7 +193,13 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
             host_of_unparsed(url),
         )));
     }
-    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
+    let (rest, tls_params) = tls::take_params(url).map_err(|e| {
+        StoreError::Database(format!(
+            "not a PostgreSQL URL lev can use (host {}): {e}\n{HINT}",
+            host_of_unparsed(url)
+        ))
+    })?;
+    let mut config = tokio_postgres::Config::from_str(&rest).map_err(|e| {
         StoreError::Database(format!(
             "not a PostgreSQL URL (host {}): {}\n{HINT}",
             host_of_unparsed(url),
@@ -198,13 +215,21 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
     config.keepalives(true);
     config.keepalives_idle(Duration::from_secs(30));
     let target = target_of(&config);
-    Ok((config, target))
+    let (ssl_mode, tls) = tls::connector(&tls_params)
+        .map_err(|e| StoreError::Database(format!("PostgreSQL at {target}: {e}")))?;
+    config.ssl_mode(ssl_mode);
+    Ok((config, tls, target))
 }
 
-fn build_pool(config: &tokio_postgres::Config, size: usize, wait: Duration) -> Result<Pool> {
+fn build_pool(
+    config: &tokio_postgres::Config,
+    tls: &tls::MakeRustls,
+    size: usize,
+    wait: Duration,
+) -> Result<Pool> {
     let manager = Manager::from_config(
         config.clone(),
-        NoTls,
+        tls.clone(),
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -222,9 +247,10 @@ fn build_pool(config: &tokio_postgres::Config, size: usize, wait: Duration) -> R
 /// One connection for migrations, outside the pool.
 async fn connect_one(
     config: &tokio_postgres::Config,
+    tls: &tls::MakeRustls,
     target: &str,
 ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+    let (client, connection) = config.connect(tls.clone()).await.map_err(|e| {
         let message = format!("cannot connect to PostgreSQL at {target}: {}", describe(&e));
         if sql::is_unavailable(&e) {
             StoreError::Unavailable(message)
@@ -244,8 +270,8 @@ async fn connect_one(
 /// A URL that does not parse or connect (the message names the host and the
 /// cause), a schema newer than this build, or a migration that fails.
 pub async fn migrate(url: &str) -> Result<MigrateReport> {
-    let (config, target) = parse_url(url)?;
-    let (mut client, driver) = connect_one(&config, &target).await?;
+    let (config, tls, target) = parse_url(url)?;
+    let (mut client, driver) = connect_one(&config, &tls, &target).await?;
     let report = migrations::run(&mut client).await;
     drop(client);
     let _ = driver.await;
@@ -269,8 +295,8 @@ pub struct Activity {
 /// # Errors
 /// A URL that does not parse or connect, a failed query.
 pub async fn activity(url: &str) -> Result<Activity> {
-    let (config, target) = parse_url(url)?;
-    let (client, driver) = connect_one(&config, &target).await?;
+    let (config, tls, target) = parse_url(url)?;
+    let (client, driver) = connect_one(&config, &tls, &target).await?;
     let read = async {
         let row = client
             .query_one(
@@ -318,9 +344,9 @@ impl PostgresStore {
     /// ([`StoreError::Unavailable`]; the message names the host and the
     /// cause), a schema newer than this build, a migration that fails.
     pub async fn connect_with(url: &str, options: Options) -> Result<Self> {
-        let (config, target) = parse_url(url)?;
+        let (config, tls, target) = parse_url(url)?;
         {
-            let (mut client, driver) = connect_one(&config, &target).await?;
+            let (mut client, driver) = connect_one(&config, &tls, &target).await?;
             let report = migrations::run(&mut client).await;
             drop(client);
             let _ = driver.await;
@@ -331,7 +357,7 @@ impl PostgresStore {
                 other => other,
             })?;
         }
-        let pool = build_pool(&config, options.max_connections.max(1), options.wait)?;
+        let pool = build_pool(&config, &tls, options.max_connections.max(1), options.wait)?;
         // Where announcing starts: what is committed now.
         let last = {
             let client = pool.get().await.map_err(sql::pool)?;
@@ -344,10 +370,13 @@ impl PostgresStore {
         let (shutdown, shutdown_rx) = watch::channel(());
         let (operators, _) = broadcast::channel(4096);
         let (listening, listened) = tokio::sync::oneshot::channel();
+        let changes = Arc::new(cache::Changes::new());
         let listener = listener::Listener {
             listening: Some(listening),
             operators: operators.clone(),
+            changes: Arc::clone(&changes),
             config,
+            tls,
             announcer: Arc::clone(&announcer),
             shutdown: shutdown_rx,
         };
@@ -362,6 +391,7 @@ impl PostgresStore {
                 announcer,
                 events,
                 operators,
+                changes,
                 _shutdown: shutdown,
             }),
         })
@@ -374,6 +404,11 @@ impl PostgresStore {
             }
             other => other,
         })
+    }
+
+    /// The process's caches and change signals (module `cache`).
+    fn inner_changes(&self) -> &cache::Changes {
+        &self.inner.changes
     }
 
     /// After a commit: announce the events it wrote, and return once they
@@ -852,23 +887,40 @@ impl TokenStore for PostgresStore {
     async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        let n = tx
-            .execute("DELETE FROM tokens WHERE name = $1", &[&name])
-            .await?;
-        if n > 0 {
+        let revoked = tx
+            .query_opt(
+                "DELETE FROM tokens WHERE name = $1 RETURNING hash",
+                &[&name],
+            )
+            .await?
+            .map(|row| col::<String>(&row, 0))
+            .transpose()?;
+        if revoked.is_some() {
             let keys = crate::people::revoke_all_of(&mut tx, name, actor).await?;
             let voided = crate::gate::void_pending_votes(&mut tx, |v| v.voter == name).await?;
             tx.record(record::token_revoked(name, actor, &keys, &voided));
         }
-        let staged = tx.commit().await?;
+        let committed = tx.commit().await;
+        // Refused here from the moment the revocation returns; the other
+        // processes hear it from the table's trigger (`lev_tokens`).
+        if let Some(hash) = &revoked {
+            self.inner.changes.forget_token(hash);
+        }
+        let staged = committed?;
         drop(client);
         self.sequenced(staged).await;
-        Ok(n > 0)
+        Ok(revoked.is_some())
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        // Kept while the listener hears every change (module `cache`).
+        let changes = &self.inner.changes;
+        if let Some(record) = changes.token(hash) {
+            return Ok(Some(record));
+        }
+        let generation = changes.lookup_starts();
         let client = self.client().await?;
-        sql::query_opt(
+        let record = sql::query_opt(
             &client,
             &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = $1"),
             &[&hash],
@@ -876,7 +928,11 @@ impl TokenStore for PostgresStore {
         .await?
         .as_ref()
         .map(token_from_row)
-        .transpose()
+        .transpose()?;
+        if let (Some(generation), Some(record)) = (generation, &record) {
+            changes.keep(generation, record);
+        }
+        Ok(record)
     }
 
     async fn has_token_with_role(&self, role: Role) -> Result<bool> {

@@ -7,6 +7,11 @@
 //! reconnect, and every second as a safety net. So a commit on any process
 //! wakes the subscribers of every process, after the commit, without a gap.
 //!
+//! The same connection LISTENs on `lev_tokens` and `lev_keys` for the
+//! process's caches (module `cache`): each notification forgets a token or
+//! re-reads the keys; a connection lost stops the token cache, one made
+//! again starts it empty.
+//!
 //! This process's writers announce what they wrote right after their
 //! commit, through the same [`Announcer`] (module `announcer`, below both),
 //! before they return: a local waiter is woken without a round trip, and a
@@ -18,9 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, watch};
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
 use crate::announcer::Announcer;
+use crate::cache::Changes;
 use crate::sql::describe;
 
 /// The channel of the operators' relay.
@@ -38,7 +44,11 @@ pub(crate) struct Listener {
     /// Where the operators' relay's signals go (channel `lev_operators`).
     pub(crate) operators: broadcast::Sender<lev_store::OperatorSignal>,
     pub(crate) config: tokio_postgres::Config,
+    /// The URL's TLS, as for the pool.
+    pub(crate) tls: crate::tls::MakeRustls,
     pub(crate) announcer: Arc<Announcer>,
+    /// The process's caches, told of changes.
+    pub(crate) changes: Arc<Changes>,
     /// Ends the listener when the store's last handle is dropped.
     pub(crate) shutdown: watch::Receiver<()>,
 }
@@ -50,7 +60,7 @@ impl Listener {
         loop {
             let connected = tokio::select! {
                 _ = self.shutdown.changed() => return,
-                c = self.config.connect(NoTls) => c,
+                c = self.config.connect(self.tls.clone()) => c,
             };
             let (client, mut connection) = match connected {
                 Ok(c) => {
@@ -77,6 +87,7 @@ impl Listener {
             // Drive the connection; forward its notifications.
             let (notify, mut notified) = mpsc::unbounded_channel::<String>();
             let operators = self.operators.clone();
+            let changes = Arc::clone(&self.changes);
             let driver = tokio::spawn(async move {
                 while let Some(message) =
                     futures_util::future::poll_fn(|cx| connection.poll_message(cx)).await
@@ -87,6 +98,8 @@ impl Listener {
                                 let _ = operators.send(signal);
                             }
                         }
+                        Ok(AsyncMessage::Notification(n))
+                            if changes.notified(n.channel(), n.payload()) => {}
                         Ok(AsyncMessage::Notification(n)) => {
                             if notify.send(n.payload().to_owned()).is_err() {
                                 break;
@@ -96,9 +109,11 @@ impl Listener {
                         Err(_) => break,
                     }
                 }
+                changes.disconnected();
             });
             let ended = self.listen(&client, &mut notified).await;
             driver.abort();
+            self.changes.disconnected();
             if ended {
                 return;
             }
@@ -117,12 +132,16 @@ impl Listener {
         notified: &mut mpsc::UnboundedReceiver<String>,
     ) -> bool {
         if client
-            .batch_execute("LISTEN lev_events; LISTEN lev_operators")
+            .batch_execute(
+                "LISTEN lev_events; LISTEN lev_operators; LISTEN lev_tokens; LISTEN lev_keys",
+            )
             .await
             .is_err()
         {
             return false;
         }
+        // Heard from now on; what changed before is unknown.
+        self.changes.connected();
         if let Some(listening) = self.listening.take() {
             let _ = listening.send(());
         }
@@ -152,6 +171,7 @@ impl Listener {
             if read_back && self.fetch(client).await.is_err() {
                 return false;
             }
+            self.changes.heard();
         }
     }
 

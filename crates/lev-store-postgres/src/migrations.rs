@@ -320,6 +320,37 @@ CREATE INDEX people_keys_by_fingerprint_all ON people_keys (fingerprint);
     ),
     (
         6,
+        // Every process keeps the tokens it looked up and the signing keys
+        // it signs with: a change of either, by any writer (lev or a
+        // person at psql), is notified to every process when it commits.
+        // `lev_tokens` carries the changed token's hash (empty: any token).
+        r"
+CREATE FUNCTION lev_token_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        PERFORM pg_notify('lev_tokens', '');
+    ELSE
+        PERFORM pg_notify('lev_tokens', OLD.hash);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER tokens_changed AFTER UPDATE OR DELETE ON tokens
+    FOR EACH ROW EXECUTE FUNCTION lev_token_changed();
+CREATE TRIGGER tokens_truncated AFTER TRUNCATE ON tokens
+    FOR EACH STATEMENT EXECUTE FUNCTION lev_token_changed();
+CREATE FUNCTION lev_keys_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('lev_keys', '');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER signing_keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON signing_keys FOR EACH STATEMENT EXECUTE FUNCTION lev_keys_changed();
+",
+    ),
+    (
+        7,
         // Events get their seq, and audit entries their link in the chain,
         // in the transaction that writes them (`lev_append`, called last
         // before the commit): the row of `lev_heads` it locks orders the

@@ -418,11 +418,11 @@ async fn writers_commit_in_seq_order_without_a_second_pass() {
 
 /// Text that JSON must escape (quotes, backslashes, control characters,
 /// non-ASCII) hashes in PostgreSQL (`lev_audit_hash`) exactly as lev's
-/// `entry_hash` does; and migration 6 sequences and chains the rows an
+/// `entry_hash` does; and migration 7 sequences and chains the rows an
 /// earlier version left unsequenced (its writer died before its pass), in
 /// id order, after those already chained.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn migration_6_chains_what_an_earlier_version_left_and_hashes_as_lev_does() {
+async fn migration_7_chains_what_an_earlier_version_left_and_hashes_as_lev_does() {
     let db = TestDb::new().await;
     let store = PostgresStore::connect(&db.url).await.unwrap();
     let tricky = "q\"uo\\te \u{1}\u{8}\u{c}\n\r\t\u{1f} é ✓ \u{1F600} \u{7f} </script>";
@@ -439,7 +439,7 @@ async fn migration_6_chains_what_an_earlier_version_left_and_hashes_as_lev_does(
     store.append_event("before", json!({}), None).await.unwrap();
     check_chain(&store.audit_after(0, 100).await.unwrap());
     drop(store);
-    // The database as a lev before migration 6 left it, with rows whose
+    // The database as a lev before migration 7 left it, with rows whose
     // writer died before its sequencer pass.
     raw(&db.url)
         .await
@@ -459,7 +459,7 @@ async fn migration_6_chains_what_an_earlier_version_left_and_hashes_as_lev_does(
                  RAISE EXCEPTION 'the audit log is append-only';
              END
              $$;
-             DELETE FROM lev_schema_migrations WHERE version = 6;
+             DELETE FROM lev_schema_migrations WHERE version = 7;
              INSERT INTO events (kind, data_json) VALUES ('orphan', '{}');
              INSERT INTO audit (at, action, actor, data_json)
                  VALUES ('2026-12-01T00:00:00Z', 'orphan.1', E'a\"b\u0001', '{}'),
@@ -467,7 +467,7 @@ async fn migration_6_chains_what_an_earlier_version_left_and_hashes_as_lev_does(
         )
         .await
         .unwrap();
-    assert_eq!(migrate(&db.url).await.unwrap().applied, [6]);
+    assert_eq!(migrate(&db.url).await.unwrap().applied, [7]);
     let store = PostgresStore::connect(&db.url).await.unwrap();
     let events: Vec<_> = store
         .events_after(0, 100)

@@ -110,6 +110,8 @@ macro_rules! conformance_suite {
             signing_keys_are_never_a_persons,
             approvals_note_whose_nonce_they_carry,
             a_revocation_racing_a_vote_is_never_outlived,
+            signing_key_changes_are_audited_and_reach_every_handle,
+            a_revoked_token_is_refused_on_every_handle_at_once,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
