@@ -64,7 +64,9 @@ pub use error::ApiError;
 pub use http::ConnectionSettings;
 pub use kek::Kek;
 pub use keys::KeyRing;
+pub use lev_store_postgres::Activity as DatabaseActivity;
 pub use state::AppState;
+pub use store::activity as database_activity;
 pub use store::migrate as migrate_database;
 pub use tokens::create_in_database as create_token_in_database;
 

@@ -106,7 +106,7 @@ impl KeyStore for PostgresStore {
         )
         .await?;
         tx.record(record::key_rotated(&key.kid, previous.as_deref(), actor));
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.inner_changes().keys_changed();
         self.sequenced(staged).await;
@@ -133,7 +133,7 @@ impl KeyStore for PostgresStore {
                 KeyRemoveOutcome::Removed
             }
         };
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         if outcome == KeyRemoveOutcome::Removed {
             self.inner_changes().keys_changed();

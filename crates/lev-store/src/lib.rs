@@ -84,8 +84,8 @@ pub mod webhooks;
 
 pub use feed::{EventFeed, EventReceiver, PageSizer};
 pub use gate::{
-    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
-    NonceOwner, VoteAuthority, VoteOutcome, signed_with, void_votes,
+    GateCallRecord, GateRecordOutcome, GateSigner, GateStore, NewGateDecision, NewGrant, NewVote,
+    NonceOutcome, NonceOwner, VoteAuthority, VoteOutcome, decided, signed_with, void_votes,
 };
 pub use keys::{KeyRemoveOutcome, KeyStore, SIGNING_KEYS_SEEN_WITHIN, StoredSigningKey};
 pub use operators::{

@@ -76,6 +76,7 @@ macro_rules! conformance_suite {
             blobs_are_served_only_for_a_winning_answer,
             tokens_have_one_owner_per_name,
             gate_decisions_are_idempotent_by_request,
+            a_repeated_gate_call_signs_nothing_new,
             gate_asks_respect_the_pending_limit,
             grants_commit_only_with_the_winning_answer,
             nonces_are_spent_once,
