@@ -45,6 +45,11 @@
 //! - `watch`: `lev watch` in a real pseudo-terminal (tmux): keys typed, answers
 //!   checked through the API, a dropped connection resumed.
 //!
+//! - `observability`: `lev serve --log-format json` parsed line by line
+//!   (one line per request, its fields, no token), and `/metrics` parsed by
+//!   `prometheus_client` (Python) against a run whose counts are known;
+//!   OTLP/HTTP traces received and decoded with `opentelemetry-proto`
+//!   (Python): spans, parents, the `traceparent` round trip.
 //! - `crate_graph`: ARCHITECTURE.md's crate graph and layers against every
 //!   crate's `Cargo.toml`.
 //!
@@ -86,6 +91,8 @@ mod keys;
 mod mcp_proxy;
 #[path = "all/newcomer.rs"]
 mod newcomer;
+#[path = "all/observability.rs"]
+mod observability;
 #[path = "all/operators.rs"]
 mod operators;
 #[path = "all/python_signer.rs"]

@@ -1,7 +1,8 @@
 //! The web dashboard: its page under a strict CSP, login with a token into a
 //! cookie session, CSRF on every cookie-authenticated change, `@path` below
 //! the attach root; and, in `browser`, the page itself in a real headless
-//! Chromium (`passkeys_browser` and `votes_browser`: votes on a quorum).
+//! Chromium (`passkeys_browser` and `votes_browser`: votes on a quorum;
+//! `stats_browser`: `GET /v1/stats` and the Stats page with its chart).
 
 #[path = "dashboard_browser.rs"]
 mod browser;
@@ -9,6 +10,8 @@ mod browser;
 mod browser_support;
 #[path = "passkeys_browser.rs"]
 mod passkeys_browser;
+#[path = "stats_browser.rs"]
+mod stats_browser;
 #[path = "votes_browser.rs"]
 mod votes_browser;
 
