@@ -49,11 +49,11 @@ pub struct StatsGroup {
     pub expired: u64,
     /// Cancelled (by the worker, or a timeout's `cancel`).
     pub cancelled: u64,
-    /// `approved` over the decided (every status but pending); absent when
-    /// none was decided.
+    /// `approved` over the tool approvals decided (approved, denied,
+    /// expired or cancelled); absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_rate: Option<f64>,
-    /// `denied` over the decided.
+    /// `denied` over the tool approvals decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denial_rate: Option<f64>,
     /// Median seconds from creation to decision, of the decided.

@@ -63,7 +63,8 @@ function chart(groups) {
   }
   rows.forEach((g, i) => {
     const y = top + i * (bar + gap);
-    svg.append(s('text', { x: label - 8, y: y + bar * 0.7, 'text-anchor': 'end', class: 'row-label' }, vis(g.kind) + ' · ' + vis(g.rule)));
+    // Words the server makes (a kind's type, `line N`, `none`), set as text.
+    svg.append(s('text', { x: label - 8, y: y + bar * 0.7, 'text-anchor': 'end', class: 'row-label' }, String(g.kind) + ' · ' + String(g.rule)));
     let at = label;
     for (const [key, name] of PARTS) {
       const n = g[key] || 0;
@@ -110,7 +111,7 @@ function renderStats(st) {
       h('td', { 'data-label': 'Expired', class: 'num' }, String(g.expired)),
       h('td', { 'data-label': 'Median', class: 'num' }, secs(g.p50_decision_s)),
       h('td', { 'data-label': 'p95', class: 'num' }, secs(g.p95_decision_s)),
-      h('td', { 'data-label': 'Answered most' }, g.top_answerers.map((a) => vis(a.name) + ' (' + a.count + ')').join(', '))));
+      h('td', { 'data-label': 'Answered most' }, g.top_answerers.flatMap((a, i) => [i ? ', ' : '', vis(a.name), ' (' + a.count + ')']))));
   }
   body.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table stats' },
     h('thead', null, h('tr', null, ['Kind', 'Rule', 'Asked', 'Pending', 'Approved', 'Denied', 'Expired', 'Median', 'p95', 'Answered most'].map((x) => h('th', null, x)))), tbody)));

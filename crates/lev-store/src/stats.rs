@@ -77,6 +77,8 @@ pub async fn by_listing<S: InteractionStore + ?Sized>(
 #[derive(Default)]
 struct Tally {
     group: StatsGroup,
+    /// Tool approvals out of pending: what the rates are over.
+    decided_tools: u64,
     seconds: Vec<f64>,
     answerers: HashMap<String, u64>,
 }
@@ -85,6 +87,14 @@ impl Tally {
     fn add(&mut self, i: &Interaction, approved: Option<bool>) {
         let g = &mut self.group;
         g.asked += 1;
+        if i.status != InteractionStatus::Pending
+            && matches!(
+                i.request.kind,
+                lev_protocol::InteractionKind::ToolApproval { .. }
+            )
+        {
+            self.decided_tools += 1;
+        }
         match i.status {
             InteractionStatus::Pending => g.pending += 1,
             InteractionStatus::Expired => g.expired += 1,
@@ -110,7 +120,7 @@ impl Tally {
 
     fn finish(mut self) -> StatsGroup {
         let mut g = self.group;
-        let decided = g.asked - g.pending;
+        let decided = self.decided_tools;
         if decided > 0 {
             g.approval_rate = Some(g.approved as f64 / decided as f64);
             g.denial_rate = Some(g.denied as f64 / decided as f64);

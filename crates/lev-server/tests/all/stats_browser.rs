@@ -62,6 +62,8 @@ async fn stats_report_the_window_and_refuse_bad_windows() {
     );
     let texts = &v["groups"][1];
     assert_eq!(texts["kind"], "free_text");
+    assert!(texts.get("approval_rate").is_none(), "{texts}");
+    assert_eq!(v["total"]["approval_rate"], 2.0 / 3.0);
     assert_eq!(
         (&texts["asked"], &texts["answered"], &texts["cancelled"]),
         (&json!(3), &json!(1), &json!(1))
@@ -140,8 +142,16 @@ async fn the_stats_page_shows_the_report_with_its_chart() {
     for part in ["tool_approval", "none", "67%", "33%", "alice (2)"] {
         assert!(first_row.contains(part), "{part:?} in {first_row:?}");
     }
-    let cards = b.text("#stats-body .stats-cards").await;
-    assert!(cards.contains("Asked") && cards.contains('7'), "{cards}");
+    // The totals (labels are shown upper-case by the style sheet).
+    let cards = b.text("#stats-body .stats-cards").await.to_lowercase();
+    for card in [
+        "asked\n7",
+        "pending\n2",
+        "approval rate\n67%",
+        "denial rate\n33%",
+    ] {
+        assert!(cards.contains(card), "{card:?} in {cards:?}");
+    }
     // The page draws from no other origin: no external resource loaded.
     let external = b
         .js(

@@ -115,6 +115,8 @@ pub async fn stats_count_a_window_per_kind_and_rule(b: &dyn Backend) {
         (3, 1, 1, 1)
     );
     assert_eq!(texts.p50_decision_s.map(|s| s >= 4.0), Some(true));
+    assert_eq!(texts.approval_rate, None, "rates are of tool approvals");
+    assert_eq!(stats.total.approval_rate, Some(2.0 / 3.0));
     assert_eq!(texts.top_answerers[0].name, "carol");
 
     // A window holding none of them.
