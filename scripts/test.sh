@@ -38,6 +38,10 @@ step "the pinned Codex CLI for the Codex tests (npm, cached)"
 LEV_TEST_CODEX="$(bash scripts/codex-env.sh)"
 export LEV_TEST_CODEX
 
+step "the pinned Claude Code CLI for the Claude Code tests (npm, cached)"
+LEV_TEST_CLAUDE_CODE="$(bash scripts/claude-code-env.sh)"
+export LEV_TEST_CLAUDE_CODE
+
 step "the pinned reference MCP servers for the lev mcp proxy tests (npm, cached)"
 LEV_TEST_MCP_SERVERS="$(bash scripts/mcp-servers-env.sh)"
 export LEV_TEST_MCP_SERVERS

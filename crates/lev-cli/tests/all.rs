@@ -44,6 +44,9 @@
 //!   --require-votes`, revoked keys.
 //! - `watch`: `lev watch` in a real pseudo-terminal (tmux): keys typed, answers
 //!   checked through the API, a dropped connection resumed.
+//! - `postgres_tls`: `lev serve` and `lev migrate` over TLS to PostgreSQL
+//!   (`sslmode=verify-full&sslrootcert=...`), and refused with a wrong CA or
+//!   host name (the server set up by lev-store-postgres's `server_tls`).
 //!
 //! - `observability`: `lev serve --log-format json` parsed line by line
 //!   (one line per request, its fields, no token), and `/metrics` parsed by
@@ -95,6 +98,8 @@ mod newcomer;
 mod observability;
 #[path = "all/operators.rs"]
 mod operators;
+#[path = "all/postgres_tls.rs"]
+mod postgres_tls;
 #[path = "all/python_signer.rs"]
 mod python_signer;
 #[path = "all/receiver.rs"]
@@ -107,6 +112,9 @@ mod run;
 mod sdk;
 #[path = "all/serve.rs"]
 mod serve;
+// The test PostgreSQL serving TLS: lev-store-postgres's test fixture, shared.
+#[path = "../../lev-store-postgres/tests/all/server_tls.rs"]
+mod server_tls;
 #[path = "all/slack.rs"]
 mod slack;
 // `lev serve` as a child process: the binary's own code for `lev bench`,

@@ -28,7 +28,8 @@
 //!
 //! Connections per process: a pool ([`Options::max_connections`], 16 by
 //! default), one for the sequencer and one that listens; migrations use one
-//! more, briefly. No TLS.
+//! more, briefly. TLS (module `tls`, rustls) as the URL's `sslmode` and
+//! `sslrootcert` say, for every one of them.
 //!
 //! Errors: a server that cannot be reached (refused, reset, no connection
 //! within [`Options::wait`]) is [`StoreError::Unavailable`], and the pool
@@ -50,6 +51,7 @@ mod sequencer;
 mod sessions;
 mod sql;
 mod tasks;
+mod tls;
 mod webhooks;
 
 pub use migrations::{MigrateReport, schema_version};
@@ -66,7 +68,7 @@ use lev_protocol::{Envelope, InteractionRequest, InteractionStatus, StoredRespon
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::{broadcast, watch};
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 use crate::sequencer::Sequencer;
 use crate::sql::{Cols, Tx, chain, col, corrupt, describe, millis, rfc3339};
@@ -168,8 +170,9 @@ fn host_of_unparsed(url: &str) -> String {
     }
 }
 
-/// Parse `url`, with lev's defaults for what it leaves unset.
-fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
+/// Parse `url`, with lev's defaults for what it leaves unset, and make the
+/// TLS connector its `sslmode` and `sslrootcert` ask for.
+fn parse_url(url: &str) -> Result<(tokio_postgres::Config, tls::MakeRustls, String)> {
     const HINT: &str = "hint: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE";
     if let Some((scheme, _)) = url.split_once("://")
         && scheme != "postgres"
@@ -180,7 +183,13 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
             host_of_unparsed(url),
         )));
     }
-    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
+    let (rest, tls_params) = tls::take_params(url).map_err(|e| {
+        StoreError::Database(format!(
+            "not a PostgreSQL URL lev can use (host {}): {e}\n{HINT}",
+            host_of_unparsed(url)
+        ))
+    })?;
+    let mut config = tokio_postgres::Config::from_str(&rest).map_err(|e| {
         StoreError::Database(format!(
             "not a PostgreSQL URL (host {}): {}\n{HINT}",
             host_of_unparsed(url),
@@ -196,13 +205,21 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String)> {
     config.keepalives(true);
     config.keepalives_idle(Duration::from_secs(30));
     let target = target_of(&config);
-    Ok((config, target))
+    let (ssl_mode, tls) = tls::connector(&tls_params)
+        .map_err(|e| StoreError::Database(format!("PostgreSQL at {target}: {e}")))?;
+    config.ssl_mode(ssl_mode);
+    Ok((config, tls, target))
 }
 
-fn build_pool(config: &tokio_postgres::Config, size: usize, wait: Duration) -> Result<Pool> {
+fn build_pool(
+    config: &tokio_postgres::Config,
+    tls: &tls::MakeRustls,
+    size: usize,
+    wait: Duration,
+) -> Result<Pool> {
     let manager = Manager::from_config(
         config.clone(),
-        NoTls,
+        tls.clone(),
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -220,9 +237,10 @@ fn build_pool(config: &tokio_postgres::Config, size: usize, wait: Duration) -> R
 /// One connection for migrations, outside the pool.
 async fn connect_one(
     config: &tokio_postgres::Config,
+    tls: &tls::MakeRustls,
     target: &str,
 ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+    let (client, connection) = config.connect(tls.clone()).await.map_err(|e| {
         let message = format!("cannot connect to PostgreSQL at {target}: {}", describe(&e));
         if sql::is_unavailable(&e) {
             StoreError::Unavailable(message)
@@ -242,8 +260,8 @@ async fn connect_one(
 /// A URL that does not parse or connect (the message names the host and the
 /// cause), a schema newer than this build, or a migration that fails.
 pub async fn migrate(url: &str) -> Result<MigrateReport> {
-    let (config, target) = parse_url(url)?;
-    let (mut client, driver) = connect_one(&config, &target).await?;
+    let (config, tls, target) = parse_url(url)?;
+    let (mut client, driver) = connect_one(&config, &tls, &target).await?;
     let report = migrations::run(&mut client).await;
     drop(client);
     let _ = driver.await;
@@ -268,9 +286,9 @@ impl PostgresStore {
     /// ([`StoreError::Unavailable`]; the message names the host and the
     /// cause), a schema newer than this build, a migration that fails.
     pub async fn connect_with(url: &str, options: Options) -> Result<Self> {
-        let (config, target) = parse_url(url)?;
+        let (config, tls, target) = parse_url(url)?;
         {
-            let (mut client, driver) = connect_one(&config, &target).await?;
+            let (mut client, driver) = connect_one(&config, &tls, &target).await?;
             let report = migrations::run(&mut client).await;
             drop(client);
             let _ = driver.await;
@@ -281,10 +299,10 @@ impl PostgresStore {
                 other => other,
             })?;
         }
-        let pool = build_pool(&config, options.max_connections.max(1), options.wait)?;
+        let pool = build_pool(&config, &tls, options.max_connections.max(1), options.wait)?;
         // The sequencer's own connection: its passes never queue behind the
         // writers they sequence.
-        let sequencer_pool = build_pool(&config, 1, options.wait)?;
+        let sequencer_pool = build_pool(&config, &tls, 1, options.wait)?;
         // Where announcing starts: what is sequenced now (after a pass
         // for rows a crashed writer left unsequenced).
         sequencer::pass(
@@ -308,6 +326,7 @@ impl PostgresStore {
             listening: Some(listening),
             operators: operators.clone(),
             config,
+            tls,
             announcer,
             sequencer: Arc::clone(&sequencer),
             shutdown: shutdown_rx,

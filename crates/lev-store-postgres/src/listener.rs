@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, watch};
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
 use crate::announcer::Announcer;
 use crate::sequencer::Sequencer;
@@ -41,6 +41,8 @@ pub(crate) struct Listener {
     /// Where the operators' relay's signals go (channel `lev_operators`).
     pub(crate) operators: broadcast::Sender<lev_store::OperatorSignal>,
     pub(crate) config: tokio_postgres::Config,
+    /// The URL's TLS, as for the pool.
+    pub(crate) tls: crate::tls::MakeRustls,
     pub(crate) announcer: Arc<Announcer>,
     pub(crate) sequencer: Arc<Sequencer>,
     /// Ends the listener when the store's last handle is dropped.
@@ -54,7 +56,7 @@ impl Listener {
         loop {
             let connected = tokio::select! {
                 _ = self.shutdown.changed() => return,
-                c = self.config.connect(NoTls) => c,
+                c = self.config.connect(self.tls.clone()) => c,
             };
             let (client, mut connection) = match connected {
                 Ok(c) => {

@@ -44,10 +44,15 @@ pub struct Args {
     )]
     headers: Vec<String>,
     /// Serve MCP's Streamable HTTP transport on this address (at /mcp)
-    /// instead of stdio: each MCP session gets its own upstream. Bind it to
-    /// loopback: it has no authentication of its own.
+    /// instead of stdio: each MCP session gets its own upstream. A loopback
+    /// address, unless --listen-token-file is given.
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// With --listen: clients must send the token in this file as
+    /// `Authorization: Bearer TOKEN` (else 401). Required to bind an address
+    /// other than loopback.
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    listen_token_file: Option<std::path::PathBuf>,
     /// The session of every gate call [default: the MCP session, else one
     /// made for this process]. Session grants hold within it.
     #[arg(long, value_name = "SESSION")]
@@ -130,6 +135,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => Upstream::Command(args.command),
     };
+    let listen = match args.listen {
+        Some(addr) => {
+            let token = match &args.listen_token_file {
+                Some(path) => Some(
+                    std::fs::read_to_string(path)
+                        .with_context(|| format!("--listen-token-file {}", path.display()))?,
+                ),
+                None => None,
+            };
+            Some(proxy::http_downstream::Listen::new(addr, token.as_deref())?)
+        }
+        None => None,
+    };
     let client = args.client.client()?;
     let elicit = args
         .elicit
@@ -149,6 +167,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         progress_every: Duration::from_secs(args.progress_every),
         upstream_timeout: args.upstream_timeout.map(Duration::from_secs),
     };
-    runtime()?.block_on(proxy::serve(config, upstream, args.listen))?;
+    runtime()?.block_on(proxy::serve(config, upstream, listen))?;
     Ok(ExitCode::SUCCESS)
 }

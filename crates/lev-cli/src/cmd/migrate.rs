@@ -12,7 +12,8 @@ use crate::connect::runtime;
 /// `lev migrate` flags.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The postgres:// URL of the database, as `lev serve --database` takes it.
+    /// The postgres:// URL of the database, as `lev serve --database` takes it
+    /// (TLS as its sslmode and sslrootcert say).
     // The URL may hold a password: --help does not show its value.
     #[arg(
         long,

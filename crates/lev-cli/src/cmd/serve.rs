@@ -25,7 +25,8 @@ pub struct Args {
     #[arg(long, env = "LEV_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// A postgres:// URL to keep everything in PostgreSQL, where several
-    /// servers may share it; unset, SQLite in the data dir.
+    /// servers may share it; unset, SQLite in the data dir. TLS as its
+    /// sslmode and sslrootcert say (`?sslmode=verify-full&sslrootcert=ca.pem`).
     // The URL may hold a password: --help does not show its value.
     #[arg(
         long,

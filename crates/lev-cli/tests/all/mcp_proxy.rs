@@ -36,7 +36,7 @@ fn server_script(name: &str) -> PathBuf {
 }
 
 /// `node server-everything stdio`.
-fn everything() -> Vec<String> {
+pub(crate) fn everything() -> Vec<String> {
     vec![
         "node".into(),
         server_script("server-everything").display().to_string(),
@@ -54,7 +54,7 @@ fn filesystem(dir: &std::path::Path) -> Vec<String> {
 }
 
 /// `lev mcp proxy ARGS -- UPSTREAM`.
-fn proxy(args: &[&str], upstream: &[String]) -> Vec<String> {
+pub(crate) fn proxy(args: &[&str], upstream: &[String]) -> Vec<String> {
     let mut all = vec![
         env!("CARGO_BIN_EXE_lev").to_owned(),
         "mcp".into(),
@@ -164,6 +164,28 @@ impl Driver {
         assert_eq!(self.next("started")["id"], id);
     }
 
+    /// The progress events of `id` until its result, and the result.
+    fn progress_until_result(&self, id: &str) -> (Vec<Value>, Value) {
+        let mut progress = Vec::new();
+        loop {
+            let event = self
+                .events
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "no result of {id}; driver stderr:\n{}",
+                        self.stderr.lock().unwrap()
+                    )
+                });
+            assert_eq!(event["id"], id, "{event}");
+            if event["event"] == "progress" {
+                progress.push(event);
+            } else {
+                return (progress, event);
+            }
+        }
+    }
+
     /// Call `id`'s result (texts, is_error), or its error event.
     fn outcome(&self, id: &str) -> Value {
         loop {
@@ -227,6 +249,27 @@ impl Drop for Background {
     }
 }
 
+/// `lev mcp proxy ARGS --listen 127.0.0.1:PORT -- UPSTREAM` running as
+/// `served`'s worker, and its MCP endpoint once it listens.
+fn listening(served: &Served, args: &[&str], upstream: &[String]) -> (Background, String) {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut all = args.to_vec();
+    all.extend(["--listen", listen.as_str()]);
+    let argv = proxy(&all, upstream);
+    let child = Background(
+        Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("LEV_URL", &served.url)
+            .env("LEV_TOKEN", &served.worker)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(port);
+    (child, format!("http://{listen}/mcp"))
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -244,7 +287,7 @@ fn wait_for_port(port: u16) {
 }
 
 /// The tool approval pending in `session`, with what it asks about.
-fn pending(served: &Served, session: &str) -> (Interaction, String, Value) {
+pub(crate) fn pending(served: &Served, session: &str) -> (Interaction, String, Value) {
     let asked = served.pending(session);
     match &asked.request.kind {
         InteractionKind::ToolApproval {
@@ -260,12 +303,12 @@ fn pending(served: &Served, session: &str) -> (Interaction, String, Value) {
     }
 }
 
-fn approve(asked: &Interaction) -> InteractionResponse {
+pub(crate) fn approve(asked: &Interaction) -> InteractionResponse {
     InteractionResponse::approval(asked.id(), true, ApprovalScope::Once)
 }
 
 /// Allow the read-only echo tool; ask about everything else.
-const EVERYTHING_POLICY: &str = r#"
+pub(crate) const EVERYTHING_POLICY: &str = r#"
 [[rule]]
 tool = "mcp__everything__echo"
 decision = "allow"
@@ -312,15 +355,17 @@ fn tools_resources_and_prompts_pass_through_unchanged() {
     );
 }
 
-#[test]
-fn allowed_asked_and_denied_calls_with_progress_while_waiting() {
-    let served = Served::start("proxy-gate", Some(EVERYTHING_POLICY));
+/// A `lev serve` with [`EVERYTHING_POLICY`], and a client of the proxy in
+/// front of server-everything in `session`, with progress every second and
+/// the tools listed (so their annotations are known).
+fn everything_with_progress(session: &str) -> (Served, Driver) {
+    let served = Served::start(&format!("proxy-{session}"), Some(EVERYTHING_POLICY));
     let through = proxy(
         &[
             "--name",
             "everything",
             "--session",
-            "gate",
+            session,
             "--progress-every",
             "1",
         ],
@@ -328,6 +373,12 @@ fn allowed_asked_and_denied_calls_with_progress_while_waiting() {
     );
     let mut mcp = Driver::start("legacy", &served, Target::Stdio(&through));
     mcp.ask(json!({"op": "list_tools"}), "tools");
+    (served, mcp)
+}
+
+#[test]
+fn allowed_asked_and_denied_calls_with_progress_while_waiting() {
+    let (served, mut mcp) = everything_with_progress("gate");
 
     // Allowed by a rule: no person, the server's own result.
     mcp.call("echo", "echo", json!({"message": "hi"}));
@@ -369,6 +420,46 @@ fn allowed_asked_and_denied_calls_with_progress_while_waiting() {
     mcp.send(&json!({"op": "cancel", "id": "cancel"}));
     assert_eq!(mcp.next("cancelled")["id"], "cancel");
     served.wait_status("gate", asked.id(), InteractionStatus::Cancelled);
+}
+
+#[test]
+fn progress_keeps_increasing_from_the_wait_into_the_servers_own() {
+    let (served, mut mcp) = everything_with_progress("progress");
+    // The server reports steps 1, 2, 3 on the same token lev used while
+    // the call waited for a person.
+    mcp.call_with(
+        "long",
+        "trigger-long-running-operation",
+        json!({"duration": 0.6, "steps": 3}),
+        true,
+    );
+    let (asked, _, _) = pending(&served, "progress");
+    let first = mcp.next("progress");
+    assert_eq!(first["message"], "waiting for a decision in lev");
+    let second = mcp.next("progress");
+    served.respond(&asked, &approve(&asked));
+    let (rest, result) = mcp.progress_until_result("long");
+    assert_eq!(result["event"], "result", "{result}");
+    assert_eq!(result["is_error"], false, "{result}");
+
+    let mut seen = vec![first, second];
+    seen.extend(rest);
+    let values: Vec<f64> = seen
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
+    assert!(
+        values.windows(2).all(|w| w[0] < w[1]),
+        "progress on one token must increase: {values:?}"
+    );
+    let servers: Vec<&Value> = seen
+        .iter()
+        .filter(|p| p["message"] != "waiting for a decision in lev")
+        .collect();
+    assert_eq!(servers.len(), 3, "the server's three steps: {seen:?}");
+    // Its total moved with its progress: the last step is the whole.
+    let last = servers[2];
+    assert_eq!(last["progress"], last["total"], "{last}");
 }
 
 #[test]
@@ -465,6 +556,41 @@ fn elicit_puts_an_asked_call_to_the_clients_user_as_their_decision() {
     let (texts, is_error) = mcp.result("no");
     assert!(is_error, "{texts:?}");
     assert!(texts[0].ends_with("Feedback: not five"), "{texts:?}");
+
+    // The user leaves the elicitation open; a person answers in lev first:
+    // lev's decision counts, and the elicitation is withdrawn.
+    mcp.call("elsewhere", "get-sum", json!({"a": 9, "b": 9}));
+    assert_eq!(mcp.next("elicit_waiting")["event"], "elicit_waiting");
+    let asked = served.pending("elicit");
+    served.respond(&asked, &approve(&asked));
+    let mut withdrawn = false;
+    let mut result = None;
+    while !withdrawn || result.is_none() {
+        let event = mcp
+            .events
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the withdrawal and the call's result");
+        match event["event"].as_str() {
+            Some("elicit_withdrawn") => withdrawn = true,
+            Some("result") => result = Some(event),
+            Some("progress") => {}
+            _ => panic!("unexpected {event}"),
+        }
+    }
+    let result = result.unwrap();
+    assert_eq!(result["id"], "elsewhere");
+    assert_eq!(result["is_error"], false, "{result}");
+    assert!(
+        result["texts"][0].as_str().unwrap().contains("18"),
+        "{result}"
+    );
+    let decided = served.all("elicit");
+    let answered = decided.iter().find(|i| i.id() == asked.id()).unwrap();
+    assert_ne!(
+        answered.answered_by.as_deref(),
+        Some("ellie"),
+        "{answered:?}"
+    );
 }
 
 /// Read-only tools run; non-destructive writes too; destructive ones ask.
@@ -590,23 +716,7 @@ fn an_upstream_that_crashes_or_hangs_gives_errors_never_a_success() {
 #[test]
 fn listen_serves_streamable_http_to_the_client() {
     let served = Served::start("proxy-listen", Some(EVERYTHING_POLICY));
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let argv = proxy(
-        &["--name", "everything", "--listen", &listen],
-        &everything(),
-    );
-    let _proxy = Background(
-        Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("LEV_URL", &served.url)
-            .env("LEV_TOKEN", &served.worker)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(port);
-    let url = format!("http://{listen}/mcp");
+    let (_proxy, url) = listening(&served, &["--name", "everything"], &everything());
     let mut mcp = Driver::start("legacy", &served, Target::Url(&url));
     assert_eq!(mcp.ready["server_name"], "mcp-servers/everything");
     let tools = mcp.ask(json!({"op": "list_tools"}), "tools");
@@ -630,6 +740,139 @@ fn listen_serves_streamable_http_to_the_client() {
     served.respond(&asked, &approve(&asked));
     let (texts, is_error) = mcp.result("sum");
     assert!(!is_error && texts[0].contains('4'), "{texts:?}");
+}
+
+#[test]
+fn listen_with_a_token_admits_only_clients_that_show_it() {
+    let served = Served::start("proxy-listen-token", Some(EVERYTHING_POLICY));
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("mcp-token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+
+    // Without a token, an address other than loopback is refused at once.
+    let argv = proxy(
+        &["--name", "everything", "--listen", "0.0.0.0:0"],
+        &everything(),
+    );
+    let refused = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("LEV_URL", &served.url)
+        .env("LEV_TOKEN", &served.worker)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("not a loopback address") && stderr.contains("--listen-token-file"),
+        "{stderr}"
+    );
+
+    let token_arg = token_file.to_str().unwrap();
+    let (_proxy, url) = listening(
+        &served,
+        &["--name", "everything", "--listen-token-file", token_arg],
+        &everything(),
+    );
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}
+    });
+    let post = |auth: Option<&str>| {
+        crate::agents::served::block_on(async {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut request = reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .unwrap()
+                .post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .json(&initialize);
+            if let Some(auth) = auth {
+                request = request.header("authorization", auth);
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let challenge = response
+                .headers()
+                .get("www-authenticate")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let session = response.headers().get("mcp-session-id").is_some();
+            (status, challenge, session)
+        })
+    };
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("Basic s3cret-token"),
+        Some("Bearer "),
+    ] {
+        let (status, challenge, session) = post(auth);
+        assert_eq!(status, 401, "{auth:?}");
+        assert!(challenge.unwrap().starts_with("Bearer"), "{auth:?}");
+        assert!(!session, "no session opened for {auth:?}");
+    }
+    let (status, _, session) = post(Some("Bearer s3cret-token"));
+    assert_eq!(status, 200);
+    assert!(session, "the token opens a session");
+}
+
+#[test]
+fn listen_serves_stateless_clients_without_mixing_their_ids() {
+    // The upstream is `lev mcp` itself, which speaks the stateless
+    // 2026-07-28 era; the clients never initialize, so they share one
+    // upstream connection and both use the same request ids.
+    let served = Served::start(
+        "proxy-stateless",
+        Some("[[rule]]\ntool = \"mcp__lev__*\"\ndecision = \"allow\"\n"),
+    );
+    let upstream = vec![
+        env!("CARGO_BIN_EXE_lev").to_owned(),
+        "mcp".to_owned(),
+        "--session".to_owned(),
+        "asked".to_owned(),
+    ];
+    let (_proxy, url) = listening(&served, &["--name", "lev"], &upstream);
+    let mut first = Driver::start("2026-07-28", &served, Target::Url(&url));
+    let mut second = Driver::start("2026-07-28", &served, Target::Url(&url));
+    assert_eq!(first.ready["protocol_version"], "2026-07-28");
+    for mcp in [&mut first, &mut second] {
+        let tools = mcp.ask(json!({"op": "list_tools"}), "tools");
+        let names: Vec<&str> = tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["approval_prompt", "ask_human"]);
+    }
+    // Both wait at once, under the same ids; each gets its own answer.
+    first.call("q", "ask_human", json!({"question": "first?"}));
+    second.call("q", "ask_human", json!({"question": "second?"}));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let asked = loop {
+        let all = served.all("asked");
+        if all.len() == 2 {
+            break all;
+        }
+        assert!(Instant::now() < deadline, "two questions in lev: {all:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for question in &asked {
+        let InteractionKind::FreeText { prompt, .. } = &question.request.kind else {
+            panic!("a free-text question: {question:?}");
+        };
+        let answer = format!("answer to {prompt}");
+        served.respond(question, &crate::agents::served::text(question, &answer));
+    }
+    assert_eq!(
+        first.result("q"),
+        (vec!["answer to first?".to_owned()], false)
+    );
+    assert_eq!(
+        second.result("q"),
+        (vec!["answer to second?".to_owned()], false)
+    );
 }
 
 #[test]

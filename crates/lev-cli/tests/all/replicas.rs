@@ -19,7 +19,7 @@ use crate::spawned::Spawned;
 use crate::support::{Scratch, lev};
 
 /// The server the tests may create databases on.
-fn admin_url() -> String {
+pub(crate) fn admin_url() -> String {
     std::env::var("LEV_TEST_POSTGRES_URL")
         .ok()
         .filter(|u| !u.is_empty())
@@ -27,9 +27,9 @@ fn admin_url() -> String {
 }
 
 /// A database of the test's own, dropped when done.
-struct Database {
+pub(crate) struct Database {
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 fn psql(sql: &str) {
@@ -45,7 +45,7 @@ fn psql(sql: &str) {
 }
 
 impl Database {
-    fn new(tag: &str) -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         let name = format!(
             "lev_r_{tag}_{}_{}",
             std::process::id(),

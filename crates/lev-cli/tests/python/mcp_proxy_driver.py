@@ -22,7 +22,7 @@ One command per line on stdin, one JSON object per line on stdout:
                                   -> {"event": "prompt", "messages": [...]}
   {"op": "call", "id": ID, "name": N, "arguments": {...}, "progress": bool}
                                   -> {"event": "started", "id": ID}, then maybe
-                                     {"event": "progress", "id": ID, "progress": p, "message": m}
+                                     {"event": "progress", "id": ID, "progress": p, "total": t, "message": m}
                                      and {"event": "result", "id": ID, "is_error": b,
                                           "texts": [...], "structured": ...}
                                      or {"event": "error", "id": ID, "error": "..."}
@@ -74,8 +74,16 @@ async def main(mode, target):
         extra = {"sampling_callback": sampling, "list_roots_callback": roots}
     if os.environ.get("MCP_DRIVER_ELICIT") == "1":
         # The client's user answers elicitations: a call with "a":5 in it is
-        # denied with feedback, any other approved.
+        # denied with feedback, one with "a":9 left unanswered until the
+        # proxy withdraws it (lev decided elsewhere), any other approved.
         async def elicit(context, params):
+            if '"a":9' in params.message.replace(" ", ""):
+                emit({"event": "elicit_waiting"})
+                try:
+                    await anyio.sleep_forever()
+                except anyio.get_cancelled_exc_class():
+                    emit({"event": "elicit_withdrawn"})
+                    raise
             if '"a":5' in params.message.replace(" ", ""):
                 return types.ElicitResult(
                     action="accept", content={"decision": "deny", "feedback": "not five"}
@@ -97,7 +105,15 @@ async def main(mode, target):
 
             async def call(call_id, name, arguments, progress):
                 async def on_progress(p, total, message):
-                    emit({"event": "progress", "id": call_id, "progress": p, "message": message})
+                    emit(
+                        {
+                            "event": "progress",
+                            "id": call_id,
+                            "progress": p,
+                            "total": total,
+                            "message": message,
+                        }
+                    )
 
                 with anyio.CancelScope() as scope:
                     scopes[call_id] = scope

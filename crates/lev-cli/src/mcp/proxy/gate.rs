@@ -98,7 +98,7 @@ pub async fn call(shared: Arc<Shared>, message: Message, interaction: Arc<Mutex<
     let token = message.progress_token().cloned();
     let decided = async {
         match token {
-            Some(token) => with_progress(&shared, token, decide).await,
+            Some(token) => with_progress(&shared, &id, token, decide).await,
             None => decide.await,
         }
     };
@@ -237,6 +237,7 @@ fn settle(
 /// that its request timeout does not end a wait for a person.
 async fn with_progress<F: std::future::Future<Output = Verdict>>(
     shared: &Shared,
+    id: &Value,
     token: Value,
     decide: F,
 ) -> Verdict {
@@ -249,6 +250,7 @@ async fn with_progress<F: std::future::Future<Output = Verdict>>(
             verdict = &mut decide => return verdict,
             _ = ticks.tick() => {
                 progress += 1;
+                shared.progress_sent(id, progress);
                 shared.to_client(message::notification(
                     "notifications/progress",
                     json!({

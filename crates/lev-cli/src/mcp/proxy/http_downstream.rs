@@ -8,9 +8,20 @@
 //! responses and what belongs to them (progress on their tokens); the GET
 //! stream carries everything else the server sends (its requests,
 //! notifications), kept until one opens. A POST of notifications or
-//! responses alone is `202 Accepted`. Requests from a browser page of another
+//! responses alone is `202 Accepted`.
+//!
+//! A POST with no `Mcp-Session-Id` that does not open a session (a stateless
+//! 2026-07-28 client: `server/discover`, then requests carrying their
+//! version in `_meta`) goes to one shared upstream connection opened for
+//! such requests; its request ids and progress tokens are renamed on the way
+//! up (two clients may both use id 1) and restored on the way back, and its
+//! gate calls are in `--session`, else the proxy process's session.
+//!
+//! Requests from a browser page of another
 //! origin are refused (`Origin` must be loopback), as the transport's rules
-//! ask of a local server.
+//! ask of a local server; with a token (`--listen-token-file`), every request
+//! must carry it as `Authorization: Bearer`, and without one only a loopback
+//! address may be bound.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,7 +35,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::Digest as _;
 use tokio::sync::mpsc;
 
@@ -36,11 +47,67 @@ const SESSION: &str = "mcp-session-id";
 /// Messages for a session with no stream open, kept until a GET opens one.
 const BACKLOG: usize = 1024;
 
+/// Where `--listen` serves, and the bearer token clients must show.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    /// SHA-256 of the token, when there is one.
+    token: Option<[u8; 32]>,
+}
+
+impl Listen {
+    /// Serve on `addr`; with `token`, only to clients that show it. Without
+    /// one, `addr` must be loopback: an MCP endpoint that runs tools for
+    /// anyone who reaches it is not served to a network.
+    ///
+    /// # Errors
+    /// A non-loopback address without a token, or an empty token.
+    pub fn new(addr: SocketAddr, token: Option<&str>) -> anyhow::Result<Self> {
+        let token = match token.map(str::trim) {
+            Some("") => anyhow::bail!("--listen-token-file: the file is empty"),
+            Some(token) => Some(sha2::Sha256::digest(token.as_bytes()).into()),
+            None if addr.ip().is_loopback() => None,
+            None => anyhow::bail!(
+                "--listen {addr} is not a loopback address: give --listen-token-file, \
+                 so that only clients with the token reach the tools"
+            ),
+        };
+        Ok(Self { addr, token })
+    }
+
+    /// Whether `headers` carry the token (always, when there is none).
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        let Some(want) = self.token else {
+            return true;
+        };
+        let shown = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.split_once(' ')
+                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            })
+            .map(|(_, token)| token.trim());
+        // Digests of equal length compared whole: how much of the token
+        // matched does not show in the time taken.
+        shown.is_some_and(|token| {
+            let got: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+            got.iter()
+                .zip(want.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+        })
+    }
+}
+
 #[derive(Debug)]
 struct Hub {
+    listen: Listen,
     config: Arc<Config>,
     upstream: Upstream,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The upstream connection of stateless requests, once one came.
+    stateless: Mutex<Option<Arc<Session>>>,
     next: AtomicU64,
 }
 
@@ -109,20 +176,19 @@ impl Routes {
 ///
 /// # Errors
 /// When the address cannot be bound.
-pub async fn serve(
-    config: Arc<Config>,
-    upstream: Upstream,
-    addr: SocketAddr,
-) -> anyhow::Result<()> {
+pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: Listen) -> anyhow::Result<()> {
+    let addr = listen.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("--listen {addr}: {e}"))?;
     let local = listener.local_addr()?;
     eprintln!("lev mcp proxy: MCP on http://{local}/mcp");
     let hub = Arc::new(Hub {
+        listen,
         config,
         upstream,
         sessions: Mutex::new(HashMap::new()),
+        stateless: Mutex::new(None),
         next: AtomicU64::new(0),
     });
     let app = Router::new()
@@ -138,13 +204,19 @@ pub async fn serve(
     }
     // Each session's relay ends with its input: their questions cancelled,
     // their upstreams stopped.
-    let sessions: Vec<Arc<Session>> = hub
+    let mut sessions: Vec<Arc<Session>> = hub
         .sessions
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .drain()
         .map(|(_, s)| s)
         .collect();
+    sessions.extend(
+        hub.stateless
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take(),
+    );
     let relays: Vec<_> = sessions
         .into_iter()
         .filter_map(|s| {
@@ -164,6 +236,26 @@ pub async fn serve(
 
 fn plain(status: StatusCode, text: &str) -> Response {
     (status, text.to_owned()).into_response()
+}
+
+/// Why a request may not be served, as its response: from a page of
+/// another origin, or without the token.
+fn refused(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
+    if foreign_origin(headers) {
+        return Some(plain(StatusCode::FORBIDDEN, "Origin not allowed"));
+    }
+    if !hub.listen.admits(headers) {
+        let mut response = plain(
+            StatusCode::UNAUTHORIZED,
+            "this MCP endpoint needs its token: Authorization: Bearer TOKEN",
+        );
+        response.headers_mut().insert(
+            "www-authenticate",
+            HeaderValue::from_static("Bearer realm=\"lev mcp proxy\""),
+        );
+        return Some(response);
+    }
+    None
 }
 
 /// Whether `headers` come from a page of another origin than loopback.
@@ -204,7 +296,32 @@ impl Hub {
             .map_or(0, |d| d.as_nanos());
         let digest = sha2::Sha256::digest(format!("{nanos}-{}-{n}", std::process::id()));
         let id: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        let mcp_session = Arc::new(Mutex::new(Some(id.clone())));
+        let session = self.start(Some(id.clone()))?;
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.clone(), Arc::clone(&session));
+        Ok((id, session))
+    }
+
+    /// The shared connection of stateless requests, opened at the first.
+    fn stateless(&self) -> anyhow::Result<Arc<Session>> {
+        let mut stateless = self
+            .stateless
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(session) = &*stateless {
+            return Ok(Arc::clone(session));
+        }
+        let session = self.start(None)?;
+        *stateless = Some(Arc::clone(&session));
+        Ok(session)
+    }
+
+    /// An upstream connection, its relay and its router, for the MCP
+    /// session `mcp_session` (none: stateless requests).
+    fn start(&self, mcp_session: Option<String>) -> anyhow::Result<Arc<Session>> {
+        let mcp_session = Arc::new(Mutex::new(mcp_session));
         let (upstream, guard) = super::open(&self.upstream, Arc::clone(&mcp_session))?;
         let (to_relay, from_client) = mpsc::channel(64);
         let (down, mut out) = mpsc::unbounded_channel::<Message>();
@@ -229,26 +346,87 @@ impl Hub {
                 guard.stop().await;
             }
         });
-        let session = Arc::new(Session {
+        Ok(Arc::new(Session {
             to_relay,
             routes,
             relay: Mutex::new(Some(relay)),
-        });
-        self.sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(id.clone(), Arc::clone(&session));
-        Ok((id, session))
+        }))
     }
 }
 
-/// An SSE response of the messages `rx` gets, ending when every sender is gone.
-fn stream(rx: mpsc::UnboundedReceiver<Message>) -> Response {
-    let events = futures_util::stream::unfold(rx, |mut rx| async move {
-        let message = rx.recv().await?;
+/// A stateless POST's request ids and progress tokens, renamed so that
+/// clients sharing one upstream connection cannot collide: the new id's key
+/// -> the client's id, and the new token's key -> the client's token.
+#[derive(Debug, Default)]
+struct Renamed {
+    ids: HashMap<String, Value>,
+    tokens: HashMap<String, Value>,
+}
+
+impl Renamed {
+    /// Rename `messages`' request ids (and their progress tokens) to ones
+    /// drawn from `next`.
+    fn rename(messages: &mut [Message], next: &AtomicU64) -> Self {
+        let mut renamed = Self::default();
+        for m in messages.iter_mut() {
+            if m.kind() != Kind::Request {
+                continue;
+            }
+            let Some(original) = m.id().cloned() else {
+                continue;
+            };
+            let mine = json!(format!("lev-{}", next.fetch_add(1, Ordering::Relaxed)));
+            if let Some(token) = m.progress_token().cloned()
+                && let Some(meta) = m
+                    .value_mut()
+                    .get_mut("params")
+                    .and_then(|p| p.get_mut("_meta"))
+                    .and_then(Value::as_object_mut)
+            {
+                meta.insert("progressToken".into(), mine.clone());
+                renamed.tokens.insert(id_key(&mine), token);
+            }
+            m.set_id(mine.clone());
+            renamed.ids.insert(id_key(&mine), original);
+        }
+        renamed
+    }
+
+    /// The client's names back in a message for it.
+    fn restore(&self, mut message: Message) -> Message {
+        if message.kind() == Kind::Response
+            && let Some(original) = message.id().map(id_key).and_then(|k| self.ids.get(&k))
+        {
+            message.set_id(original.clone());
+        } else if message.method() == Some("notifications/progress")
+            && let Some(original) = message
+                .params()
+                .and_then(|p| p.get("progressToken"))
+                .map(id_key)
+                .and_then(|k| self.tokens.get(&k))
+                .cloned()
+            && let Some(params) = message
+                .value_mut()
+                .get_mut("params")
+                .and_then(Value::as_object_mut)
+        {
+            params.insert("progressToken".into(), original);
+        }
+        message
+    }
+}
+
+/// An SSE response of the messages `rx` gets, ending when every sender is
+/// gone; with the client's names restored where they were `renamed`.
+fn stream(rx: mpsc::UnboundedReceiver<Message>, renamed: Option<Renamed>) -> Response {
+    let events = futures_util::stream::unfold((rx, renamed), |(mut rx, renamed)| async move {
+        let mut message = rx.recv().await?;
+        if let Some(renamed) = &renamed {
+            message = renamed.restore(message);
+        }
         Some((
             Ok::<_, std::convert::Infallible>(Event::default().data(message.text())),
-            rx,
+            (rx, renamed),
         ))
     });
     Sse::new(events)
@@ -257,14 +435,14 @@ fn stream(rx: mpsc::UnboundedReceiver<Message>) -> Response {
 }
 
 async fn handle_post(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: Bytes) -> Response {
-    if foreign_origin(&headers) {
-        return plain(StatusCode::FORBIDDEN, "Origin not allowed");
+    if let Some(refusal) = refused(&hub, &headers) {
+        return refusal;
     }
     if body.len() > MAX_MESSAGE {
         return plain(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
     }
     let text = String::from_utf8_lossy(&body).into_owned();
-    let messages = match serde_json::from_str::<Value>(&text) {
+    let mut messages = match serde_json::from_str::<Value>(&text) {
         Ok(value) => Message::split(value, text),
         Err(e) => {
             let error = message::error(Value::Null, code::PARSE_ERROR, format!("not JSON: {e}"));
@@ -272,22 +450,25 @@ async fn handle_post(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: Byte
         }
     };
     let initialize = messages.iter().any(|m| m.method() == Some("initialize"));
+    let mut renamed = None;
     let (id, session) = match hub.session(&headers) {
-        Some(found) => found,
+        Some((id, session)) => (Some(id), session),
         None if headers.contains_key(SESSION) => {
             return plain(StatusCode::NOT_FOUND, "no such MCP session");
         }
-        None if initialize => match hub.open() {
-            Ok(opened) => opened,
-            Err(e) => {
-                return plain(StatusCode::BAD_GATEWAY, &format!("lev mcp proxy: {e:#}"));
-            }
-        },
         None => {
-            return plain(
-                StatusCode::BAD_REQUEST,
-                "no Mcp-Session-Id: start with initialize",
-            );
+            let opened = if initialize {
+                hub.open().map(|(id, session)| (Some(id), session))
+            } else {
+                renamed = Some(Renamed::rename(&mut messages, &hub.next));
+                hub.stateless().map(|session| (None, session))
+            };
+            match opened {
+                Ok(opened) => opened,
+                Err(e) => {
+                    return plain(StatusCode::BAD_GATEWAY, &format!("lev mcp proxy: {e:#}"));
+                }
+            }
         }
     };
     let (tx, rx) = mpsc::unbounded_channel();
@@ -318,17 +499,17 @@ async fn handle_post(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: Byte
     let mut response = if requests == 0 {
         StatusCode::ACCEPTED.into_response()
     } else {
-        stream(rx)
+        stream(rx, renamed)
     };
-    if let Ok(value) = HeaderValue::from_str(&id) {
+    if let Some(value) = id.and_then(|id| HeaderValue::from_str(&id).ok()) {
         response.headers_mut().insert(SESSION, value);
     }
     response
 }
 
 async fn handle_get(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
-    if foreign_origin(&headers) {
-        return plain(StatusCode::FORBIDDEN, "Origin not allowed");
+    if let Some(refusal) = refused(&hub, &headers) {
+        return refusal;
     }
     let Some((_, session)) = hub.session(&headers) else {
         return plain(StatusCode::NOT_FOUND, "no such MCP session");
@@ -344,12 +525,12 @@ async fn handle_get(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
         }
         routes.get = Some(tx);
     }
-    stream(rx)
+    stream(rx, None)
 }
 
 async fn handle_delete(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
-    if foreign_origin(&headers) {
-        return plain(StatusCode::FORBIDDEN, "Origin not allowed");
+    if let Some(refusal) = refused(&hub, &headers) {
+        return refusal;
     }
     let Some(id) = headers.get(SESSION).and_then(|v| v.to_str().ok()) else {
         return plain(StatusCode::BAD_REQUEST, "no Mcp-Session-Id");

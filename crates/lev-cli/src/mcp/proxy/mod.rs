@@ -20,7 +20,6 @@ pub mod relay;
 pub mod sse;
 pub mod transport;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -125,11 +124,11 @@ pub fn open(
 pub async fn serve(
     config: Config,
     upstream: Upstream,
-    listen: Option<SocketAddr>,
+    listen: Option<http_downstream::Listen>,
 ) -> anyhow::Result<()> {
     let config = Arc::new(config);
-    if let Some(addr) = listen {
-        return http_downstream::serve(config, upstream, addr).await;
+    if let Some(listen) = listen {
+        return http_downstream::serve(config, upstream, listen).await;
     }
     let mcp_session = Arc::new(Mutex::new(None));
     let (link, guard) = open(&upstream, Arc::clone(&mcp_session))?;

@@ -48,6 +48,10 @@ struct State {
     forwarded: HashMap<String, Forwarded>,
     /// `tools/call`s waiting for lev, by id.
     gating: HashMap<String, Gating>,
+    /// How many progress notifications lev sent on a waiting call's token,
+    /// by the call's id: the upstream's own progress then counts on from
+    /// there, so that what the client sees keeps increasing.
+    progress_lead: HashMap<String, u64>,
     /// The server's requests to the client: the relay's id -> the server's.
     server_requests: HashMap<String, Value>,
     next_server_request: u64,
@@ -64,6 +68,8 @@ struct Forwarded {
     method: String,
     /// The upstream's deadline for it.
     timer: Option<AbortHandle>,
+    /// Its progress token and the lead lev's own progress took on it.
+    progress: Option<(String, u64)>,
 }
 
 #[derive(Debug)]
@@ -168,6 +174,16 @@ impl Shared {
     /// Send the client's request `message` upstream and remember it until
     /// the upstream answers; `method` is what it asked.
     pub(super) fn forward(self: &Arc<Self>, message: Message, method: &str) {
+        self.forward_after(message, method, 0);
+    }
+
+    /// [`Self::forward`], after lev sent `lead` progress notifications on
+    /// the request's token.
+    fn forward_after(self: &Arc<Self>, message: Message, method: &str, lead: u64) {
+        let progress = message
+            .progress_token()
+            .filter(|_| lead > 0)
+            .map(|token| (id_key(token), lead));
         let Some(id) = message.id().cloned() else {
             return;
         };
@@ -193,6 +209,7 @@ impl Shared {
             Forwarded {
                 method: method.to_owned(),
                 timer,
+                progress,
             },
         ) {
             // The client reused an id still in flight: the older one's
@@ -267,6 +284,9 @@ impl Shared {
                 }
             }
             Kind::Notification => {
+                if message.method() == Some("notifications/progress") {
+                    self.count_on(&mut message);
+                }
                 if message.method() == Some("notifications/cancelled") {
                     let id = message
                         .params()
@@ -347,6 +367,9 @@ impl Shared {
                 self.to_client(message);
             }
             Kind::Notification => {
+                if message.method() == Some("notifications/progress") {
+                    self.count_on(&mut message);
+                }
                 if message.method() == Some("notifications/cancelled")
                     && let Some(theirs) = message.params().and_then(|p| p.get("requestId")).cloned()
                 {
@@ -431,24 +454,85 @@ impl Shared {
         );
     }
 
+    /// Lev told the client, on the token of the call `id` that waits for
+    /// it, progress `sent` (1, 2, ...).
+    pub(super) fn progress_sent(&self, id: &Value, sent: u64) {
+        let key = id_key(id);
+        let mut state = self.lock();
+        if state.gating.contains_key(&key) {
+            state.progress_lead.insert(key, sent);
+        }
+    }
+
+    /// An upstream progress notification on a call lev sent progress for
+    /// first: counted on from lev's last (`lead + 1 + progress`, and its
+    /// total likewise), as MCP wants progress to increase on a token.
+    fn count_on(&self, message: &mut Message) {
+        let Some(token) = message
+            .params()
+            .and_then(|p| p.get("progressToken"))
+            .map(id_key)
+        else {
+            return;
+        };
+        let lead = self.lock().forwarded.values().find_map(|f| {
+            f.progress
+                .as_ref()
+                .filter(|(t, _)| *t == token)
+                .map(|(_, lead)| *lead)
+        });
+        let Some(lead) = lead else {
+            return;
+        };
+        let shift = |v: &mut Value| {
+            if let Some(n) = v.as_f64() {
+                #[allow(clippy::cast_precision_loss)]
+                let shifted = n + (lead + 1) as f64;
+                if let Some(number) = serde_json::Number::from_f64(shifted) {
+                    *v = if shifted.fract() == 0.0 && shifted < 9.0e15 {
+                        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                        Value::from(shifted as u64)
+                    } else {
+                        Value::Number(number)
+                    };
+                }
+            }
+        };
+        if let Some(params) = message
+            .value_mut()
+            .get_mut("params")
+            .and_then(Value::as_object_mut)
+        {
+            for field in ["progress", "total"] {
+                if let Some(v) = params.get_mut(field) {
+                    shift(v);
+                }
+            }
+        }
+    }
+
     /// The gate's task for `id` is done: whether the client still waits
-    /// for it (it did not cancel it). Only then is it forwarded or answered.
-    fn gated(&self, id: &Value) -> bool {
-        self.lock().gating.remove(&id_key(id)).is_some()
+    /// for it (it did not cancel it), with the progress lev sent on it.
+    /// Only then is it forwarded or answered.
+    fn gated(&self, id: &Value) -> Option<u64> {
+        let key = id_key(id);
+        let mut state = self.lock();
+        let lead = state.progress_lead.remove(&key).unwrap_or(0);
+        state.gating.remove(&key).map(|_| lead)
     }
 
     /// Forward a `tools/call` lev approved (with its approved arguments),
     /// unless the client cancelled it meanwhile.
     pub(super) fn forward_approved(self: &Arc<Self>, message: Message) {
-        if message.id().is_some_and(|id| self.gated(id)) {
-            self.forward(message, "tools/call");
+        if let Some(lead) = message.id().and_then(|id| self.gated(id)) {
+            self.forward_after(message, "tools/call", lead);
         }
     }
 
     /// Answer a `tools/call` lev did not approve, unless the client
     /// cancelled it meanwhile.
     pub(super) fn answer_gated(&self, id: &Value, answer: Message) {
-        if self.gated(id) {
+        if self.gated(id).is_some() {
             self.to_client(answer);
         }
     }
@@ -456,7 +540,12 @@ impl Shared {
     /// The client cancelled `id`: when it still waits for lev, stop waiting
     /// and take the question off people's lists. Whether it was waiting.
     fn cancel_gating(&self, id: &Value) -> bool {
-        let Some(gating) = self.lock().gating.remove(&id_key(id)) else {
+        let gating = {
+            let mut state = self.lock();
+            state.progress_lead.remove(&id_key(id));
+            state.gating.remove(&id_key(id))
+        };
+        let Some(gating) = gating else {
             return false;
         };
         gating.task.abort();
@@ -479,6 +568,7 @@ impl Shared {
     async fn cancel_all(&self) {
         let (gating, forwarded) = {
             let mut state = self.lock();
+            state.progress_lead.clear();
             let gating: Vec<Gating> = state.gating.drain().map(|(_, g)| g).collect();
             let forwarded: Vec<Forwarded> = state.forwarded.drain().map(|(_, f)| f).collect();
             (gating, forwarded)

@@ -7,12 +7,13 @@
 //! fails the test ([`super::harness::CodexEnv`]).
 
 use std::collections::VecDeque;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write as _;
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::{Value, json};
+
+use super::super::loopback::{Request, serve_each};
 
 /// One model response.
 #[derive(Debug, Clone)]
@@ -113,21 +114,11 @@ pub struct FakeModel {
 impl FakeModel {
     /// Serve `script`, one turn per request; past its end, a plain message.
     pub fn start(script: Vec<Turn>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake model");
-        let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State {
             script: script.into(),
             ..State::default()
         }));
-        let shared = state.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let state = shared.clone();
-                std::thread::spawn(move || {
-                    let _ = serve(stream, &state);
-                });
-            }
-        });
+        let port = serve_each(state.clone(), serve);
         Self { port, state }
     }
 
@@ -186,67 +177,22 @@ pub fn said(items: &[Value]) -> String {
     out
 }
 
-fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let mut length = 0usize;
-    let mut chunked = false;
-    let mut encoding = None;
-    let mut title = false;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 || line == "\r\n" {
-            break;
-        }
-        let Some((name, value)) = line.trim_end().split_once(':') else {
-            continue;
-        };
-        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-        match name.as_str() {
-            "content-length" => length = value.parse().unwrap_or(0),
-            "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
-            "content-encoding" => encoding = Some(value.to_owned()),
-            // The terminal UI's title generator: answered aside of the script.
-            "x-codex-turn-metadata" => title = value.contains("\"thread_title\""),
-            _ => {}
-        }
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size)?;
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            let mut chunk = vec![0; n + 2];
-            reader.read_exact(&mut chunk)?;
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else {
-        body.resize(length, 0);
-        reader.read_exact(&mut body)?;
-    }
-    let mut stream = stream;
-    let path = request_line.split_whitespace().nth(1).unwrap_or_default();
-    let path = path.split('?').next().unwrap_or_default();
-    if !request_line.starts_with("POST ") || !path.ends_with("/responses") {
-        state
-            .lock()
-            .unwrap()
-            .strays
-            .push(request_line.trim_end().to_owned());
+fn serve(mut stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
+    let request = Request::read(&stream)?;
+    if request.method() != "POST" || !request.path().ends_with("/responses") {
+        state.lock().unwrap().strays.push(request.line.clone());
         stream.write_all(
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         )?;
         return Ok(());
     }
-    let parsed: Value = match encoding {
+    // The terminal UI's title generator: answered aside of the script.
+    let title = request
+        .header("x-codex-turn-metadata")
+        .is_some_and(|v| v.contains("\"thread_title\""));
+    let parsed: Value = match request.header("content-encoding") {
         Some(e) => json!({"unreadable_body": format!("content-encoding {e}")}),
-        None => serde_json::from_slice(&body)
+        None => serde_json::from_slice(&request.body)
             .unwrap_or_else(|e| json!({"unreadable_body": e.to_string()})),
     };
     let turn = if title {

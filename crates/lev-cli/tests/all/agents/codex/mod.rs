@@ -22,5 +22,5 @@ mod bad_input;
 mod fake_model;
 mod harness;
 mod hooks;
-mod offline;
+pub(crate) mod offline;
 mod run;
