@@ -177,7 +177,7 @@ pub fn compute(
             g
         })
         .collect();
-    groups.sort_by(|a, b| b.asked.cmp(&a.asked));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.asked));
     Stats {
         from,
         to,
