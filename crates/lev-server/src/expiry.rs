@@ -1,6 +1,12 @@
 //! Expiry on the server: a task sleeps until the earliest pending deadline,
 //! then applies each due interaction's `on_timeout`. The store's events for
 //! those changes wake their waiters like any other change.
+//!
+//! Every replica learns of every deadline: the interactions created here
+//! schedule theirs, and [`Expiry::follow`] schedules those another replica
+//! created, from their `interaction.created` events; so a replica that dies
+//! leaves its interactions to expire on time on the others (the expiry
+//! itself is a compare-and-set: one replica applies it).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -41,6 +47,34 @@ impl Expiry {
         let ms = millis(at);
         if self.next_ms.fetch_min(ms, Ordering::AcqRel) > ms {
             self.notify.notify_one();
+        }
+    }
+
+    /// Schedule the deadline of every interaction created on any replica,
+    /// as its creation commits, until shutdown. A feed that lagged is
+    /// caught up by the task's next look at the store (within a minute).
+    pub async fn follow(
+        self: Arc<Self>,
+        mut events: lev_store::EventReceiver,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+            };
+            match event {
+                Ok(event) if event.kind == "interaction.created" => {
+                    if let Some(at) = event.data["request"]["expires_at"].as_str().and_then(|t| {
+                        OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                            .ok()
+                    }) {
+                        self.schedule(at);
+                    }
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
         }
     }
 

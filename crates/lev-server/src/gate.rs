@@ -2,9 +2,11 @@
 //!
 //! - [`decide`]: `POST /v1/gate`. The decision itself is lev-approval's pure
 //!   [`decide`](lev_approval::policy::decide); this module validates the call,
-//!   reads the grants that may cover it, signs, and has the store commit the
+//!   reads the grants that may cover it, and has the store commit the
 //!   decision, its audit entry, the interaction it opens and its idempotency
-//!   record in one transaction.
+//!   record in one transaction. The envelope is signed by the store's call of
+//!   the gate's signer, after its repeat check: a repeated call signs
+//!   nothing and answers with the envelope first recorded.
 //! - [`load_policy`]: the policy file, or the built-in ask-everything policy.
 //!
 //! # Invariants
@@ -24,8 +26,8 @@ use lev_approval::policy::{
 use lev_approval::{ArgsMatcher, GrantRule};
 use lev_protocol::api::{GateRequest, GateResponse, Grant};
 use lev_protocol::validate_gate::validate_gate_request;
-use lev_protocol::{Envelope, GateNote, InteractionKind, InteractionRequest};
-use lev_store::{AuditRecord, GateCallRecord, GateRecordOutcome, NewGateDecision, NewInteraction};
+use lev_protocol::{GateNote, InteractionKind, InteractionRequest};
+use lev_store::{AuditRecord, GateRecordOutcome, NewGateDecision, NewInteraction};
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
@@ -159,10 +161,11 @@ struct Gated<'a> {
     source: &'a str,
 }
 
-/// What one gate call records: its answer, its audit entry (action, actor,
-/// data) and the interaction an ask opens.
+/// What one gate call records: its answer (signed only once the store
+/// knows it will record it), its audit entry (action, actor, data) and the
+/// interaction an ask opens.
 struct Outcome {
-    response: GateResponse,
+    response: Answer,
     action: &'static str,
     actor: String,
     audit: Map<String, Value>,
@@ -224,13 +227,10 @@ pub async fn decide(
         }
     };
     let new = NewGateDecision {
-        record: GateCallRecord {
-            session_id: req.session_id.clone(),
-            request_id: req.request_id.clone(),
-            call: call_identity(&req, &caller, &requested),
-            decision: outcome.response,
-            created_at: now,
-        },
+        session_id: req.session_id.clone(),
+        request_id: req.request_id.clone(),
+        call: call_identity(&req, &caller, &requested),
+        created_at: now,
         interaction: outcome.interaction,
         audit: AuditRecord {
             action: outcome.action.into(),
@@ -238,7 +238,82 @@ pub async fn decide(
             data: Value::Object(outcome.audit),
         },
     };
-    record_decision(state, &req.session_id, new).await
+    let sign = signer(&gated, outcome.response);
+    record_decision(state, &req.session_id, new, sign).await
+}
+
+/// A gate call's answer: given (an ask), or to be signed.
+enum Answer {
+    Given(GateResponse),
+    /// Signed as approved (the nonce goes into the audit entry).
+    Allow {
+        for_session: bool,
+        covered: BTreeSet<String>,
+        approver: String,
+        reason: String,
+    },
+    /// Signed as denied.
+    Deny {
+        reason: String,
+    },
+}
+
+/// What signs `answer` when the store records it (never for a repeat).
+fn signer(gated: &Gated<'_>, answer: Answer) -> lev_store::GateSigner {
+    let (approved, for_session, covered, approver, reason) = match answer {
+        Answer::Given(response) => return lev_store::decided(response),
+        Answer::Allow {
+            for_session,
+            covered,
+            approver,
+            reason,
+        } => (true, for_session, covered, approver, reason),
+        Answer::Deny { reason } => (false, false, BTreeSet::new(), "policy".to_owned(), reason),
+    };
+    let state = gated.state.clone();
+    let req = gated.req;
+    let (request_id, turn_id, tool_name, args_json, sandbox_mode, conversation_id) = (
+        req.request_id.clone(),
+        req.turn_id.clone(),
+        req.tool_name.clone(),
+        req.args_json.clone(),
+        req.sandbox_mode.clone(),
+        req.conversation_id.clone(),
+    );
+    let caller = gated.caller.to_owned();
+    Box::new(move |audit: &mut AuditRecord| {
+        let (approval, nonce) = sign(
+            &state,
+            &Decision {
+                request_id: &request_id,
+                turn_id: &turn_id,
+                tool_name: &tool_name,
+                args_json: &args_json,
+                modified_args_json: "",
+                approved,
+                approved_for_session: for_session,
+                covered: &covered,
+                caller: &caller,
+                approver: &approver,
+                sandbox_mode: &sandbox_mode,
+                reason: &reason,
+                injected_context: "",
+                conversation_id: &conversation_id,
+                votes: None,
+            },
+        )
+        .map_err(|e| lev_store::StoreError::Database(format!("signing the decision: {e}")))?;
+        if !approved {
+            return Ok(GateResponse::Deny {
+                reason,
+                approval: Some(approval),
+            });
+        }
+        if let Value::Object(data) = &mut audit.data {
+            data.insert("nonce".into(), json!(nonce));
+        }
+        Ok(GateResponse::Allow { approval })
+    })
 }
 
 /// The policy's decision on `call`, read once, with the grants that may
@@ -306,38 +381,6 @@ fn decided_by(gated: &Gated<'_>, rule: Option<&Rule>) -> Value {
     }
 }
 
-/// The call's decision signed (never edited, never with votes).
-fn sign_call(
-    gated: &Gated<'_>,
-    approved: bool,
-    for_session: bool,
-    covered: &BTreeSet<String>,
-    approver: &str,
-    reason: &str,
-) -> ApiResult<(Envelope, String)> {
-    let req = gated.req;
-    sign(
-        gated.state,
-        &Decision {
-            request_id: &req.request_id,
-            turn_id: &req.turn_id,
-            tool_name: &req.tool_name,
-            args_json: &req.args_json,
-            modified_args_json: "",
-            approved,
-            approved_for_session: for_session,
-            covered,
-            caller: gated.caller,
-            approver,
-            sandbox_mode: &req.sandbox_mode,
-            reason,
-            injected_context: "",
-            conversation_id: &req.conversation_id,
-            votes: None,
-        },
-    )
-}
-
 /// Allowed by a rule, or by the policy's default with nothing missing.
 fn allow_by_policy(
     gated: &Gated<'_>,
@@ -345,12 +388,15 @@ fn allow_by_policy(
     shortfall: &BTreeSet<String>,
     mut audit: Map<String, Value>,
 ) -> ApiResult<Outcome> {
-    let (approval, nonce) = sign_call(gated, true, false, shortfall, "policy", decision.reason())?;
     audit.insert("decided_by".into(), decided_by(gated, decision.rule));
     audit.insert("covered_capabilities".into(), json!(shortfall));
-    audit.insert("nonce".into(), json!(nonce));
     Ok(Outcome {
-        response: GateResponse::Allow { approval },
+        response: Answer::Allow {
+            for_session: false,
+            covered: shortfall.clone(),
+            approver: "policy".to_owned(),
+            reason: decision.reason().to_owned(),
+        },
         action: "gate.allowed",
         actor: "policy".to_owned(),
         audit,
@@ -365,13 +411,9 @@ fn deny(
     reason: String,
     mut audit: Map<String, Value>,
 ) -> ApiResult<Outcome> {
-    let (approval, _) = sign_call(gated, false, false, &BTreeSet::new(), "policy", &reason)?;
     audit.insert("decided_by".into(), decided_by(gated, rule));
     Ok(Outcome {
-        response: GateResponse::Deny {
-            reason,
-            approval: Some(approval),
-        },
+        response: Answer::Deny { reason },
         action: "gate.denied",
         actor: "policy".to_owned(),
         audit,
@@ -386,16 +428,19 @@ fn allow_by_grant(
     shortfall: &BTreeSet<String>,
     mut audit: Map<String, Value>,
 ) -> ApiResult<Outcome> {
-    let (approval, nonce) = sign_call(gated, true, true, shortfall, &g.approver, "")?;
     audit.insert(
         "decided_by".into(),
         json!({"policy": gated.source, "grant_id": g.id, "grant_scope": g.scope.as_str(),
                "grant_approver": g.approver, "grant_interaction_id": g.interaction_id}),
     );
     audit.insert("covered_capabilities".into(), json!(shortfall));
-    audit.insert("nonce".into(), json!(nonce));
     Ok(Outcome {
-        response: GateResponse::Allow { approval },
+        response: Answer::Allow {
+            for_session: true,
+            covered: shortfall.clone(),
+            approver: g.approver.clone(),
+            reason: String::new(),
+        },
         action: "gate.allowed",
         actor: g.approver.clone(),
         audit,
@@ -447,7 +492,7 @@ fn ask(
     audit.insert("missing_capabilities".into(), json!(asked.shortfall));
     audit.insert("interaction_id".into(), json!(id));
     Ok(Outcome {
-        response: GateResponse::Ask { interaction_id: id },
+        response: Answer::Given(GateResponse::Ask { interaction_id: id }),
         action: "gate.asked",
         actor: principal.name.clone(),
         audit,
@@ -462,8 +507,9 @@ async fn record_decision(
     state: &AppState,
     session_id: &str,
     new: NewGateDecision,
+    sign: lev_store::GateSigner,
 ) -> ApiResult<GateResponse> {
-    let recorded = state.store().record_gate_decision(new).await?;
+    let recorded = state.store().record_gate_decision(new, sign).await?;
     match recorded {
         GateRecordOutcome::Recorded {
             record,

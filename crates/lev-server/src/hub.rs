@@ -2,9 +2,12 @@
 //! per-interaction (and per-task) generation counter that waiters watch.
 //!
 //! A waiter registers before it reads the interaction's state, so an answer
-//! committed between its read and its sleep still wakes it; when woken it just
-//! reads the state again. When the event stream lags, every waiter is woken
-//! and re-reads: nobody is missed, some read twice.
+//! committed between its read and its sleep still wakes it. It is woken with
+//! the event that woke it (the latest of its subject's), which carries the
+//! interaction as committed: a waiter for a final state takes it from there
+//! without reading it back. When the event stream lags, every waiter is
+//! woken without an event and reads again: nobody is missed, some read
+//! twice.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -22,9 +25,13 @@ pub struct Hub {
 
 #[derive(Debug)]
 struct Slot {
-    tx: watch::Sender<u64>,
+    tx: watch::Sender<Woken>,
     count: usize,
 }
+
+/// What woke a waiter: the latest committed event of its subject, or
+/// nothing (the stream lagged: read again).
+pub type Woken = Option<Arc<StoredEvent>>;
 
 /// A registered waiter. Dropping it unregisters.
 #[derive(Debug)]
@@ -32,7 +39,7 @@ pub struct WaitGuard {
     hub: Arc<Hub>,
     id: String,
     /// Changes whenever the interaction may have changed.
-    pub rx: watch::Receiver<u64>,
+    pub rx: watch::Receiver<Woken>,
 }
 
 impl Drop for WaitGuard {
@@ -58,7 +65,7 @@ impl Hub {
         self.waiting.fetch_add(1, Ordering::Relaxed);
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = slots.entry(id.to_owned()).or_insert_with(|| Slot {
-            tx: watch::channel(0).0,
+            tx: watch::channel(None).0,
             count: 0,
         });
         slot.count += 1;
@@ -69,19 +76,19 @@ impl Hub {
         }
     }
 
-    /// Wake the waiters of interaction `id`.
-    pub fn wake(&self, id: &str) {
+    /// Wake the waiters of interaction (or task) `id` with `event`.
+    pub fn wake(&self, id: &str, event: Woken) {
         let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = slots.get(id) {
-            slot.tx.send_modify(|g| *g += 1);
+            slot.tx.send_replace(event);
         }
     }
 
-    /// Wake every waiter (after the event stream lagged).
+    /// Wake every waiter (after the event stream lagged), without an event.
     pub fn wake_all(&self) {
         let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         for slot in slots.values() {
-            slot.tx.send_modify(|g| *g += 1);
+            slot.tx.send_replace(None);
         }
     }
 
@@ -100,8 +107,8 @@ impl Hub {
             tokio::select! {
                 received = events.recv() => match received {
                     Ok(event) => {
-                        if let Some(id) = subject_id(&event) {
-                            self.wake(id);
+                        if let Some(id) = subject_id(&event).map(str::to_owned) {
+                            self.wake(&id, Some(Arc::new(event)));
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => self.wake_all(),
@@ -126,8 +133,9 @@ fn subject_id(event: &StoredEvent) -> Option<&str> {
 }
 
 /// The one wait loop: register on `key` (an interaction's or a task's id),
-/// then run `probe` on every committed change of it until `probe` finds
-/// what it waits for, or `deadline` passes (`None`). Registering before the
+/// then run `probe` on every committed change of it (with the event that
+/// woke it; `None` the first time and after a lag) until `probe` finds what
+/// it waits for, or `deadline` passes (`None`). Registering before the
 /// first probe means no change is missed between a read and the sleep.
 ///
 /// # Errors
@@ -140,12 +148,13 @@ pub async fn wait_for<T, F, Fut>(
     mut probe: F,
 ) -> crate::error::ApiResult<Option<T>>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(Woken) -> Fut,
     Fut: std::future::Future<Output = crate::error::ApiResult<Option<T>>>,
 {
     let mut guard = hub.register(key);
+    let mut woken = None;
     loop {
-        if let Some(found) = probe().await? {
+        if let Some(found) = probe(woken.take()).await? {
             return Ok(Some(found));
         }
         tokio::select! {
@@ -153,6 +162,7 @@ where
                 if changed.is_err() {
                     return Err(crate::error::ApiError::ShuttingDown);
                 }
+                woken = guard.rx.borrow_and_update().clone();
             }
             () = tokio::time::sleep_until(deadline) => return Ok(None),
             () = crate::shutdown::stopped(&mut shutdown) => {

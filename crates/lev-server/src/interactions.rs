@@ -238,12 +238,19 @@ pub async fn wait_final(
         check(&view)?;
         Ok(view)
     };
+    let (read, check) = (&read, &check);
     let finished = crate::hub::wait_for(
         state.hub(),
         state.shutdown_signal(),
         id,
         deadline,
-        || async {
+        |woken| async move {
+            // The event that woke it carries the interaction as committed:
+            // a final state is taken from there, without reading it back.
+            if let Some(view) = woken.as_deref().and_then(final_view_of) {
+                check(&view)?;
+                return Ok(Some(view));
+            }
             let view = read().await?;
             Ok(view.request.status.is_final().then_some(view))
         },
@@ -253,6 +260,13 @@ pub async fn wait_final(
         Some(view) => Ok(view),
         None => read().await,
     }
+}
+
+/// The interaction an `interaction.*` event carries, when it is final.
+fn final_view_of(event: &lev_store::StoredEvent) -> Option<InteractionView> {
+    use serde::Deserialize as _;
+    let view = InteractionView::deserialize(&event.data).ok()?;
+    view.request.status.is_final().then_some(view)
 }
 
 /// Who answers: a token's name (the identity signed into a tool

@@ -3,6 +3,11 @@
 //! publishes the same JWKS. The first start makes the first key; a rotation
 //! adds a key and makes it active, older keys keep verifying until removed.
 //! The active key is never removed.
+//!
+//! Each server follows the store's [`Store::signing_key_changes`]: a
+//! rotation or a removal on any replica is read again here (within
+//! [`lev_store::SIGNING_KEYS_SEEN_WITHIN`]), so every replica signs with the
+//! new key and publishes the trusted ones without a restart.
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -183,30 +188,61 @@ impl KeyRing {
         Arc::clone(&self.0.loaded.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Make a new signing key and make it the active one; older keys stay
-    /// trusted. Returns the new and the previous key ids.
+    /// Make a new signing key and make it the active one, committed with its
+    /// `key.rotated` audit entry by `actor`; older keys stay trusted.
+    /// Returns the new and the previous key ids.
     ///
     /// # Errors
     /// When the store refuses.
-    pub async fn rotate(&self) -> Result<(String, Option<String>), KeyStoreError> {
+    pub async fn rotate(&self, actor: &str) -> Result<(String, Option<String>), KeyStoreError> {
         let key = generate()?;
         let previous = self
             .0
             .store
-            .rotate_signing_key(stored(&key, self.0.kek.as_deref())?)
+            .rotate_signing_key(stored(&key, self.0.kek.as_deref())?, actor)
             .await?;
         self.reload().await?;
         Ok((key.kid().to_owned(), previous))
     }
 
-    /// Stop trusting key `kid`. The active key is refused.
+    /// Stop trusting key `kid`, committed with its `key.removed` audit entry
+    /// by `actor`. The active key is refused.
     ///
     /// # Errors
     /// When the store refuses.
-    pub async fn remove(&self, kid: &str) -> Result<KeyRemoveOutcome, KeyStoreError> {
-        let outcome = self.0.store.remove_signing_key(kid).await?;
+    pub async fn remove(&self, kid: &str, actor: &str) -> Result<KeyRemoveOutcome, KeyStoreError> {
+        let outcome = self.0.store.remove_signing_key(kid, actor).await?;
         self.reload().await?;
         Ok(outcome)
+    }
+
+    /// Read the keys again whenever the store says they changed (on any
+    /// replica), until shutdown. A reload that fails keeps the keys held
+    /// and is tried again every second.
+    pub async fn follow(self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let mut changes = self.0.store.signing_key_changes();
+        // Whatever changed since the keys were loaded at start.
+        let mut stale = true;
+        loop {
+            if stale {
+                match self.reload().await {
+                    Ok(()) => stale = false,
+                    Err(e) => crate::log::error(&format!(
+                        "signing keys changed, but cannot be read again: {e}"
+                    )),
+                }
+            }
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    stale = true;
+                }
+                () = tokio::time::sleep(std::time::Duration::from_secs(1)), if stale => {}
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+            }
+        }
     }
 
     /// Read the keys again (another server may have rotated them).

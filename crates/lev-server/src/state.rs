@@ -68,6 +68,9 @@ impl AppState {
         tasks.spawn(Arc::clone(&operators).follow(store.operator_signals(), shutdown.clone()));
         let expiry = Arc::new(Expiry::default());
         tasks.spawn(Arc::clone(&hub).run(store.subscribe(), shutdown.clone()));
+        tasks.spawn(Arc::clone(&expiry).follow(store.subscribe(), shutdown.clone()));
+        // Another replica's rotation or removal, read again here.
+        tasks.spawn(keys.clone().follow(shutdown.clone()));
         // Without randomness the id is still this process's own.
         let replica_id = crate::ids::new_id("rp_", time::OffsetDateTime::now_utc())
             .unwrap_or_else(|_| format!("rp_pid{}", std::process::id()));

@@ -65,6 +65,18 @@ pub fn check_url(url: &str) -> Result<(), String> {
     }
 }
 
+/// The PostgreSQL database at `url`'s activity (`lev bench`): committed
+/// transactions so far, and the processes that serve it.
+///
+/// # Errors
+/// A URL that is not PostgreSQL's, or does not connect.
+pub async fn activity(url: &str) -> Result<lev_store_postgres::Activity, String> {
+    check_url(url)?;
+    lev_store_postgres::activity(url)
+        .await
+        .map_err(|e| format!("--database: {}", plain(e)))
+}
+
 /// Run the migrations of the PostgreSQL database at `url` alone (`lev
 /// migrate`), under the same advisory lock servers take at start; returns
 /// what was done, for people.

@@ -374,7 +374,7 @@ async fn deferred_result(
         state.shutdown_signal(),
         task_id,
         until,
-        || async {
+        |_| async {
             let task = state
                 .store()
                 .get_task(task_id)

@@ -13,8 +13,8 @@ use crate::{
 };
 use lev_protocol::api::InteractionView;
 use lev_store::gate::{
-    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
-    NonceOwner, VoteAuthority, VoteOutcome,
+    GateCallRecord, GateRecordOutcome, GateSigner, GateStore, NewGateDecision, NewGrant, NewVote,
+    NonceOutcome, NonceOwner, VoteAuthority, VoteOutcome,
 };
 use lev_store::record::{self, AuditAction, GATE_COLUMNS, GRANT_COLUMNS};
 use lev_store::{NewInteraction, Result, TransitionOutcome};
@@ -223,10 +223,10 @@ async fn insert_grant(tx: &mut Tx<'_>, new: &NewGrant) -> Result<()> {
 /// interaction's, in one order (they are the same in practice).
 async fn lock_sessions(
     tx: &Tx<'_>,
-    record: &GateCallRecord,
+    session_id: &str,
     interaction: Option<&NewInteraction>,
 ) -> Result<()> {
-    let mut sessions = vec![record.session_id.as_str()];
+    let mut sessions = vec![session_id];
     if let Some(i) = interaction {
         sessions.push(i.interaction.request.session_id.as_str());
     }
@@ -287,9 +287,9 @@ async fn insert_gate_call(
     Ok(inserted > 0)
 }
 
-/// A replay of `record`'s key: the same call (idempotent) or another.
-fn replay(record: &GateCallRecord, existing: GateCallRecord) -> GateRecordOutcome {
-    if existing.call == record.call {
+/// A replay of `call`'s key: the same call (idempotent) or another.
+fn replay(call: &Value, existing: GateCallRecord) -> GateRecordOutcome {
+    if existing.call == *call {
         GateRecordOutcome::Existing(Box::new(existing))
     } else {
         GateRecordOutcome::Conflict(Box::new(existing))
@@ -298,24 +298,39 @@ fn replay(record: &GateCallRecord, existing: GateCallRecord) -> GateRecordOutcom
 
 #[async_trait]
 impl GateStore for PostgresStore {
-    async fn record_gate_decision(&self, new: NewGateDecision) -> Result<GateRecordOutcome> {
-        let call_json = new.record.call.to_string();
-        let decision_json = serde_json::to_string(&new.record.decision)
-            .map_err(|e| corrupt(&new.record.request_id, e))?;
+    async fn record_gate_decision(
+        &self,
+        new: NewGateDecision,
+        sign: GateSigner,
+    ) -> Result<GateRecordOutcome> {
         let NewGateDecision {
-            record,
+            session_id,
+            request_id,
+            call,
+            created_at,
             interaction,
-            audit,
+            mut audit,
         } = new;
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        lock_sessions(&tx, &record, interaction.as_ref()).await?;
-        // Look for a replay first, so a retry never opens a second
-        // interaction (nor hits the pending limit).
-        if let Some(existing) = load_gate(&tx, &record.session_id, &record.request_id).await? {
+        lock_sessions(&tx, &session_id, interaction.as_ref()).await?;
+        // Look for a replay first, so a retry signs nothing and never opens
+        // a second interaction (nor hits the pending limit).
+        if let Some(existing) = load_gate(&tx, &session_id, &request_id).await? {
             tx.commit().await?;
-            return Ok(replay(&record, existing));
+            return Ok(replay(&call, existing));
         }
+        let decision = sign(&mut audit)?;
+        let record = GateCallRecord {
+            session_id,
+            request_id,
+            call,
+            decision,
+            created_at,
+        };
+        let call_json = record.call.to_string();
+        let decision_json =
+            serde_json::to_string(&record.decision).map_err(|e| corrupt(&record.request_id, e))?;
         let opened = match &interaction {
             Some(i) => match open_interaction(&mut tx, i).await? {
                 Ok(view) => Some(view),
@@ -342,13 +357,13 @@ impl GateStore for PostgresStore {
             )
             .await?
             .ok_or_else(|| corrupt(&record.request_id, "conflicting gate call vanished"))?;
-            return Ok(replay(&record, gate_from_row(&row)?));
+            return Ok(replay(&record.call, gate_from_row(&row)?));
         }
         if let GateResponse::Allow { approval } = &record.decision {
             note_nonce(&tx, approval, &record.session_id).await?;
         }
         tx.audit(&audit);
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(GateRecordOutcome::Recorded {
@@ -419,7 +434,7 @@ impl GateStore for PostgresStore {
                 other => VoteOutcome::Closed(other),
             },
         };
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(outcome)
@@ -486,7 +501,7 @@ impl GateStore for PostgresStore {
             &grant,
             actor,
         )?);
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(Some(grant))

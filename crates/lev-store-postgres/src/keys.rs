@@ -1,9 +1,14 @@
 //! Signing keys in the `signing_keys` table: every server sharing the
 //! database signs with the one active key and trusts the others. The
-//! material is kept as the server hands it over (opaque here).
+//! material is kept as the server hands it over (opaque here). A change
+//! commits with its audit entry; the table's trigger (migration 6) notifies
+//! `lev_keys`, which every process's listener turns into
+//! [`KeyStore::signing_key_changes`].
 
 use async_trait::async_trait;
+use lev_store::record;
 use lev_store::{KeyRemoveOutcome, KeyStore, Result, StoreError, StoredSigningKey};
+use tokio::sync::watch;
 
 use crate::sql::{Tx, col};
 use crate::{PostgresStore, sql};
@@ -78,10 +83,14 @@ impl KeyStore for PostgresStore {
         })
     }
 
-    async fn rotate_signing_key(&self, key: StoredSigningKey) -> Result<Option<String>> {
+    async fn rotate_signing_key(
+        &self,
+        key: StoredSigningKey,
+        actor: &str,
+    ) -> Result<Option<String>> {
         check_kid(&key.kid)?;
         let mut client = self.client().await?;
-        let tx = Tx::begin(&mut client).await?;
+        let mut tx = Tx::begin(&mut client).await?;
         tx.lock(KEYS_LOCK).await?;
         let previous = tx
             .query_opt("SELECT kid FROM signing_keys WHERE active", &[])
@@ -96,16 +105,20 @@ impl KeyStore for PostgresStore {
             &[&key.kid, &key.material],
         )
         .await?;
-        tx.commit().await?;
+        tx.record(record::key_rotated(&key.kid, previous.as_deref(), actor));
+        let staged = tx.commit().await?;
+        drop(client);
+        self.inner_changes().keys_changed();
+        self.sequenced(staged).await;
         Ok(previous)
     }
 
-    async fn remove_signing_key(&self, kid: &str) -> Result<KeyRemoveOutcome> {
+    async fn remove_signing_key(&self, kid: &str, actor: &str) -> Result<KeyRemoveOutcome> {
         if !is_kid(kid) {
             return Ok(KeyRemoveOutcome::NotFound);
         }
         let mut client = self.client().await?;
-        let tx = Tx::begin(&mut client).await?;
+        let mut tx = Tx::begin(&mut client).await?;
         tx.lock(KEYS_LOCK).await?;
         let outcome = match tx
             .query_opt("SELECT active FROM signing_keys WHERE kid = $1", &[&kid])
@@ -116,10 +129,20 @@ impl KeyStore for PostgresStore {
             Some(_) => {
                 tx.execute("DELETE FROM signing_keys WHERE kid = $1", &[&kid])
                     .await?;
+                tx.record(record::key_removed(kid, actor));
                 KeyRemoveOutcome::Removed
             }
         };
-        tx.commit().await?;
+        let staged = tx.commit().await?;
+        drop(client);
+        if outcome == KeyRemoveOutcome::Removed {
+            self.inner_changes().keys_changed();
+        }
+        self.sequenced(staged).await;
         Ok(outcome)
+    }
+
+    fn signing_key_changes(&self) -> watch::Receiver<u64> {
+        self.inner_changes().subscribe_keys()
     }
 }

@@ -14,22 +14,30 @@
 //!   (`pg_advisory_xact_lock(hashtextextended('lev:session:' || id, 0))`), so
 //!   they are serialised per session on every process; requests and calls
 //!   are compared as JSON values.
-//! - **Event order and the audit chain**: writers insert their event and
-//!   audit rows unsequenced, in parallel; after they commit, the
-//!   sequencer (module `sequencer`) numbers and chains them in one serialised pass
-//!   (see there), and a write returns once its rows are sequenced. Readers
-//!   see only sequenced rows.
-//! - **Announced after commit**: each sequencer pass announces, after its
-//!   commit, what was sequenced and not yet announced in this process, before
-//!   the writers it serves return; a listener (module `listener`) per process LISTENs
-//!   for every process's passes and announces the rest. One announcer
-//!   (module `announcer`, below both) keeps one order: each event once, in
-//!   seq order, without a gap.
+//! - **Event order and the audit chain**: a write transaction stages its
+//!   events and audit entries and writes them last, just before its commit,
+//!   with `lev_append` (migration 7): it locks the one row of `lev_heads`
+//!   (the greatest event seq, the audit chain's head) until the commit,
+//!   numbers the events and chains the entries after it, and notifies each
+//!   event. Writers run in parallel up to that statement; their tails (the
+//!   statement and the commit) queue on the row, so seqs commit in order,
+//!   without gaps: once seq N is seen no lower seq appears later, and the
+//!   chain always verifies. No second pass.
+//! - **Announced after commit**: a writer announces the events it wrote
+//!   right after its commit, before it returns; a listener (module
+//!   `listener`) per process LISTENs for every process's commits and
+//!   announces them from the notifications' payloads. One announcer (module
+//!   `announcer`, below both) keeps one order: each event once, in seq
+//!   order, without a gap.
+//!
+//! - **What a process keeps**: the tokens it looked up, dropped when a
+//!   trigger notifies their change to every process (module `cache`); the
+//!   signing keys' changes are notified the same way.
 //!
 //! Connections per process: a pool ([`Options::max_connections`], 16 by
-//! default), one for the sequencer and one that listens; migrations use one
-//! more, briefly. TLS (module `tls`, rustls) as the URL's `sslmode` and
-//! `sslrootcert` say, for every one of them.
+//! default) and one that listens; migrations use one more, briefly. TLS
+//! (module `tls`, rustls) as the URL's `sslmode` and `sslrootcert` say, for
+//! every one of them.
 //!
 //! Errors: a server that cannot be reached (refused, reset, no connection
 //! within [`Options::wait`]) is [`StoreError::Unavailable`], and the pool
@@ -41,13 +49,13 @@
 //! that may hold a NUL, which `text` refuses) are JSON strings.
 
 mod announcer;
+mod cache;
 mod gate;
 mod keys;
 mod listener;
 mod migrations;
 mod operators;
 mod people;
-mod sequencer;
 mod sessions;
 mod sql;
 mod tasks;
@@ -70,8 +78,8 @@ use time::OffsetDateTime;
 use tokio::sync::{broadcast, watch};
 use tokio_postgres::Row;
 
-use crate::sequencer::Sequencer;
-use crate::sql::{Cols, Tx, chain, col, corrupt, describe, millis, rfc3339};
+use crate::announcer::Announcer;
+use crate::sql::{Cols, Staged, Tx, chain, col, corrupt, describe, millis, rfc3339};
 pub(crate) use lev_store::record::VIEW_COLUMNS;
 use lev_store::record::{self, AUDIT_COLUMNS, EVENT_COLUMNS, TOKEN_COLUMNS};
 use lev_store::{
@@ -110,9 +118,11 @@ struct Inner {
     pool: Pool,
     /// `host:port/db`, for messages.
     target: String,
-    sequencer: Arc<Sequencer>,
+    announcer: Arc<Announcer>,
     events: lev_store::EventFeed,
     operators: broadcast::Sender<lev_store::OperatorSignal>,
+    /// The tokens this process looked up, and the signing keys' changes.
+    changes: Arc<cache::Changes>,
     /// Dropped with the last handle: ends the listener.
     _shutdown: watch::Sender<()>,
 }
@@ -268,6 +278,54 @@ pub async fn migrate(url: &str) -> Result<MigrateReport> {
     report
 }
 
+/// A database's activity, for `lev bench`: its committed transactions so
+/// far (`pg_stat_database.xact_commit`, which each server process reports
+/// up to a second late), and the process ids of its backends and of
+/// PostgreSQL's own background processes (WAL writer, checkpointer, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Activity {
+    /// Transactions committed in the database.
+    pub xact_commit: i64,
+    /// The processes that serve it.
+    pub pids: Vec<u32>,
+}
+
+/// Read `url`'s [`Activity`] (one connection, two statements).
+///
+/// # Errors
+/// A URL that does not parse or connect, a failed query.
+pub async fn activity(url: &str) -> Result<Activity> {
+    let (config, tls, target) = parse_url(url)?;
+    let (client, driver) = connect_one(&config, &tls, &target).await?;
+    let read = async {
+        let row = client
+            .query_one(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+                &[],
+            )
+            .await
+            .map_err(sql::pg)?;
+        let xact_commit = col::<i64>(&row, 0)?;
+        let pids = client
+            .query(
+                "SELECT pid FROM pg_stat_activity
+                 WHERE (datname = current_database() OR backend_type <> 'client backend')
+                   AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .map_err(sql::pg)?
+            .iter()
+            .map(|row| col::<i32>(row, 0).map(|pid| u32::try_from(pid).unwrap_or_default()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Activity { xact_commit, pids })
+    };
+    let activity = read.await;
+    drop(client);
+    let _ = driver.await;
+    activity
+}
+
 impl PostgresStore {
     /// Connect to `url` with the default [`Options`], migrate, and start
     /// listening for other processes' events.
@@ -300,16 +358,7 @@ impl PostgresStore {
             })?;
         }
         let pool = build_pool(&config, &tls, options.max_connections.max(1), options.wait)?;
-        // The sequencer's own connection: its passes never queue behind the
-        // writers they sequence.
-        let sequencer_pool = build_pool(&config, &tls, 1, options.wait)?;
-        // Where announcing starts: what is sequenced now (after a pass
-        // for rows a crashed writer left unsequenced).
-        sequencer::pass(
-            &sequencer_pool,
-            &announcer::Announcer::new(i64::MAX, lev_store::EventFeed::with_budget(1, 0)),
-        )
-        .await?;
+        // Where announcing starts: what is committed now.
         let last = {
             let client = pool.get().await.map_err(sql::pool)?;
             let row =
@@ -317,18 +366,18 @@ impl PostgresStore {
             col::<i64>(&row, 0)?
         };
         let events = lev_store::EventFeed::default();
-        let announcer = Arc::new(announcer::Announcer::new(last, events.clone()));
-        let sequencer = Sequencer::new(sequencer_pool, Arc::clone(&announcer));
+        let announcer = Arc::new(Announcer::new(last, events.clone()));
         let (shutdown, shutdown_rx) = watch::channel(());
         let (operators, _) = broadcast::channel(4096);
         let (listening, listened) = tokio::sync::oneshot::channel();
+        let changes = Arc::new(cache::Changes::new());
         let listener = listener::Listener {
             listening: Some(listening),
             operators: operators.clone(),
+            changes: Arc::clone(&changes),
             config,
             tls,
-            announcer,
-            sequencer: Arc::clone(&sequencer),
+            announcer: Arc::clone(&announcer),
             shutdown: shutdown_rx,
         };
         tokio::spawn(listener.run());
@@ -339,9 +388,10 @@ impl PostgresStore {
             inner: Arc::new(Inner {
                 pool,
                 target,
-                sequencer,
+                announcer,
                 events,
                 operators,
+                changes,
                 _shutdown: shutdown,
             }),
         })
@@ -356,27 +406,25 @@ impl PostgresStore {
         })
     }
 
-    /// After a commit that staged events or audit entries: wait until they
-    /// are sequenced. A failed pass is not the write's failure (it is
-    /// committed); the next pass, on any process, sequences the rows.
-    async fn sequenced(&self, staged: bool) {
-        if staged {
-            let _ = self.inner.sequencer.run().await;
-        }
+    /// The process's caches and change signals (module `cache`).
+    fn inner_changes(&self) -> &cache::Changes {
+        &self.inner.changes
     }
 
-    /// Like [`Self::sequenced`], for a caller that needs the numbers: one
-    /// retry, then an error saying the write did commit.
-    async fn sequenced_for_sure(&self) -> Result<()> {
-        for _ in 0..2 {
-            if self.inner.sequencer.run().await? {
-                return Ok(());
-            }
-        }
-        Err(StoreError::Database(
-            "committed, but not yet given its sequence number (the database failed meanwhile)"
-                .into(),
-        ))
+    /// After a commit: announce the events it wrote, and return once they
+    /// are announced here (the rows before them come from this process's
+    /// other writers or the listener; if they are slow, the events are
+    /// committed all the same and announced when they come).
+    async fn sequenced(&self, staged: Staged) {
+        let Some(top) = staged.events.last().map(|(seq, _, _)| *seq) else {
+            return;
+        };
+        self.inner.announcer.announce(staged.events);
+        let _ = self
+            .inner
+            .announcer
+            .reached(top, std::time::Duration::from_secs(2))
+            .await;
     }
 }
 
@@ -615,7 +663,7 @@ impl InteractionStore for PostgresStore {
                 .await?
                 .ok_or_else(|| corrupt(&id, "taken, yet not there"))?,
         };
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(outcome)
@@ -649,7 +697,7 @@ impl InteractionStore for PostgresStore {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
         let outcome = answer_in(&mut tx, answer).await?;
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(outcome)
@@ -674,7 +722,7 @@ impl InteractionStore for PostgresStore {
             return Ok(outcome);
         };
         tx.record(record::interaction_cancelled(&view, actor)?);
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(TransitionOutcome::Done(Box::new(view)))
@@ -707,7 +755,7 @@ impl InteractionStore for PostgresStore {
             tx.record(record::interaction_timed_out(&view, status)?);
             moved.push(view);
         }
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(moved)
@@ -817,7 +865,7 @@ impl TokenStore for PostgresStore {
             return Ok(TokenCreateOutcome::NameTaken);
         }
         tx.record(record::token_created(info, actor));
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(TokenCreateOutcome::Created)
@@ -839,23 +887,40 @@ impl TokenStore for PostgresStore {
     async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool> {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
-        let n = tx
-            .execute("DELETE FROM tokens WHERE name = $1", &[&name])
-            .await?;
-        if n > 0 {
+        let revoked = tx
+            .query_opt(
+                "DELETE FROM tokens WHERE name = $1 RETURNING hash",
+                &[&name],
+            )
+            .await?
+            .map(|row| col::<String>(&row, 0))
+            .transpose()?;
+        if revoked.is_some() {
             let keys = crate::people::revoke_all_of(&mut tx, name, actor).await?;
             let voided = crate::gate::void_pending_votes(&mut tx, |v| v.voter == name).await?;
             tx.record(record::token_revoked(name, actor, &keys, &voided));
         }
-        let staged = tx.commit().await?.any();
+        let committed = tx.commit().await;
+        // Refused here from the moment the revocation returns; the other
+        // processes hear it from the table's trigger (`lev_tokens`).
+        if let Some(hash) = &revoked {
+            self.inner.changes.forget_token(hash);
+        }
+        let staged = committed?;
         drop(client);
         self.sequenced(staged).await;
-        Ok(n > 0)
+        Ok(revoked.is_some())
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        // Kept while the listener hears every change (module `cache`).
+        let changes = &self.inner.changes;
+        if let Some(record) = changes.token(hash) {
+            return Ok(Some(record));
+        }
+        let generation = changes.lookup_starts();
         let client = self.client().await?;
-        sql::query_opt(
+        let record = sql::query_opt(
             &client,
             &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = $1"),
             &[&hash],
@@ -863,7 +928,11 @@ impl TokenStore for PostgresStore {
         .await?
         .as_ref()
         .map(token_from_row)
-        .transpose()
+        .transpose()?;
+        if let (Some(generation), Some(record)) = (generation, &record) {
+            changes.keep(generation, record);
+        }
+        Ok(record)
     }
 
     async fn has_token_with_role(&self, role: Role) -> Result<bool> {
@@ -884,21 +953,14 @@ impl AuditStore for PostgresStore {
         let mut client = self.client().await?;
         let mut tx = Tx::begin(&mut client).await?;
         tx.audit(&record);
-        let id = tx
-            .commit()
-            .await?
-            .audit
-            .ok_or_else(|| StoreError::Database("the audit entry was not inserted".into()))?;
+        let mut staged = tx.commit().await?;
         drop(client);
-        self.sequenced_for_sure().await?;
-        let client = self.client().await?;
-        let row = sql::query_one(
-            &client,
-            &format!("SELECT {AUDIT_COLUMNS} FROM audit WHERE id = $1 AND seq IS NOT NULL"),
-            &[&id],
-        )
-        .await?;
-        audit_from_row(&row)
+        let entry = staged
+            .audit
+            .take()
+            .ok_or_else(|| StoreError::Database("the audit entry was not inserted".into()))?;
+        self.sequenced(staged).await;
+        Ok(entry)
     }
 
     async fn audit_after(&self, seq: u64, limit: u32) -> Result<Vec<AuditEntry>> {

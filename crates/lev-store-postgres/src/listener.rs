@@ -1,17 +1,20 @@
 //! Announcing committed events on every process: a dedicated connection
-//! LISTENs on `lev_events` (the sequencer notifies it as each pass
-//! commits); on each notification, every second as a safety net, and after
-//! every reconnect, it reads the events after the last one it announced and
-//! broadcasts them in seq order. So a commit on any process wakes the
-//! subscribers of every process, after the commit, without a gap.
+//! LISTENs on `lev_events`, where each write transaction notifies, at its
+//! commit and in seq order, every event it wrote with its kind and data
+//! (the seq alone when that would not fit a notification). The listener
+//! announces them from the payload, without reading them back; it reads
+//! from the database only what a payload does not carry, after every
+//! reconnect, and every second as a safety net. So a commit on any process
+//! wakes the subscribers of every process, after the commit, without a gap.
 //!
-//! The same tick sequences rows a crashed writer left behind (committed,
-//! but its process died before its sequencer pass).
+//! The same connection LISTENs on `lev_tokens` and `lev_keys` for the
+//! process's caches (module `cache`): each notification forgets a token or
+//! re-reads the keys; a connection lost stops the token cache, one made
+//! again starts it empty.
 //!
-//! This process's own sequencer passes announce what they sequenced right
-//! after their commit, through the same [`Announcer`] (module `announcer`,
-//! below both), before the writers
-//! they serve return: a local waiter is woken without a round trip, and a
+//! This process's writers announce what they wrote right after their
+//! commit, through the same [`Announcer`] (module `announcer`, below both),
+//! before they return: a local waiter is woken without a round trip, and a
 //! subscriber that subscribes after a local write returned is never told
 //! of it. The announcer keeps one order for both: each event once, by seq,
 //! without a gap.
@@ -23,7 +26,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_postgres::{AsyncMessage, Client};
 
 use crate::announcer::Announcer;
-use crate::sequencer::Sequencer;
+use crate::cache::Changes;
 use crate::sql::describe;
 
 /// The channel of the operators' relay.
@@ -44,7 +47,8 @@ pub(crate) struct Listener {
     /// The URL's TLS, as for the pool.
     pub(crate) tls: crate::tls::MakeRustls,
     pub(crate) announcer: Arc<Announcer>,
-    pub(crate) sequencer: Arc<Sequencer>,
+    /// The process's caches, told of changes.
+    pub(crate) changes: Arc<Changes>,
     /// Ends the listener when the store's last handle is dropped.
     pub(crate) shutdown: watch::Receiver<()>,
 }
@@ -81,8 +85,9 @@ impl Listener {
                 }
             };
             // Drive the connection; forward its notifications.
-            let (notify, mut notified) = mpsc::unbounded_channel::<()>();
+            let (notify, mut notified) = mpsc::unbounded_channel::<String>();
             let operators = self.operators.clone();
+            let changes = Arc::clone(&self.changes);
             let driver = tokio::spawn(async move {
                 while let Some(message) =
                     futures_util::future::poll_fn(|cx| connection.poll_message(cx)).await
@@ -93,8 +98,10 @@ impl Listener {
                                 let _ = operators.send(signal);
                             }
                         }
-                        Ok(AsyncMessage::Notification(_)) => {
-                            if notify.send(()).is_err() {
+                        Ok(AsyncMessage::Notification(n))
+                            if changes.notified(n.channel(), n.payload()) => {}
+                        Ok(AsyncMessage::Notification(n)) => {
+                            if notify.send(n.payload().to_owned()).is_err() {
                                 break;
                             }
                         }
@@ -102,9 +109,11 @@ impl Listener {
                         Err(_) => break,
                     }
                 }
+                changes.disconnected();
             });
             let ended = self.listen(&client, &mut notified).await;
             driver.abort();
+            self.changes.disconnected();
             if ended {
                 return;
             }
@@ -120,15 +129,19 @@ impl Listener {
     async fn listen(
         &mut self,
         client: &Client,
-        notified: &mut mpsc::UnboundedReceiver<()>,
+        notified: &mut mpsc::UnboundedReceiver<String>,
     ) -> bool {
         if client
-            .batch_execute("LISTEN lev_events; LISTEN lev_operators")
+            .batch_execute(
+                "LISTEN lev_events; LISTEN lev_operators; LISTEN lev_tokens; LISTEN lev_keys",
+            )
             .await
             .is_err()
         {
             return false;
         }
+        // Heard from now on; what changed before is unknown.
+        self.changes.connected();
         if let Some(listening) = self.listening.take() {
             let _ = listening.send(());
         }
@@ -139,40 +152,30 @@ impl Listener {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
+            let read_back = tokio::select! {
                 _ = self.shutdown.changed() => return true,
                 n = notified.recv() => {
-                    if n.is_none() {
+                    let Some(first) = n else {
                         return false;
+                    };
+                    let mut rows = Vec::new();
+                    let mut short = decode(&first, &mut rows);
+                    while let Ok(more) = notified.try_recv() {
+                        short |= decode(&more, &mut rows);
                     }
-                    while notified.try_recv().is_ok() {}
+                    self.announcer.announce(rows);
+                    short
                 }
-                _ = tick.tick() => {
-                    if self.behind(client).await.unwrap_or(false) {
-                        let sequencer = Arc::clone(&self.sequencer);
-                        tokio::spawn(async move { sequencer.run().await });
-                    }
-                }
-            }
-            if self.fetch(client).await.is_err() {
+                _ = tick.tick() => true,
+            };
+            if read_back && self.fetch(client).await.is_err() {
                 return false;
             }
+            self.changes.heard();
         }
     }
 
-    /// Whether committed rows wait for a sequencer pass.
-    async fn behind(&self, client: &Client) -> Result<bool, tokio_postgres::Error> {
-        let row = client
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM events WHERE seq IS NULL)
-                     OR EXISTS (SELECT 1 FROM audit WHERE seq IS NULL)",
-                &[],
-            )
-            .await?;
-        row.try_get(0)
-    }
-
-    /// Announce every sequenced event after the last announced one.
+    /// Announce every event after the last announced one.
     async fn fetch(&self, client: &Client) -> Result<(), tokio_postgres::Error> {
         loop {
             let last = self.announcer.last();
@@ -192,5 +195,39 @@ impl Listener {
                 return Ok(());
             }
         }
+    }
+}
+
+/// Decode a notification's payload (`SEQ KIND DATA`, or `SEQ` alone) into
+/// `rows`; `true` when the event must be read back (the seq alone, or a
+/// payload that does not parse).
+fn decode(payload: &str, rows: &mut Vec<(i64, String, String)>) -> bool {
+    let mut parts = payload.splitn(3, ' ');
+    let seq = parts.next().and_then(|s| s.parse::<i64>().ok());
+    match (seq, parts.next(), parts.next()) {
+        (Some(seq), Some(kind), Some(data)) => {
+            rows.push((seq, kind.to_owned(), data.to_owned()));
+            false
+        }
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode;
+
+    #[test]
+    fn a_payload_carries_the_event_or_asks_for_a_read() {
+        let mut rows = Vec::new();
+        assert!(!decode("7 interaction.created {\"a\": \"b c\"}", &mut rows));
+        assert_eq!(
+            rows,
+            vec![(7, "interaction.created".into(), "{\"a\": \"b c\"}".into())]
+        );
+        assert!(decode("8", &mut rows));
+        assert!(decode("", &mut rows));
+        assert!(decode("x y z", &mut rows));
+        assert_eq!(rows.len(), 1);
     }
 }

@@ -318,6 +318,165 @@ INSERT INTO signing_kids (kid)
 CREATE INDEX people_keys_by_fingerprint_all ON people_keys (fingerprint);
 ",
     ),
+    (
+        6,
+        // Every process keeps the tokens it looked up and the signing keys
+        // it signs with: a change of either, by any writer (lev or a
+        // person at psql), is notified to every process when it commits.
+        // `lev_tokens` carries the changed token's hash (empty: any token).
+        r"
+CREATE FUNCTION lev_token_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        PERFORM pg_notify('lev_tokens', '');
+    ELSE
+        PERFORM pg_notify('lev_tokens', OLD.hash);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER tokens_changed AFTER UPDATE OR DELETE ON tokens
+    FOR EACH ROW EXECUTE FUNCTION lev_token_changed();
+CREATE TRIGGER tokens_truncated AFTER TRUNCATE ON tokens
+    FOR EACH STATEMENT EXECUTE FUNCTION lev_token_changed();
+CREATE FUNCTION lev_keys_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('lev_keys', '');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER signing_keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON signing_keys FOR EACH STATEMENT EXECUTE FUNCTION lev_keys_changed();
+",
+    ),
+    (
+        7,
+        // Events get their seq, and audit entries their link in the chain,
+        // in the transaction that writes them (`lev_append`, called last
+        // before the commit): the row of `lev_heads` it locks orders the
+        // writers' tails, so rows become visible in seq order. Rows an
+        // earlier version left unsequenced are sequenced here first, as its
+        // sequencer would have; then seq, prev_hash and hash are required,
+        // so a server of an earlier version cannot write beside this one.
+        r#"
+LOCK TABLE events, audit IN EXCLUSIVE MODE;
+
+CREATE FUNCTION lev_audit_hash(seq bigint, at text, action text, actor text, data_json text,
+                               prev text) RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT encode(sha256(convert_to(
+        '{"seq":' || seq::text || ',"at":' || to_json(at)::text
+        || ',"action":' || to_json(action)::text || ',"actor":' || to_json(actor)::text
+        || ',"data":' || data_json || ',"prev_hash":' || to_json(prev)::text || '}',
+        'UTF8')), 'hex')
+$$;
+
+CREATE TABLE lev_heads (
+    id         int PRIMARY KEY CHECK (id = 1),
+    event_seq  bigint NOT NULL,
+    audit_seq  bigint NOT NULL,
+    audit_hash text NOT NULL
+);
+
+DO $$
+DECLARE
+    top bigint;
+    s bigint;
+    h text;
+    r record;
+BEGIN
+    SELECT COALESCE(MAX(seq), 0) INTO top FROM events;
+    UPDATE events SET seq = top + todo.n
+        FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM events WHERE seq IS NULL) AS todo
+        WHERE events.id = todo.id;
+    SELECT a.seq, a.hash INTO s, h FROM audit a WHERE a.seq IS NOT NULL ORDER BY a.seq DESC LIMIT 1;
+    IF s IS NULL THEN
+        s := 0;
+        h := repeat('0', 64);
+    END IF;
+    FOR r IN SELECT id, at, action, actor, data_json FROM audit WHERE seq IS NULL ORDER BY id LOOP
+        s := s + 1;
+        UPDATE audit SET seq = s, prev_hash = h,
+               hash = lev_audit_hash(s, r.at, r.action, r.actor, r.data_json, h)
+            WHERE id = r.id RETURNING hash INTO h;
+    END LOOP;
+    INSERT INTO lev_heads (id, event_seq, audit_seq, audit_hash)
+        SELECT 1, COALESCE(MAX(seq), 0), s, h FROM events;
+END
+$$;
+
+DROP INDEX events_unsequenced;
+DROP INDEX audit_unchained;
+ALTER TABLE events ALTER COLUMN seq SET NOT NULL;
+ALTER TABLE audit ALTER COLUMN seq SET NOT NULL,
+    ALTER COLUMN prev_hash SET NOT NULL,
+    ALTER COLUMN hash SET NOT NULL;
+
+-- Chained when inserted: never changed or removed.
+CREATE OR REPLACE FUNCTION lev_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the audit log is append-only';
+END
+$$;
+
+-- A write transaction's events and audit entries, numbered and chained
+-- after the heads (locked until the commit), with the outbox's deliveries
+-- and one notification per event (seq, kind and data; the seq alone when
+-- that would not fit), in seq order. Returns the greatest event seq, and
+-- the last audit entry's seq, previous hash and hash.
+CREATE FUNCTION lev_append(kinds text[], datas text[], ats text[], actions text[],
+                           actors text[], audit_datas text[], now_text text, now_ms bigint,
+                           OUT event_top bigint, OUT audit_top bigint, OUT audit_prev text,
+                           OUT audit_last text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    n int := COALESCE(array_length(kinds, 1), 0);
+    m int := COALESCE(array_length(actions, 1), 0);
+    base bigint;
+    payload text;
+    delivered bigint;
+BEGIN
+    SELECT event_seq, audit_seq, audit_hash INTO base, audit_top, audit_last
+        FROM lev_heads WHERE id = 1 FOR UPDATE;
+    event_top := base + n;
+    IF n > 0 THEN
+        WITH e AS (INSERT INTO events (seq, kind, data_json)
+                   SELECT base + u.o, u.k, u.d
+                   FROM unnest(kinds, datas) WITH ORDINALITY AS u(k, d, o)
+                   RETURNING id, kind, data_json),
+             w AS (INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_kind,
+                       body, state, created_at, created_at_ms, next_attempt_ms)
+                   SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), wh.id,
+                       e.id, e.kind,
+                       '{"type":' || to_json(e.kind)::text || ',"timestamp":'
+                           || to_json(now_text)::text || ',"data":' || e.data_json || '}',
+                       'pending', now_text, now_ms, now_ms
+                   FROM e JOIN webhooks wh ON wh.disabled_at IS NULL
+                       AND (wh.events = '' OR strpos(wh.events, ',' || e.kind || ',') > 0)
+                   RETURNING 1)
+        SELECT (SELECT count(*) FROM w) INTO delivered;
+        FOR i IN 1 .. n LOOP
+            payload := (base + i)::text || ' ' || kinds[i] || ' ' || datas[i];
+            IF octet_length(payload) > 7900 THEN
+                payload := (base + i)::text;
+            END IF;
+            PERFORM pg_notify('lev_events', payload);
+        END LOOP;
+    END IF;
+    FOR i IN 1 .. m LOOP
+        audit_top := audit_top + 1;
+        audit_prev := audit_last;
+        audit_last := lev_audit_hash(audit_top, ats[i], actions[i], actors[i], audit_datas[i],
+                                     audit_prev);
+        INSERT INTO audit (seq, at, action, actor, data_json, prev_hash, hash)
+            VALUES (audit_top, ats[i], actions[i], actors[i], audit_datas[i], audit_prev,
+                    audit_last);
+    END LOOP;
+    UPDATE lev_heads SET event_seq = event_top, audit_seq = audit_top, audit_hash = audit_last
+        WHERE id = 1;
+END
+$$;
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

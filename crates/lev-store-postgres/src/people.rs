@@ -130,7 +130,7 @@ impl PeopleKeyStore for PostgresStore {
             &new.fingerprint,
             &new.actor,
         )?);
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(PersonKeyOutcome::Added(Box::new(PersonKeyRecord {
@@ -181,7 +181,7 @@ impl PeopleKeyStore for PostgresStore {
         })
         .await?;
         tx.record(record::person_key_revoked(kid, &key.person, actor, &voided));
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(Some(key))

@@ -1,8 +1,10 @@
 //! What every part of the backend shares: error mapping, statements through
 //! the connection's statement cache, row decoding, and [`Tx`], a write
-//! transaction that stages its events and audit entries unsequenced.
+//! transaction that stages its events and audit entries and writes them,
+//! numbered and chained, just before it commits.
 
 use deadpool_postgres::GenericClient;
+use lev_protocol::api::AuditEntry;
 pub(crate) use lev_store::codec::{corrupt, millis, parse_time, rfc3339};
 use lev_store::record::{Change, Columns};
 use lev_store::{AuditRecord, Result, StoreError};
@@ -175,26 +177,22 @@ impl Columns for Cols<'_> {
 }
 
 /// A write transaction (READ COMMITTED). Its events and audit entries are
-/// staged, and inserted unsequenced by one statement just before the
-/// commit; the sequencer numbers and chains them after it.
+/// staged, and written by one call of `lev_append` just before the commit:
+/// it numbers the events and chains the audit entries after the heads it
+/// locks until the commit, so rows become visible in seq order and no
+/// second pass is needed.
 pub(crate) struct Tx<'a> {
     t: deadpool_postgres::Transaction<'a>,
     events: Vec<(String, String)>,
     audit: Vec<(String, String, String, String)>,
 }
 
-/// The row ids of the last event and audit entry a transaction inserted.
-#[derive(Debug, Clone, Copy, Default)]
+/// What a committed transaction wrote: its events (seq, kind, data as
+/// stored, in seq order) and its last audit entry.
+#[derive(Debug, Default)]
 pub(crate) struct Staged {
-    pub(crate) event: Option<i64>,
-    pub(crate) audit: Option<i64>,
-}
-
-impl Staged {
-    /// Whether a sequencer pass is due.
-    pub(crate) fn any(self) -> bool {
-        self.event.is_some() || self.audit.is_some()
-    }
+    pub(crate) events: Vec<(i64, String, String)>,
+    pub(crate) audit: Option<AuditEntry>,
 }
 
 impl<'a> Tx<'a> {
@@ -238,14 +236,14 @@ impl<'a> Tx<'a> {
         .map(drop)
     }
 
-    /// Stage an event, committed with the transaction (its seq comes with
-    /// the sequencer).
+    /// Stage an event, committed with the transaction (its seq is given
+    /// just before the commit).
     pub(crate) fn event(&mut self, kind: &str, data: &serde_json::Value) {
         self.events.push((kind.to_owned(), data.to_string()));
     }
 
-    /// Stage an audit entry, committed with the transaction (the sequencer
-    /// chains it).
+    /// Stage an audit entry, committed with the transaction (chained just
+    /// before the commit).
     pub(crate) fn audit(&mut self, record: &AuditRecord) {
         self.audit.push((
             rfc3339(OffsetDateTime::now_utc()),
@@ -270,8 +268,8 @@ impl<'a> Tx<'a> {
         self.t.rollback().await.map_err(pg)
     }
 
-    /// Insert what was staged (in staging order: the ids increase), then
-    /// commit; returns the last ids.
+    /// Write what was staged (numbered and chained in staging order, with
+    /// the outbox's deliveries and the notifications), then commit.
     pub(crate) async fn commit(self) -> Result<Staged> {
         let mut staged = Staged::default();
         if !self.events.is_empty() || !self.audit.is_empty() {
@@ -298,24 +296,9 @@ impl<'a> Tx<'a> {
             let (now_text, now_ms) = (rfc3339(now), millis(now));
             let row = query_one(
                 &self.t,
-                "WITH e AS (INSERT INTO events (kind, data_json)
-                            SELECT * FROM unnest($1::text[], $2::text[])
-                            RETURNING id, kind, data_json),
-                      a AS (INSERT INTO audit (at, action, actor, data_json)
-                            SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[])
-                            RETURNING id),
-                      w AS (INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_kind,
-                                body, state, created_at, created_at_ms, next_attempt_ms)
-                            SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), wh.id,
-                                e.id, e.kind,
-                                '{\"type\":' || to_json(e.kind)::text || ',\"timestamp\":'
-                                    || to_json($7::text)::text || ',\"data\":' || e.data_json
-                                    || '}',
-                                'pending', $7, $8, $8
-                            FROM e JOIN webhooks wh ON wh.disabled_at IS NULL
-                                AND (wh.events = '' OR strpos(wh.events, ',' || e.kind || ',') > 0)
-                            RETURNING 1)
-                 SELECT (SELECT max(id) FROM e), (SELECT max(id) FROM a)",
+                "SELECT event_top, audit_top, audit_prev, audit_last
+                 FROM lev_append($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                 $6::text[], $7::text, $8::bigint)",
                 &[
                     &kinds,
                     &data,
@@ -328,8 +311,27 @@ impl<'a> Tx<'a> {
                 ],
             )
             .await?;
-            staged.event = col(&row, 0)?;
-            staged.audit = col(&row, 1)?;
+            let top: i64 = col(&row, 0)?;
+            let first = top - i64::try_from(self.events.len()).unwrap_or(i64::MAX) + 1;
+            staged.events = self
+                .events
+                .into_iter()
+                .zip(first..)
+                .map(|((kind, data), seq)| (seq, kind, data))
+                .collect();
+            if let Some((at, action, actor, data)) = self.audit.into_iter().last() {
+                let seq: i64 = col(&row, 1)?;
+                let data = serde_json::from_str(&data).map_err(|e| corrupt("audit entry", e))?;
+                staged.audit = Some(AuditEntry {
+                    seq: u64::try_from(seq).unwrap_or_default(),
+                    at,
+                    action,
+                    actor,
+                    data,
+                    prev_hash: col(&row, 2)?,
+                    hash: col(&row, 3)?,
+                });
+            }
         }
         self.t.commit().await.map_err(pg)?;
         Ok(staged)

@@ -77,7 +77,7 @@ impl PostgresStore {
         };
         let (_, task) = task_from_row(&row)?;
         announce(&mut tx, &task, action, actor.to_owned(), data).await?;
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(TaskChange::Done(Box::new(task)))
@@ -118,7 +118,7 @@ impl TaskStore for PostgresStore {
             json!({"spawn": t.spawn}),
         )
         .await?;
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(task)
@@ -267,20 +267,15 @@ impl TaskStore for PostgresStore {
                 data,
             });
         }
-        let id =
-            tx.commit().await?.event.ok_or_else(|| {
-                lev_store::StoreError::Database("the event was not inserted".into())
-            })?;
+        let staged = tx.commit().await?;
         drop(client);
-        self.sequenced_for_sure().await?;
-        let client = self.client().await?;
-        let row = sql::query_one(
-            &client,
-            "SELECT seq FROM events WHERE id = $1 AND seq IS NOT NULL",
-            &[&id],
-        )
-        .await?;
-        col(&row, 0)
+        let seq = staged
+            .events
+            .last()
+            .map(|(seq, _, _)| *seq)
+            .ok_or_else(|| lev_store::StoreError::Database("the event was not inserted".into()))?;
+        self.sequenced(staged).await;
+        Ok(seq)
     }
 
     async fn escalate_interaction(
@@ -326,7 +321,7 @@ impl TaskStore for PostgresStore {
             .await?;
         let (_, view) = view_from_row(&row)?;
         tx.record(record::interaction_escalated(&view, reason, actor)?);
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(Some(view))

@@ -45,7 +45,7 @@ impl WebhookStore for PostgresStore {
         )
         .await?;
         tx.record(record::webhook_created(&endpoint));
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(())
@@ -89,7 +89,7 @@ impl WebhookStore for PostgresStore {
         tx.execute("DELETE FROM message_refs WHERE endpoint_id = $1", &[&id])
             .await?;
         tx.record(record::webhook_deleted(id, actor));
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(true)
@@ -110,7 +110,7 @@ impl WebhookStore for PostgresStore {
             return Ok(false);
         }
         tx.record(record::webhook_disabled(id, reason, "system"));
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(true)
@@ -219,7 +219,7 @@ impl WebhookStore for PostgresStore {
                 tx.record(record::webhook_disabled(&endpoint_id, reason, "system"));
             }
         }
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(())
@@ -353,7 +353,7 @@ impl WebhookStore for PostgresStore {
             return Ok(false);
         }
         tx.record(record::reminded(data));
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(true)
@@ -368,7 +368,7 @@ impl WebhookStore for PostgresStore {
             return Ok(false);
         }
         tx.record(record::escalated_once(data));
-        let staged = tx.commit().await?.any();
+        let staged = tx.commit().await?;
         drop(client);
         self.sequenced(staged).await;
         Ok(true)

@@ -10,8 +10,8 @@ use time::OffsetDateTime;
 use crate::writer::{Tx, rfc3339};
 use crate::{SqliteStore, corrupt, load_view, millis};
 use lev_store::gate::{
-    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
-    NonceOwner, VoteAuthority, VoteOutcome,
+    GateCallRecord, GateRecordOutcome, GateSigner, GateStore, NewGateDecision, NewGrant, NewVote,
+    NonceOutcome, NonceOwner, VoteAuthority, VoteOutcome,
 };
 use lev_store::record::{self, AuditAction, GATE_COLUMNS, GRANT_COLUMNS};
 use lev_store::{NewInteraction, TransitionOutcome};
@@ -230,54 +230,57 @@ impl GateStore for SqliteStore {
     async fn record_gate_decision(
         &self,
         new: NewGateDecision,
+        sign: GateSigner,
     ) -> lev_store::Result<GateRecordOutcome> {
-        // Serialise here, on the caller's thread: the one writer thread does
-        // only the SQL.
-        let call_json = new.record.call.to_string();
-        let decision_json = serde_json::to_string(&new.record.decision)
-            .map_err(|e| corrupt(&new.record.request_id, e))?;
-        let created_at = rfc3339(new.record.created_at);
+        let created_at = rfc3339(new.created_at);
         self.writer
             .write(move |tx| {
                 let NewGateDecision {
-                    record,
+                    session_id,
+                    request_id,
+                    call,
+                    created_at: at,
                     interaction,
-                    audit,
+                    mut audit,
                 } = new;
-                let replay = |existing: GateCallRecord| {
-                    if existing.call == record.call {
+                // Look for a replay first, so a retry signs nothing and
+                // never opens a second interaction (nor hits the pending
+                // limit).
+                if let Some(existing) = load_gate(tx.conn, &session_id, &request_id)? {
+                    return Ok(if existing.call == call {
                         GateRecordOutcome::Existing(Box::new(existing))
                     } else {
                         GateRecordOutcome::Conflict(Box::new(existing))
-                    }
-                };
-                // An ask opens an interaction: look for a replay first, so a
-                // retry never opens a second one (nor hits the pending limit).
+                    });
+                }
                 let opened = match &interaction {
-                    Some(i) => {
-                        if let Some(existing) =
-                            load_gate(tx.conn, &record.session_id, &record.request_id)?
-                        {
-                            return Ok(replay(existing));
-                        }
-                        match insert_interaction(tx, i)? {
-                            Some(view) => Some(Box::new(view)),
-                            None => return Ok(GateRecordOutcome::TooManyPending),
-                        }
-                    }
+                    Some(i) => match insert_interaction(tx, i)? {
+                        Some(view) => Some(Box::new(view)),
+                        None => return Ok(GateRecordOutcome::TooManyPending),
+                    },
                     None => None,
                 };
+                let decision = sign(&mut audit)?;
+                let record = GateCallRecord {
+                    session_id,
+                    request_id,
+                    call,
+                    decision,
+                    created_at: at,
+                };
+                let call_json = record.call.to_string();
+                let decision_json = serde_json::to_string(&record.decision)
+                    .map_err(|e| corrupt(&record.request_id, e))?;
                 let interaction_id = match &record.decision {
                     GateResponse::Ask { interaction_id } => Some(interaction_id.as_str()),
                     _ => None,
                 };
-                // Insert first: the common case (a new call) costs no lookup.
-                let inserted = tx
-                    .conn
+                // The key is free: the one writer looked above, in this
+                // same transaction.
+                tx.conn
                     .prepare_cached(
                         "INSERT INTO gate_calls (session_id, request_id, call_json, decision_json, interaction_id, created_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                         ON CONFLICT (session_id, request_id) DO NOTHING",
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     )?
                     .execute(params![
                         record.session_id,
@@ -287,13 +290,6 @@ impl GateStore for SqliteStore {
                         interaction_id,
                         created_at
                     ])?;
-                if inserted == 0 {
-                    // Only an allow or a deny gets here (an ask looked above,
-                    // in this same transaction): nothing was written yet.
-                    let existing = load_gate(tx.conn, &record.session_id, &record.request_id)?
-                        .ok_or_else(|| corrupt(&record.request_id, "conflicting gate call vanished"))?;
-                    return Ok(replay(existing));
-                }
                 if let GateResponse::Allow { approval } = &record.decision {
                     note_nonce(tx, approval, &record.session_id)?;
                 }

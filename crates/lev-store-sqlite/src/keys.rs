@@ -3,22 +3,33 @@
 //! `keys/active` the kid that signs. Changes are serialised in this process
 //! (the data dir is locked to one process) and each file is written
 //! durably before the next step.
+//!
+//! A rotation or a removal runs as a job of the writer, with its audit entry:
+//! the new key's file, then the entry, then `active` naming the new key (a
+//! removal: the entry, then the file deleted), inside the job's savepoint, so
+//! a file that cannot be written rolls the entry back. The files are not
+//! SQLite's: a commit that fails after them (a full disk) leaves the change
+//! without its entry, which is as far as files and a database go together.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use lev_store::record;
 use lev_store::{KeyRemoveOutcome, KeyStore, Result, StoreError, StoredSigningKey};
+use tokio::sync::watch;
 
 use lev_store::files::write_secret_file;
 
-use crate::SqliteStore;
+use crate::{SqliteStore, write_change};
 
 /// The key directory and the lock that serialises changes to it.
 #[derive(Debug)]
 pub(crate) struct KeyDir {
     dir: PathBuf,
     changing: tokio::sync::Mutex<()>,
+    /// Bumped after every change (one process: this one makes them all).
+    changes: watch::Sender<u64>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -43,6 +54,7 @@ impl KeyDir {
         Ok(Self {
             dir,
             changing: tokio::sync::Mutex::new(()),
+            changes: watch::channel(0).0,
         })
     }
 
@@ -137,47 +149,73 @@ impl KeyStore for SqliteStore {
             .await
     }
 
-    async fn rotate_signing_key(&self, key: StoredSigningKey) -> lev_store::Result<Option<String>> {
+    async fn rotate_signing_key(
+        &self,
+        key: StoredSigningKey,
+        actor: &str,
+    ) -> lev_store::Result<Option<String>> {
         check_kid(&key.kid)?;
         let _changing = self.keys.changing.lock().await;
-        self.keys
-            .blocking(move |dir| {
-                let previous = KeyDir::active_kid(dir)?;
+        let dir = self.keys.dir.clone();
+        let actor = actor.to_owned();
+        let previous = self
+            .writer
+            .write(move |tx| {
+                let previous = KeyDir::active_kid(&dir)?;
                 let path = dir.join(format!("{}.json", key.kid));
                 write_secret_file(&path, &key.material).map_err(io(&path))?;
+                write_change(
+                    tx,
+                    record::key_rotated(&key.kid, previous.as_deref(), &actor),
+                )?;
                 let active_path = dir.join("active");
                 write_secret_file(&active_path, &format!("{}\n", key.kid))
                     .map_err(io(&active_path))?;
                 Ok(previous)
             })
-            .await
+            .await?;
+        self.keys.changes.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(previous)
     }
 
-    async fn remove_signing_key(&self, kid: &str) -> lev_store::Result<KeyRemoveOutcome> {
+    async fn remove_signing_key(
+        &self,
+        kid: &str,
+        actor: &str,
+    ) -> lev_store::Result<KeyRemoveOutcome> {
         if !is_kid(kid) {
             return Ok(KeyRemoveOutcome::NotFound);
         }
-        let kid = kid.to_owned();
+        let (kid, actor) = (kid.to_owned(), actor.to_owned());
         let _changing = self.keys.changing.lock().await;
-        self.keys
-            .blocking(move |dir| {
-                if KeyDir::active_kid(dir)?.as_deref() == Some(kid.as_str()) {
+        let dir = self.keys.dir.clone();
+        let outcome = self
+            .writer
+            .write(move |tx| {
+                if KeyDir::active_kid(&dir)?.as_deref() == Some(kid.as_str()) {
                     return Ok(KeyRemoveOutcome::Active);
                 }
                 let path = dir.join(format!("{kid}.json"));
-                match std::fs::remove_file(&path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        return Ok(KeyRemoveOutcome::NotFound);
-                    }
-                    Err(e) => return Err(io(&path)(e)),
+                if !path.exists() {
+                    return Ok(KeyRemoveOutcome::NotFound);
                 }
-                std::fs::File::open(dir)
+                write_change(tx, record::key_removed(&kid, &actor))?;
+                // An error rolls the entry back.
+                std::fs::remove_file(&path).map_err(io(&path))?;
+                std::fs::File::open(&dir)
                     .and_then(|d| d.sync_all())
-                    .map_err(io(dir))?;
+                    .map_err(io(&dir))?;
                 Ok(KeyRemoveOutcome::Removed)
             })
-            .await
+            .await?;
+        if outcome == KeyRemoveOutcome::Removed {
+            self.keys.changes.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        Ok(outcome)
+    }
+
+    fn signing_key_changes(&self) -> watch::Receiver<u64> {
+        self.keys.changes.subscribe()
     }
 }
 

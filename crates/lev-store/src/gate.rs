@@ -42,15 +42,50 @@ pub struct GateCallRecord {
     pub created_at: OffsetDateTime,
 }
 
-/// A gate decision to record.
+/// A gate decision to record: the call, and what the decision opens and
+/// audits; the decision itself comes from its [`GateSigner`].
 #[derive(Debug, Clone)]
 pub struct NewGateDecision {
-    /// The call and its decision.
-    pub record: GateCallRecord,
+    /// The session: with `request_id`, the idempotency key.
+    pub session_id: String,
+    /// The tool-call id.
+    pub request_id: String,
+    /// The call as the gate saw it (see [`GateCallRecord::call`]).
+    pub call: Value,
+    /// When it was decided.
+    pub created_at: OffsetDateTime,
     /// The interaction to open when the decision is `ask`.
     pub interaction: Option<NewInteraction>,
     /// What decided it, for the audit log.
     pub audit: AuditRecord,
+}
+
+impl NewGateDecision {
+    /// The record kept for idempotency, with the decision the signer gave.
+    #[must_use]
+    pub fn record(&self, decision: GateResponse) -> GateCallRecord {
+        GateCallRecord {
+            session_id: self.session_id.clone(),
+            request_id: self.request_id.clone(),
+            call: self.call.clone(),
+            decision,
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// Gives a gate call's decision (signing its envelope) once the store knows
+/// it will record it: called at most once, inside the recording
+/// transaction, after the store found no earlier decision under the same
+/// (session, request id), so a repeat signs nothing. It may add to the
+/// audit entry (the envelope's nonce). An error aborts the recording.
+pub type GateSigner = Box<dyn FnOnce(&mut AuditRecord) -> Result<GateResponse> + Send>;
+
+/// A [`GateSigner`] for a decision that needs no signing (an ask), or one
+/// made before.
+#[must_use]
+pub fn decided(decision: GateResponse) -> GateSigner {
+    Box::new(move |_| Ok(decision))
 }
 
 /// Outcome of [`GateStore::record_gate_decision`].
@@ -181,8 +216,15 @@ pub enum NonceOutcome {
 /// The gate's storage. Every [`crate::Store`] is one.
 #[async_trait]
 pub trait GateStore: Send + Sync + 'static {
-    /// Record a gate decision, idempotently by (session, request id).
-    async fn record_gate_decision(&self, new: NewGateDecision) -> Result<GateRecordOutcome>;
+    /// Record a gate decision, idempotently by (session, request id): a
+    /// repeat of the same call answers with the decision first recorded,
+    /// and `sign` is called only when this call records (after the repeat
+    /// check, in the recording transaction).
+    async fn record_gate_decision(
+        &self,
+        new: NewGateDecision,
+        sign: GateSigner,
+    ) -> Result<GateRecordOutcome>;
 
     /// The gate call that opened interaction `interaction_id`, if a gate did.
     async fn gate_call_by_interaction(

@@ -6,6 +6,7 @@
 //! looks inside.
 
 use async_trait::async_trait;
+use tokio::sync::watch;
 
 use crate::Result;
 
@@ -53,11 +54,30 @@ pub trait KeyStore: Send + Sync + 'static {
     /// the one another process stored first.
     async fn init_signing_key(&self, key: StoredSigningKey) -> Result<StoredSigningKey>;
 
-    /// Store `key` and make it the active key, in one step; the previously
-    /// active key stays, inactive (it keeps verifying). Returns the previous
-    /// active kid.
-    async fn rotate_signing_key(&self, key: StoredSigningKey) -> Result<Option<String>>;
+    /// Store `key` and make it the active key, in one step with its
+    /// `key.rotated` audit entry (`{"kid", "previous"}`, by `actor`); the
+    /// previously active key stays, inactive (it keeps verifying). Returns
+    /// the previous active kid.
+    async fn rotate_signing_key(
+        &self,
+        key: StoredSigningKey,
+        actor: &str,
+    ) -> Result<Option<String>>;
 
-    /// Delete an inactive key.
-    async fn remove_signing_key(&self, kid: &str) -> Result<KeyRemoveOutcome>;
+    /// Delete an inactive key, in one step with its `key.removed` audit
+    /// entry (`{"kid"}`, by `actor`); the active key and an unknown one are
+    /// refused with nothing written.
+    async fn remove_signing_key(&self, kid: &str, actor: &str) -> Result<KeyRemoveOutcome>;
+
+    /// Changes whenever the stored keys may have changed: after a rotation
+    /// or a removal committed by any process sharing the database (within
+    /// [`SIGNING_KEYS_SEEN_WITHIN`]), and whenever this process may have
+    /// missed one (its notification connection came back). A server reads
+    /// the keys again on each change, so every replica signs with the
+    /// active key and publishes the trusted ones.
+    fn signing_key_changes(&self) -> watch::Receiver<u64>;
 }
+
+/// How soon every process sharing the database is told of a change of the
+/// signing keys ([`KeyStore::signing_key_changes`]) after it committed.
+pub const SIGNING_KEYS_SEEN_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);

@@ -85,10 +85,10 @@ pub mod webhooks;
 
 pub use feed::{EventFeed, EventReceiver, PageSizer};
 pub use gate::{
-    GateCallRecord, GateRecordOutcome, GateStore, NewGateDecision, NewGrant, NewVote, NonceOutcome,
-    NonceOwner, VoteAuthority, VoteOutcome, signed_with, void_votes,
+    GateCallRecord, GateRecordOutcome, GateSigner, GateStore, NewGateDecision, NewGrant, NewVote,
+    NonceOutcome, NonceOwner, VoteAuthority, VoteOutcome, decided, signed_with, void_votes,
 };
-pub use keys::{KeyRemoveOutcome, KeyStore, StoredSigningKey};
+pub use keys::{KeyRemoveOutcome, KeyStore, SIGNING_KEYS_SEEN_WITHIN, StoredSigningKey};
 pub use operators::{
     OperatorPresence, OperatorReply, OperatorRequest, OperatorSignal, OperatorStore,
     ResolveOutcome, WithdrawOutcome,
@@ -397,6 +397,11 @@ pub trait EventStore: Send + Sync + 'static {
     async fn last_event_seq(&self) -> Result<i64>;
 }
 
+/// How soon a token revoked (or changed) on one process is refused by
+/// [`TokenStore::token_by_hash`] on every other process sharing the
+/// database.
+pub const TOKEN_CHANGES_SEEN_WITHIN: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// API tokens (only their secrets' hashes). Every [`Store`] is one.
 #[async_trait]
 pub trait TokenStore: Send + Sync + 'static {
@@ -421,7 +426,11 @@ pub trait TokenStore: Send + Sync + 'static {
     /// false when there was none.
     async fn revoke_token(&self, name: &str, actor: &str) -> Result<bool>;
 
-    /// The token whose secret hashes to `hash`.
+    /// The token whose secret hashes to `hash`. A backend may answer from a
+    /// cache of its process (every request makes this lookup), but a token
+    /// revoked or changed by any process sharing the database is not
+    /// returned once the revocation returned on this process, nor later
+    /// than [`TOKEN_CHANGES_SEEN_WITHIN`] after it committed on another.
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>>;
 
     /// Whether any token of `role` exists.

@@ -111,6 +111,10 @@ pub enum AuditAction {
     PersonKeyAdded,
     /// `person_key.revoked`
     PersonKeyRevoked,
+    /// `key.rotated`
+    KeyRotated,
+    /// `key.removed`
+    KeyRemoved,
     /// `task.created`
     TaskCreated,
     /// `task.started`
@@ -145,6 +149,8 @@ impl AuditAction {
             Self::GrantRevoked => "grant.revoked",
             Self::PersonKeyAdded => "person_key.added",
             Self::PersonKeyRevoked => "person_key.revoked",
+            Self::KeyRotated => "key.rotated",
+            Self::KeyRemoved => "key.removed",
             Self::TaskCreated => "task.created",
             Self::TaskStarted => "task.started",
             Self::TaskResult => "task.result",
@@ -643,6 +649,26 @@ pub fn person_key_revoked(kid: &str, person: &str, actor: &str, voided: &[Value]
         AuditAction::PersonKeyRevoked,
         actor,
         json!({"kid": kid, "person": person, "votes_voided": voided}),
+    ))
+}
+
+/// A signing key made the active one (`previous`: the one it replaced).
+#[must_use]
+pub fn key_rotated(kid: &str, previous: Option<&str>, actor: &str) -> Change {
+    Change::audit(AuditRecord::new(
+        AuditAction::KeyRotated,
+        actor,
+        json!({"kid": kid, "previous": previous}),
+    ))
+}
+
+/// An inactive signing key removed: it no longer verifies.
+#[must_use]
+pub fn key_removed(kid: &str, actor: &str) -> Change {
+    Change::audit(AuditRecord::new(
+        AuditAction::KeyRemoved,
+        actor,
+        json!({"kid": kid}),
     ))
 }
 

@@ -6,6 +6,10 @@
 //! load, a replica killed with SIGKILL and PostgreSQL itself crashed and
 //! restarted lose nothing acknowledged; while the database is down requests
 //! answer 503 `store_unavailable`, and the servers reconnect by themselves.
+//! Nothing one replica keeps to itself outlives a change on another: a token
+//! revoked on A is refused on B within 100 ms (also when B's notification
+//! connection was cut as it happened), a key rotated on A signs on B within
+//! a second, and a Slack request A took is a replay on B.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -91,12 +95,17 @@ struct Cluster {
 }
 
 fn replica(dir: &Scratch, name: &str, db: &Database) -> Spawned {
+    replica_with(dir, name, db, &[])
+}
+
+fn replica_with(dir: &Scratch, name: &str, db: &Database, extra: &[&str]) -> Spawned {
     Spawned::builder(env!("CARGO_BIN_EXE_lev"), dir.path(name))
         .args(["--database", db.url.as_str(), "--key-encryption-key-file"])
         .arg(dir.path("kek"))
         .args(["--operator-grace", "30", "--operator-reply-timeout", "60"])
         // Webhook receivers listen on loopback.
         .args(["--webhook-allow", "127.0.0.0/8"])
+        .args(extra)
         .start()
         .unwrap()
 }
@@ -109,12 +118,19 @@ fn plain_http_client() -> reqwest::Client {
 
 impl Cluster {
     fn start(tag: &str) -> Self {
+        Self::start_with(tag, |_| Vec::new())
+    }
+
+    /// Two replicas given the same `extra` flags, made in the scratch dir.
+    fn start_with(tag: &str, extra: impl Fn(&Scratch) -> Vec<String>) -> Self {
         let dir = Scratch::new(tag);
         let kek = lev(["keys", "kek", "--out", dir.path("kek").to_str().unwrap()]);
         assert_eq!(kek.code, 0, "{kek:?}");
         let db = Database::new(tag);
-        let a = replica(&dir, "a", &db);
-        let b = replica(&dir, "b", &db);
+        let extra = extra(&dir);
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let a = replica_with(&dir, "a", &db, &extra);
+        let b = replica_with(&dir, "b", &db, &extra);
         // The first replica on the empty database made the admin token.
         let admin = a
             .admin_token()
@@ -1045,4 +1061,437 @@ async fn webhook_deliveries_are_shared_by_replicas_and_sent_once() {
     got.sort();
     ids.sort();
     assert_eq!(got, ids);
+}
+
+/// `sql` on the test's own database (not the admin one).
+fn psql_on(db: &Database, sql: &str) {
+    let out = Command::new("psql")
+        .args([db.url.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "psql {sql:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Call `base` with `token` until it answers 401; how long that took after
+/// `since`. Fails past `within`, and on anything but 200 or 401 before.
+async fn refused_within(
+    c: &Cluster,
+    base: &str,
+    token: &str,
+    since: Instant,
+    within: Duration,
+    also_ok: &[u16],
+) -> Duration {
+    loop {
+        let (status, v) = c.call(base, "GET", "/v1/interactions", token, None).await;
+        let took = since.elapsed();
+        if status == 401 {
+            return took;
+        }
+        assert!(status == 200 || also_ok.contains(&status), "{status} {v}");
+        assert!(
+            took < within,
+            "still accepted {took:?} after the revocation"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_revoked_on_one_replica_is_refused_on_the_other_within_100_ms() {
+    let c = Cluster::start("revoke");
+    let mut took = Vec::new();
+    for round in 0..5 {
+        let name = format!("agent{round}");
+        let worker = c.token(&name, "approver").await;
+        // Used on both, so both keep it.
+        for base in [c.a.url(), c.b.url(), c.a.url(), c.b.url()] {
+            let (status, v) = c.call(base, "GET", "/v1/interactions", &worker, None).await;
+            assert_eq!(status, 200, "{v}");
+        }
+        let (status, v) = c
+            .call(
+                c.a.url(),
+                "DELETE",
+                &format!("/v1/tokens/{name}"),
+                &c.admin,
+                None,
+            )
+            .await;
+        assert_eq!(status, 204, "{v}");
+        let revoked = Instant::now();
+        // Where it was revoked: the very next request.
+        let (status, v) = c
+            .call(c.a.url(), "GET", "/v1/interactions", &worker, None)
+            .await;
+        assert_eq!(status, 401, "{v}");
+        let on_b = refused_within(
+            &c,
+            c.b.url(),
+            &worker,
+            revoked,
+            Duration::from_millis(100),
+            &[],
+        )
+        .await;
+        took.push(on_b);
+        // And it stays refused.
+        for _ in 0..5 {
+            let (status, _) = c
+                .call(c.b.url(), "GET", "/v1/interactions", &worker, None)
+                .await;
+            assert_eq!(status, 401);
+        }
+    }
+    eprintln!("revoked on A, first 401 on B after: {took:?}");
+
+    // A token deleted by hand in the database while every connection of the
+    // replicas is cut (so no replica hears of it): refused once they are
+    // back, and never served from what they kept before.
+    let worker = c.token("agent-cut", "approver").await;
+    for base in [c.a.url(), c.b.url(), c.b.url()] {
+        let (status, v) = c.call(base, "GET", "/v1/interactions", &worker, None).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    psql_on(
+        &c._db,
+        "BEGIN;
+         SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid();
+         DELETE FROM tokens WHERE name = 'agent-cut';
+         COMMIT;",
+    );
+    let cut = Instant::now();
+    for base in [c.a.url(), c.b.url()] {
+        // The pools find their connections gone: 503 until they reconnect.
+        let after = refused_within(&c, base, &worker, cut, Duration::from_secs(10), &[503]).await;
+        eprintln!("deleted while cut off: 401 on {base} after {after:?}");
+        for _ in 0..5 {
+            let (status, _) = c.call(base, "GET", "/v1/interactions", &worker, None).await;
+            assert_eq!(status, 401);
+        }
+    }
+}
+
+/// The kid of the first (signing) key `base` publishes.
+async fn signing_kid(c: &Cluster, base: &str) -> (String, Value) {
+    let (status, jwks) = c.call(base, "GET", "/v1/keys", "", None).await;
+    assert_eq!(status, 200, "{jwks}");
+    (jwks["keys"][0]["kid"].as_str().unwrap().to_owned(), jwks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_key_rotated_on_one_replica_signs_on_the_other_within_a_second() {
+    let c = Cluster::start("rotate");
+    let worker = c.token("agent", "worker").await;
+    let alice = c.token("alice", "approver").await;
+    let (first, _) = signing_kid(&c, c.b.url()).await;
+    let (status, rotated) = c
+        .call(c.a.url(), "POST", "/v1/keys/rotate", &c.admin, None)
+        .await;
+    assert_eq!(status, 200, "{rotated}");
+    let rotated_at = Instant::now();
+    let new = rotated["keys"][0]["kid"].as_str().unwrap().to_owned();
+    assert_ne!(new, first);
+    let jwks = loop {
+        let (kid, jwks) = signing_kid(&c, c.b.url()).await;
+        if kid == new {
+            break jwks;
+        }
+        assert!(
+            rotated_at.elapsed() < Duration::from_secs(1),
+            "B still signs with {kid} {:?} after the rotation on A",
+            rotated_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    eprintln!("rotated on A, served by B after {:?}", rotated_at.elapsed());
+    assert_eq!(
+        jwks["keys"][1]["kid"],
+        first.as_str(),
+        "the old key still trusted: {jwks}"
+    );
+
+    // A decision made on B: signed with the new key, verified with it alone.
+    let (status, created) = c
+        .call(
+            c.b.url(),
+            "POST",
+            "/v1/interactions",
+            &worker,
+            Some(
+                json!({"session_id": "s-key", "kind": {"type": "tool_approval",
+                "tool_name": "shell", "args_json": "{\"argv\":[\"ls\"]}",
+                "missing_capabilities": ["exec"], "sandbox_mode": "workspace-write",
+                "options": []}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap();
+    let (status, answered) = c
+        .call(
+            c.b.url(),
+            "POST",
+            &format!("/v1/interactions/{id}/respond"),
+            &alice,
+            Some(json!({"request_id": id, "approved": true})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answered}");
+    let approval = answered["approval"].to_string();
+    let only_new = json!({"keys": [jwks["keys"][0].clone()]}).to_string();
+    let keys = lev_approval::TrustedKeys::parse(&only_new).unwrap();
+    lev_approval::verify::verify_json(approval.as_bytes(), &keys, time::OffsetDateTime::now_utc())
+        .unwrap_or_else(|e| panic!("B's decision verifies with the new key: {e}\n{answered}"));
+
+    // The old key removed on A: B stops publishing it within a second.
+    let (status, v) = c
+        .call(
+            c.a.url(),
+            "DELETE",
+            &format!("/v1/keys/{first}"),
+            &c.admin,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let removed_at = Instant::now();
+    loop {
+        let (_, jwks) = signing_kid(&c, c.b.url()).await;
+        if jwks["keys"].as_array().unwrap().len() == 1 {
+            break;
+        }
+        assert!(
+            removed_at.elapsed() < Duration::from_secs(1),
+            "B still trusts {first}: {jwks}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Each change is in the one audit chain, once, by the admin.
+    let (status, audit) = c
+        .call(c.b.url(), "GET", "/v1/audit?limit=1000", &c.admin, None)
+        .await;
+    assert_eq!(status, 200, "{audit}");
+    let keyed: Vec<(String, Value)> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"].as_str().unwrap().starts_with("key."))
+        .map(|e| (e["action"].as_str().unwrap().to_owned(), e["data"].clone()))
+        .collect();
+    assert_eq!(
+        keyed,
+        [
+            (
+                "key.rotated".to_owned(),
+                json!({"kid": new, "previous": first})
+            ),
+            ("key.removed".to_owned(), json!({"kid": first})),
+        ],
+        "{audit}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slack_request_taken_by_one_replica_is_a_replay_on_the_other() {
+    const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+    let c = Cluster::start_with("slackreplay", |dir| {
+        std::fs::write(dir.path("bot.token"), "xoxb-test-token\n").unwrap();
+        std::fs::write(dir.path("signing.secret"), format!("{SECRET}\n")).unwrap();
+        std::fs::write(
+            dir.path("slack.toml"),
+            "bot_token_file = \"bot.token\"\nsigning_secret_file = \"signing.secret\"\n\
+             channel = \"C0APPROVE\"\napi_url = \"http://127.0.0.1:9/api/\"\n\n\
+             [users]\nU0ALICE = \"alice\"\n",
+        )
+        .unwrap();
+        vec![
+            "--slack-config".to_owned(),
+            dir.path("slack.toml").display().to_string(),
+        ]
+    });
+    let worker = c.token("agent", "worker").await;
+    c.token("alice", "approver").await;
+    let (status, created) = c
+        .call(
+            c.a.url(),
+            "POST",
+            "/v1/interactions",
+            &worker,
+            Some(
+                json!({"session_id": "s-slack", "kind": {"type": "tool_approval",
+                "tool_name": "shell", "args_json": "{\"argv\":[\"ls\"]}",
+                "missing_capabilities": ["exec"], "sandbox_mode": "workspace-write",
+                "options": []}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap();
+    let payload = json!({
+        "type": "block_actions",
+        "user": {"id": "U0ALICE", "username": "alice", "team_id": "T0TEAM"},
+        "team": {"id": "T0TEAM"},
+        "channel": {"id": "C0APPROVE"},
+        "container": {"type": "message", "message_ts": "1700000000.1", "channel_id": "C0APPROVE"},
+        "trigger_id": "1.2.3",
+        "response_url": "https://hooks.slack.com/actions/T0TEAM/1/abc",
+        "actions": [{"action_id": "approve_once", "block_id": "lev_actions", "value": id,
+                     "type": "button", "action_ts": "1700000001.1"}]
+    });
+    let mut body = String::from("payload=");
+    for b in payload.to_string().bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            body.push(char::from(b));
+        } else {
+            body.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let ts = time::OffsetDateTime::now_utc().unix_timestamp().to_string();
+    let sig = lev_slack::sign(SECRET.as_bytes(), &ts, body.as_bytes());
+    let post = |base: String| {
+        let (http, body, ts, sig) = (c.http.clone(), body.clone(), ts.clone(), sig.clone());
+        async move {
+            let r = http
+                .post(format!("{base}/v1/integrations/slack/interactions"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .header("x-slack-request-timestamp", ts)
+                .header("x-slack-signature", sig)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let (status, text) = post(c.a.url().to_owned()).await;
+    assert_eq!(status, 200, "A takes the signed request: {text}");
+    let (_, view) = c
+        .call(
+            c.b.url(),
+            "GET",
+            &format!("/v1/interactions/{id}"),
+            &c.admin,
+            None,
+        )
+        .await;
+    assert_eq!(view["request"]["answered_by"], "alice", "{view}");
+    let (status, text) = post(c.b.url().to_owned()).await;
+    assert_eq!(status, 401, "{text}");
+    assert!(text.contains("replay"), "{text}");
+    // And A too, of course.
+    let (status, text) = post(c.a.url().to_owned()).await;
+    assert_eq!((status, text.contains("replay")), (401, true), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_interaction_routed_to_the_operator_is_triaged_once_across_replicas() {
+    let c = Cluster::start("triage");
+    let worker = c.token("agent", "worker").await;
+    let operator = c.token("main-ai", "operator").await;
+    let mut ws = operator_socket(c.a.url(), "s-tri", &operator).await;
+    next_of(&mut ws, "hello").await;
+    // Both replicas see every creation; each interaction reaches the
+    // operator once, whichever replica created it.
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let base = if i % 2 == 0 { c.a.url() } else { c.b.url() };
+        let (status, created) = c
+            .call(
+                base,
+                "POST",
+                "/v1/interactions",
+                &worker,
+                Some(
+                    json!({"session_id": "s-tri", "route": ["operator", "human"],
+                    "kind": {"type": "free_text", "prompt": format!("t{i}")}}),
+                ),
+            )
+            .await;
+        assert_eq!(status, 201, "{created}");
+        ids.push(created["id"].as_str().unwrap().to_owned());
+    }
+    let mut asked = Vec::new();
+    while asked.len() < ids.len() {
+        let ask = next_of(&mut ws, "ask").await;
+        asked.push(
+            ask["question"]["interaction"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    // Nothing more comes: no second ask for any of them.
+    let quiet = tokio::time::timeout(Duration::from_millis(1500), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => {
+                    let v: Value = serde_json::from_str(&t).unwrap();
+                    if v["type"] == "ask" {
+                        return v;
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("the socket ended: {other:?}"),
+            }
+        }
+    })
+    .await;
+    assert!(quiet.is_err(), "a second ask: {quiet:?}");
+    asked.sort();
+    ids.sort();
+    assert_eq!(asked, ids, "each interaction asked once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn interactions_of_a_dead_replica_expire_on_time_on_the_other() {
+    let mut c = Cluster::start("expiry");
+    let worker = c.token("agent", "worker").await;
+    // B is up and idle (its own next deadline: none) when A takes a
+    // 2-second interaction and dies.
+    let (status, created) = c
+        .call(
+            c.a.url(),
+            "POST",
+            "/v1/interactions",
+            &worker,
+            Some(json!({"session_id": "s-exp", "timeout_s": 2,
+                "kind": {"type": "free_text", "prompt": "soon"}})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let made = Instant::now();
+    c.a.kill();
+    loop {
+        let (status, v) = c
+            .call(
+                c.b.url(),
+                "GET",
+                &format!("/v1/interactions/{id}"),
+                &worker,
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "{v}");
+        if v["request"]["status"] != "pending" {
+            assert!(
+                v["request"]["status"] == "expired" || v["request"]["status"] == "cancelled",
+                "{v}"
+            );
+            break;
+        }
+        assert!(
+            made.elapsed() < Duration::from_secs(5),
+            "still pending {:?} after its 2 s timeout, its replica dead",
+            made.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("expired by B {:?} after creation on A", made.elapsed());
 }

@@ -85,7 +85,8 @@ fn created(event: &StoredEvent) -> Option<InteractionView> {
 }
 
 /// Start the triage of a new interaction when it is routed to the operator
-/// first and the session has one connected.
+/// first and the session has one connected. Every replica sees the
+/// creation; one triages it ([`claim`]).
 fn on_created(state: &AppState, interaction: &Interaction) {
     if !interaction.request.routes_to_operator_first() {
         return;
@@ -94,10 +95,27 @@ fn on_created(state: &AppState, interaction: &Interaction) {
     state.spawn(async move {
         let state = task_state;
         let session_id = &interaction.request.session_id;
-        if matches!(state.operators().is_connected(session_id).await, Ok(true)) {
+        if matches!(state.operators().is_connected(session_id).await, Ok(true))
+            && claim(&state, interaction.id()).await
+        {
             run(state, interaction).await;
         }
     });
+}
+
+/// Whether this replica triages interaction `id`: the first to spend its
+/// triage key in the store's nonce ledger does, once across every replica
+/// and restart (the key holds a blank, which no approval's nonce does, so no
+/// worker can spend it). A store that cannot be reached triages nothing:
+/// people answer it as they would.
+async fn claim(state: &AppState, id: &str) -> bool {
+    matches!(
+        state
+            .store()
+            .consume_nonce(&format!("triage {id}"), "triage")
+            .await,
+        Ok(lev_store::NonceOutcome::Spent)
+    )
 }
 
 /// The latest instant an interaction can matter: its expiry, else far away.

@@ -15,8 +15,7 @@ use lev_protocol::api::ErrorBody;
 use lev_protocol::api::{
     GateRequest, GateResponse, Grant, Jwks, NonceConsume, NonceSpent, Page, Role,
 };
-use lev_store::{AuditRecord, KeyRemoveOutcome, NonceOutcome};
-use serde_json::json;
+use lev_store::{KeyRemoveOutcome, NonceOutcome};
 
 use super::PathParam;
 use crate::auth::Principal;
@@ -129,15 +128,12 @@ pub async fn rotate_key(
     principal: Principal,
 ) -> ApiResult<Json<Jwks>> {
     principal.require(&[Role::Admin])?;
-    let (new, previous) = state.keys().rotate().await.map_err(key_error)?;
+    // The rotation commits with its audit entry; every replica follows.
     state
-        .store()
-        .append_audit(AuditRecord {
-            action: "key.rotated".into(),
-            actor: principal.name,
-            data: json!({"kid": new, "previous": previous}),
-        })
-        .await?;
+        .keys()
+        .rotate(&principal.name)
+        .await
+        .map_err(key_error)?;
     Ok(Json(state.keys().jwks()))
 }
 
@@ -158,19 +154,13 @@ pub async fn remove_key(
     PathParam(kid): PathParam,
 ) -> ApiResult<Json<Jwks>> {
     principal.require(&[Role::Admin])?;
-    let outcome = state.keys().remove(&kid).await.map_err(key_error)?;
+    let outcome = state
+        .keys()
+        .remove(&kid, &principal.name)
+        .await
+        .map_err(key_error)?;
     match outcome {
-        KeyRemoveOutcome::Removed => {
-            state
-                .store()
-                .append_audit(AuditRecord {
-                    action: "key.removed".into(),
-                    actor: principal.name,
-                    data: json!({"kid": kid}),
-                })
-                .await?;
-            Ok(Json(state.keys().jwks()))
-        }
+        KeyRemoveOutcome::Removed => Ok(Json(state.keys().jwks())),
         KeyRemoveOutcome::Active => Err(ApiError::Conflict {
             code: "active_key",
             message: format!(

@@ -346,109 +346,158 @@ async fn the_audit_table_is_append_only() {
     }
 }
 
-/// Two transactions insert events and audit rows; the one that inserted
-/// first (lower ids) commits last. A follower resuming by seq sees every
-/// event once, in one order, and the chain verifies.
+/// A write gets its seq and its audit link in its own transaction, under
+/// the heads' row lock held until its commit: a writer that reached
+/// `lev_append` first commits first, a later one waits for it, and nobody
+/// sees either before it commits. A follower resuming by seq sees every
+/// event once, in one order, and the chain verifies. A row without its seq
+/// (as an earlier version wrote them) is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rows_committed_out_of_id_order_get_one_gapless_order() {
+async fn writers_commit_in_seq_order_without_a_second_pass() {
     let db = TestDb::new().await;
-    let store = PostgresStore::connect(&db.url).await.unwrap();
+    let store = Arc::new(PostgresStore::connect(&db.url).await.unwrap());
     let follower = PostgresStore::connect(&db.url).await.unwrap();
     let mut live = follower.subscribe();
-    let stage = |kind: &str| {
-        format!(
-            "INSERT INTO events (kind, data_json) VALUES ('{kind}', '{{\"k\":\"{kind}\"}}');
-             INSERT INTO audit (at, action, actor, data_json)
-                 VALUES ('2026-12-01T00:00:00Z', '{kind}', 'test', '{{}}');"
-        )
-    };
     let early = raw(&db.url).await;
-    let late = raw(&db.url).await;
     early
-        .batch_execute(&format!("BEGIN; {}", stage("early")))
+        .batch_execute(
+            r#"BEGIN;
+               SELECT * FROM lev_append(ARRAY['early'], ARRAY['{"k":"early"}'],
+                   ARRAY['2026-12-01T00:00:00Z'], ARRAY['early'], ARRAY['test'], ARRAY['{}'],
+                   '2026-12-01T00:00:00Z', 0);"#,
+        )
         .await
         .unwrap();
-    late.batch_execute(&format!("BEGIN; {} COMMIT;", stage("late")))
-        .await
-        .unwrap();
-    // A write here sequences what has committed: "late", then its own.
-    let c = store
-        .append_event("c", json!({"k": "c"}), Some("test"))
-        .await
-        .unwrap();
-    let page = follower.events_after(0, 100).await.unwrap();
-    let seen: Vec<_> = page.iter().map(|e| (e.seq, e.kind.as_str())).collect();
-    assert_eq!(seen, [(1, "late"), (2, "c")]);
-    assert_eq!(c, 2, "append_event returns its final seq");
-    let resume_from = page.last().unwrap().seq;
-
+    let writer = Arc::clone(&store);
+    let late = tokio::spawn(async move {
+        writer
+            .append_event("late", json!({"k": "late"}), Some("test"))
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !late.is_finished(),
+        "the later writer waits for the earlier"
+    );
+    assert!(follower.events_after(0, 100).await.unwrap().is_empty());
+    assert_eq!(follower.audit_head().await.unwrap().0, 0);
     early.batch_execute("COMMIT").await.unwrap();
-    let d = store
-        .append_event("d", json!({"k": "d"}), Some("test"))
-        .await
-        .unwrap();
-    let after: Vec<_> = follower
-        .events_after(resume_from, 100)
+    assert_eq!(late.await.unwrap(), 2, "append_event returns its seq");
+    let seen: Vec<_> = follower
+        .events_after(0, 100)
         .await
         .unwrap()
         .into_iter()
         .map(|e| (e.seq, e.kind))
         .collect();
-    assert_eq!(after, [(3, "early".to_owned()), (4, "d".to_owned())]);
-    assert_eq!(d, 4);
-    assert_eq!(follower.last_event_seq().await.unwrap(), 4);
-
-    // The live stream: the same four, in the same order.
+    assert_eq!(seen, [(1, "early".to_owned()), (2, "late".to_owned())]);
     let mut streamed = Vec::new();
-    while streamed.len() < 4 {
+    while streamed.len() < 2 {
         let event = tokio::time::timeout(Duration::from_secs(10), live.recv())
             .await
             .expect("announced")
             .unwrap();
         streamed.push((event.seq, event.kind));
     }
-    let kinds: Vec<_> = streamed.iter().map(|(s, k)| (*s, k.as_str())).collect();
-    assert_eq!(kinds, [(1, "late"), (2, "c"), (3, "early"), (4, "d")]);
-
+    assert_eq!(streamed, seen, "the live stream in the same order");
     let audit = follower.audit_after(0, 100).await.unwrap();
     let actions: Vec<_> = audit.iter().map(|e| e.action.as_str()).collect();
-    assert_eq!(actions, ["late", "c", "early", "d"]);
+    assert_eq!(actions, ["early", "late"]);
     check_chain(&audit);
     assert_eq!(
         follower.audit_head().await.unwrap(),
-        (4, audit[3].hash.clone())
+        (2, audit[1].hash.clone())
     );
+    let err = early
+        .batch_execute("INSERT INTO events (kind, data_json) VALUES ('orphan', '{}')")
+        .await
+        .unwrap_err();
+    assert!(format!("{err:?}").contains("not-null"), "{err:?}");
 }
 
-/// Rows whose writer died between its commit and its sequencer pass are
-/// sequenced by any live server, within seconds, without a write of its own.
+/// Text that JSON must escape (quotes, backslashes, control characters,
+/// non-ASCII) hashes in PostgreSQL (`lev_audit_hash`) exactly as lev's
+/// `entry_hash` does; and migration 7 sequences and chains the rows an
+/// earlier version left unsequenced (its writer died before its pass), in
+/// id order, after those already chained.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rows_left_by_a_dead_writer_are_sequenced_and_announced() {
+async fn migration_7_chains_what_an_earlier_version_left_and_hashes_as_lev_does() {
     let db = TestDb::new().await;
     let store = PostgresStore::connect(&db.url).await.unwrap();
-    let mut live = store.subscribe();
+    let tricky = "q\"uo\\te \u{1}\u{8}\u{c}\n\r\t\u{1f} é ✓ \u{1F600} \u{7f} </script>";
+    for i in 0..3 {
+        store
+            .append_audit(lev_store::AuditRecord {
+                action: format!("test.{i}"),
+                actor: tricky.into(),
+                data: json!({"text": tricky, "n": i, "f": 1.5e300, "nested": [{"k": tricky}]}),
+            })
+            .await
+            .unwrap();
+    }
+    store.append_event("before", json!({}), None).await.unwrap();
+    check_chain(&store.audit_after(0, 100).await.unwrap());
+    drop(store);
+    // The database as a lev before migration 7 left it, with rows whose
+    // writer died before its sequencer pass.
     raw(&db.url)
         .await
         .batch_execute(
-            "INSERT INTO events (kind, data_json) VALUES ('orphan', '{}');
+            r#"DROP FUNCTION lev_append; DROP FUNCTION lev_audit_hash; DROP TABLE lev_heads;
+             ALTER TABLE events ALTER COLUMN seq DROP NOT NULL;
+             ALTER TABLE audit ALTER COLUMN seq DROP NOT NULL,
+                 ALTER COLUMN prev_hash DROP NOT NULL, ALTER COLUMN hash DROP NOT NULL;
+             CREATE INDEX events_unsequenced ON events (id) WHERE seq IS NULL;
+             CREATE INDEX audit_unchained ON audit (id) WHERE seq IS NULL;
+             CREATE OR REPLACE FUNCTION lev_audit_append_only() RETURNS trigger
+             LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF TG_OP = 'UPDATE' AND OLD.seq IS NULL AND NEW.seq IS NOT NULL THEN
+                     RETURN NEW;
+                 END IF;
+                 RAISE EXCEPTION 'the audit log is append-only';
+             END
+             $$;
+             DELETE FROM lev_schema_migrations WHERE version = 7;
+             INSERT INTO events (kind, data_json) VALUES ('orphan', '{}');
              INSERT INTO audit (at, action, actor, data_json)
-                 VALUES ('2026-12-01T00:00:00Z', 'orphan', 'test', '{}');",
+                 VALUES ('2026-12-01T00:00:00Z', 'orphan.1', E'a\"b\u0001', '{}'),
+                        ('2026-12-01T00:00:01Z', 'orphan.2', 'test', '{"x":"\u0002é"}');"#,
         )
         .await
         .unwrap();
-    let event = tokio::time::timeout(Duration::from_secs(10), live.recv())
-        .await
-        .expect("sequenced by the listener's safety net")
-        .unwrap();
-    assert_eq!((event.seq, event.kind.as_str()), (1, "orphan"));
-    let audit = store.audit_after(0, 10).await.unwrap();
-    assert_eq!(audit.len(), 1);
-    check_chain(&audit);
-    // A restart finds nothing left to do, and numbering goes on.
-    drop(store);
+    assert_eq!(migrate(&db.url).await.unwrap().applied, [7]);
     let store = PostgresStore::connect(&db.url).await.unwrap();
-    let seq = store.append_event("next", json!({}), None).await.unwrap();
-    assert_eq!(seq, 2);
+    let events: Vec<_> = store
+        .events_after(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.seq, e.kind))
+        .collect();
+    assert_eq!(events, [(1, "before".to_owned()), (2, "orphan".to_owned())]);
+    store
+        .append_audit(lev_store::AuditRecord {
+            action: "after".into(),
+            actor: tricky.into(),
+            data: json!({"text": tricky}),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.append_event("next", json!({}), None).await.unwrap(),
+        3
+    );
+    let audit = store.audit_after(0, 100).await.unwrap();
+    let actions: Vec<_> = audit.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "test.0", "test.1", "test.2", "orphan.1", "orphan.2", "after"
+        ]
+    );
+    check_chain(&audit);
 }
 
 /// Free text that PostgreSQL's `text` cannot hold as is (a NUL) round-trips.
@@ -617,8 +666,8 @@ async fn wake_latency() {
     );
 }
 
-/// This server's own writes are announced by its sequencer pass before the
-/// write returns: a subscriber that subscribes afterwards is told only of
+/// This server's own writes are announced right after their commit, before
+/// the write returns: a subscriber that subscribes afterwards is told only of
 /// what comes after (as on SQLite), and a local waiter needs no round trip.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_write_is_announced_before_it_returns() {

@@ -12,11 +12,15 @@ use super::Backend;
 use super::fixtures::{answer, answer_tool_approval, tool_approval};
 use super::interactions::handles;
 use crate::{
-    AuditRecord, GateCallRecord, GateRecordOutcome, NewGateDecision, NewGrant, NonceOutcome,
+    AuditRecord, GateRecordOutcome, GateSigner, GateStore, NewGateDecision, NewGrant, NonceOutcome,
     TransitionOutcome,
 };
 
-fn decision(request_id: &str, call: serde_json::Value, ask: Option<&str>) -> NewGateDecision {
+fn decision(
+    request_id: &str,
+    call: serde_json::Value,
+    ask: Option<&str>,
+) -> (NewGateDecision, GateSigner) {
     let (decision, interaction) = match ask {
         Some(id) => (
             GateResponse::Ask {
@@ -32,20 +36,39 @@ fn decision(request_id: &str, call: serde_json::Value, ask: Option<&str>) -> New
             None,
         ),
     };
-    NewGateDecision {
-        record: GateCallRecord {
+    (
+        NewGateDecision {
             session_id: "s-g".into(),
             request_id: request_id.into(),
             call,
-            decision,
             created_at: OffsetDateTime::now_utc(),
+            interaction,
+            audit: AuditRecord {
+                action: "gate.decided".into(),
+                actor: "worker".into(),
+                data: json!({"request_id": request_id}),
+            },
         },
-        interaction,
-        audit: AuditRecord {
-            action: "gate.decided".into(),
-            actor: "worker".into(),
-            data: json!({"request_id": request_id}),
-        },
+        crate::decided(decision),
+    )
+}
+
+/// Record a decision and its signer.
+#[async_trait::async_trait]
+trait RecordPair {
+    async fn record_pair(
+        &self,
+        d: (NewGateDecision, GateSigner),
+    ) -> crate::Result<GateRecordOutcome>;
+}
+
+#[async_trait::async_trait]
+impl<T: GateStore + ?Sized> RecordPair for T {
+    async fn record_pair(
+        &self,
+        (new, sign): (NewGateDecision, GateSigner),
+    ) -> crate::Result<GateRecordOutcome> {
+        self.record_gate_decision(new, sign).await
     }
 }
 
@@ -59,7 +82,7 @@ pub async fn gate_decisions_are_idempotent_by_request(b: &dyn Backend) {
         let call = call.clone();
         tasks.push(tokio::spawn(async move {
             store
-                .record_gate_decision(decision("rq-1", call, Some("ir_g1")))
+                .record_pair(decision("rq-1", call, Some("ir_g1")))
                 .await
                 .unwrap()
         }));
@@ -80,7 +103,7 @@ pub async fn gate_decisions_are_idempotent_by_request(b: &dyn Backend) {
     let other = json!({"tool_name": "shell", "args": {"argv": ["rm", "-rf", "/"]}});
     assert!(matches!(
         stores[0]
-            .record_gate_decision(decision("rq-1", other, None))
+            .record_pair(decision("rq-1", other, None))
             .await
             .unwrap(),
         GateRecordOutcome::Conflict(_)
@@ -89,7 +112,7 @@ pub async fn gate_decisions_are_idempotent_by_request(b: &dyn Backend) {
     let reordered = json!({"args": {"argv": ["ls"]}, "tool_name": "shell"});
     assert!(matches!(
         stores[0]
-            .record_gate_decision(decision("rq-1", reordered, Some("ir_g1")))
+            .record_pair(decision("rq-1", reordered, Some("ir_g1")))
             .await
             .unwrap(),
         GateRecordOutcome::Existing(_)
@@ -110,14 +133,14 @@ pub async fn gate_decisions_are_idempotent_by_request(b: &dyn Backend) {
     // A decision without an interaction, and its replay.
     let deny = || decision("rq-2", json!({"tool_name": "x"}), None);
     assert!(matches!(
-        stores[0].record_gate_decision(deny()).await.unwrap(),
+        stores[0].record_pair(deny()).await.unwrap(),
         GateRecordOutcome::Recorded {
             interaction: None,
             ..
         }
     ));
     assert!(matches!(
-        stores[0].record_gate_decision(deny()).await.unwrap(),
+        stores[0].record_pair(deny()).await.unwrap(),
         GateRecordOutcome::Existing(_)
     ));
     let created = stores[0]
@@ -149,10 +172,10 @@ pub async fn gate_asks_respect_the_pending_limit(b: &dyn Backend) {
                 json!({"i": i}),
                 Some(&format!("ir_p{i}")),
             );
-            if let Some(interaction) = &mut new.interaction {
+            if let Some(interaction) = &mut new.0.interaction {
                 interaction.max_pending_per_session = 5;
             }
-            store.record_gate_decision(new).await.unwrap()
+            store.record_pair(new).await.unwrap()
         }));
     }
     let (mut recorded, mut refused) = (0, 0);
@@ -397,17 +420,17 @@ pub async fn approvals_note_whose_nonce_they_carry(b: &dyn Backend) {
     let store = b.open().await;
     // A gate's allow.
     let mut allow = decision("rq-n1", json!({"n": 1}), None);
-    allow.record.decision = GateResponse::Allow {
+    allow.1 = crate::decided(GateResponse::Allow {
         approval: approval(true, "alice", "nonce-allow"),
-    };
-    store.record_gate_decision(allow).await.unwrap();
+    });
+    store.record_pair(allow).await.unwrap();
     // A gate's deny: its nonce guards nothing.
     let mut deny = decision("rq-n2", json!({"n": 2}), None);
-    deny.record.decision = GateResponse::Deny {
+    deny.1 = crate::decided(GateResponse::Deny {
         reason: "no".into(),
         approval: Some(approval(false, "alice", "nonce-deny")),
-    };
-    store.record_gate_decision(deny).await.unwrap();
+    });
+    store.record_pair(deny).await.unwrap();
     // A person's answer to a tool approval in another session.
     store
         .create_interaction(tool_approval("ir_n1", "s-other"))
@@ -440,4 +463,80 @@ pub async fn approvals_note_whose_nonce_they_carry(b: &dyn Backend) {
     );
     assert_eq!(store.nonce_owner("nonce-deny").await.unwrap(), None);
     assert_eq!(store.nonce_owner("nonce-unknown").await.unwrap(), None);
+}
+
+/// A repeat of a gate call signs nothing: the signer runs once, for the
+/// call that records, and every repeat (concurrent, on any server) answers
+/// with the envelope first recorded, byte for byte.
+pub async fn a_repeated_gate_call_signs_nothing_new(b: &dyn Backend) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let stores = handles(b).await;
+    let signed = Arc::new(AtomicUsize::new(0));
+    let call = json!({"tool_name": "shell", "args": {"argv": ["ls"]}});
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let store = Arc::clone(&stores[i % stores.len()]);
+        let (new, _) = decision("rq-s", call.clone(), None);
+        let signed = Arc::clone(&signed);
+        let sign: GateSigner = Box::new(move |audit: &mut AuditRecord| {
+            let n = signed.fetch_add(1, Ordering::SeqCst);
+            let nonce = format!("nonce-{i}-{n}");
+            if let Some(data) = audit.data.as_object_mut() {
+                data.insert("nonce".into(), json!(nonce));
+            }
+            Ok(GateResponse::Allow {
+                approval: approval(true, "alice", &nonce),
+            })
+        });
+        tasks.push(tokio::spawn(async move {
+            store.record_gate_decision(new, sign).await.unwrap()
+        }));
+    }
+    let mut first = None;
+    let mut answers = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            GateRecordOutcome::Recorded { record, .. } => {
+                assert!(
+                    first.replace(record.decision.clone()).is_none(),
+                    "one records"
+                );
+                answers.push(record.decision);
+            }
+            GateRecordOutcome::Existing(existing) => answers.push(existing.decision),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(
+        signed.load(Ordering::SeqCst),
+        1,
+        "one signature for 12 calls"
+    );
+    let first = serde_json::to_string(&first.expect("one call records")).unwrap();
+    for answer in answers {
+        assert_eq!(serde_json::to_string(&answer).unwrap(), first);
+    }
+    // A later repeat on a reopened handle: still no signing.
+    drop(stores);
+    let store = b.open().await;
+    let (new, _) = decision("rq-s", call, None);
+    let never: GateSigner = Box::new(|_| panic!("a repeat must not sign"));
+    match store.record_gate_decision(new, never).await.unwrap() {
+        GateRecordOutcome::Existing(existing) => {
+            assert_eq!(serde_json::to_string(&existing.decision).unwrap(), first);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // The one audit entry carries the one nonce signed.
+    let nonces: Vec<_> = store
+        .audit_after(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "gate.decided")
+        .map(|e| e.data["nonce"].clone())
+        .collect();
+    assert_eq!(nonces.len(), 1);
+    let nonce = nonces[0].as_str().expect("the audit entry names the nonce");
+    assert!(store.nonce_owner(nonce).await.unwrap().is_some());
 }

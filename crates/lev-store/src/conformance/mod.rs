@@ -77,6 +77,7 @@ macro_rules! conformance_suite {
             blobs_are_served_only_for_a_winning_answer,
             tokens_have_one_owner_per_name,
             gate_decisions_are_idempotent_by_request,
+            a_repeated_gate_call_signs_nothing_new,
             gate_asks_respect_the_pending_limit,
             grants_commit_only_with_the_winning_answer,
             nonces_are_spent_once,
@@ -112,6 +113,8 @@ macro_rules! conformance_suite {
             approvals_note_whose_nonce_they_carry,
             a_revocation_racing_a_vote_is_never_outlived,
             stats_count_a_window_per_kind_and_rule,
+            signing_key_changes_are_audited_and_reach_every_handle,
+            a_revoked_token_is_refused_on_every_handle_at_once,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

@@ -22,6 +22,7 @@ pub(crate) async fn cycles(
     let measure_from = start + Duration::from_secs(warmup);
     let end = measure_from + Duration::from_secs(duration);
     let mut tasks = tokio::task::JoinSet::new();
+    let started = server.meter_at(measure_from);
     for w in 0..workers {
         // Created and waited for on one replica, answered on the next.
         let worker = server.on(worker, w)?;
@@ -57,10 +58,13 @@ pub(crate) async fn cycles(
     while let Some(joined) = tasks.join_next().await {
         all.extend(joined.context("a worker task")??);
     }
+    let cost = server
+        .cost(&started.await.context("the meter")?, all.len(), "cycle")
+        .await;
     let rss = server.rss_kib();
     all.sort();
     println!(
-        "cycles: {workers} workers, {duration} s measured after {warmup} s warm-up{}: {} cycles, {:.0} cycles/s, p50 {}, p99 {}, max {}; server RSS {}",
+        "cycles: {workers} workers, {duration} s measured after {warmup} s warm-up{}: {} cycles, {:.0} cycles/s, p50 {}, p99 {}, max {}; server RSS {}; {cost}",
         server.describe(),
         all.len(),
         all.len() as f64 / duration as f64,

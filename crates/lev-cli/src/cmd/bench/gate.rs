@@ -55,13 +55,18 @@ fn call(worker: usize, n: usize) -> GateRequest {
 /// # Errors
 /// A call that fails, a decision other than allow, an envelope that does not
 /// verify.
-pub async fn gate(worker: Client, args: &GateArgs) -> anyhow::Result<()> {
+pub(crate) async fn gate(
+    server: &super::servers::Servers,
+    worker: Client,
+    args: &GateArgs,
+) -> anyhow::Result<()> {
     let jwks = worker.keys().await.context("reading the server's keys")?;
     let keys = TrustedKeys::parse(&serde_json::to_string(&jwks)?)?;
     let start = Instant::now();
     let measure_from = start + Duration::from_secs(args.warmup);
     let end = measure_from + Duration::from_secs(args.duration);
     let mut tasks = tokio::task::JoinSet::new();
+    let started = server.meter_at(measure_from);
     for w in 0..args.workers {
         let worker = worker.clone();
         let keys = keys.clone();
@@ -99,6 +104,9 @@ pub async fn gate(worker: Client, args: &GateArgs) -> anyhow::Result<()> {
     while let Some(joined) = tasks.join_next().await {
         all.extend(joined.context("a worker task")??);
     }
+    let cost = server
+        .cost(&started.await.context("the meter")?, all.len(), "decision")
+        .await;
     all.sort();
     let pct = |p: f64| -> String {
         if all.is_empty() {
@@ -108,10 +116,11 @@ pub async fn gate(worker: Client, args: &GateArgs) -> anyhow::Result<()> {
         format!("{:.2} ms", all[rank - 1].as_secs_f64() * 1000.0)
     };
     println!(
-        "gate: {} workers, {} s measured after {} s warm-up: {} decisions (allow by rule, signed, audited), {:.0} decisions/s, p50 {}, p99 {}, p99.9 {}, max {}",
+        "gate: {} workers, {} s measured after {} s warm-up{}: {} decisions (allow by rule, signed, audited), {:.0} decisions/s, p50 {}, p99 {}, p99.9 {}, max {}; {cost}",
         args.workers,
         args.duration,
         args.warmup,
+        server.describe(),
         all.len(),
         all.len() as f64 / args.duration.max(1) as f64,
         pct(0.50),

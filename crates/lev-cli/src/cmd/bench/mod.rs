@@ -3,9 +3,12 @@
 //! process, so client and server costs are apart (both share the machine).
 //!
 //! - `cycles`: N workers each loop create -> respond -> wait, durable at each
-//!   step; prints cycles/s and the cycle latency's p50 and p99.
+//!   step; prints cycles/s, the cycle latency's p50 and p99, and the CPU
+//!   each cycle cost the servers (and, with `--database`, PostgreSQL, and
+//!   the transactions it committed per cycle).
 //! - `gate`: N workers gating calls that a policy rule allows (signed,
-//!   audited, recorded for idempotency); prints decisions/s, p50 and p99.
+//!   audited, recorded for idempotency); prints decisions/s, p50 and p99,
+//!   and the same costs per decision.
 //! - `waiters`: N interactions with a waiter blocked on each, then all
 //!   answered; prints the server's RSS while they wait and the wake latency
 //!   (respond sent -> waiter woken) p50 and p99.
@@ -31,6 +34,8 @@
 //! - `cycles`, `waiters`, `gate`, `soak`, `chaos`: one mode each.
 //! - `servers`: the bench's `lev serve` children ([`servers::Servers`]) and
 //!   what is read of them (`/proc`: RSS, open files).
+//! - `meter`: what a measured window cost (`/proc`: CPU of the servers and
+//!   of PostgreSQL; the database's committed transactions).
 //! - `spawned`: one `lev serve` child process ([`spawned::Spawned`]); the
 //!   integration tests start their servers with this same file.
 //! - `common`: tokens, questions, latency percentiles and their printing.
@@ -39,6 +44,7 @@ mod chaos;
 mod common;
 mod cycles;
 mod gate;
+mod meter;
 mod servers;
 mod soak;
 // Shared with the integration tests (tests/all.rs includes this file), which
@@ -175,7 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 duration,
                 warmup,
             } => cycles::cycles(&server, &worker, &approver, workers, duration, warmup).await,
-            Mode::Gate(flags) => gate::gate(worker, &flags).await,
+            Mode::Gate(flags) => gate::gate(&server, worker, &flags).await,
             Mode::Soak(flags) => soak::soak(&server, &admin, &flags).await,
             Mode::Waiters { count, concurrency } => {
                 waiters::waiters(&server, &worker, &approver, count, concurrency).await

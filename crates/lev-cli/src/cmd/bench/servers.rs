@@ -17,6 +17,8 @@ pub(crate) struct Servers {
     /// Token names get it, so that a bench may run again on one database.
     suffix: String,
     postgres: bool,
+    /// The database they share, if any.
+    pub(crate) database: Option<String>,
     _data: tempfile::TempDir,
 }
 
@@ -110,6 +112,7 @@ impl Servers {
             admin_token,
             suffix,
             postgres: database.is_some(),
+            database: database.map(str::to_owned),
             _data: data,
         })
     }
@@ -143,6 +146,26 @@ impl Servers {
     /// The servers' process ids.
     pub(crate) fn pids(&self) -> impl Iterator<Item = u32> + '_ {
         self.children.iter().map(Spawned::pid)
+    }
+
+    /// Start measuring a window at `at`: CPU of the servers (and of
+    /// PostgreSQL), committed transactions; [`Self::cost`] ends it.
+    pub(crate) fn meter_at(
+        &self,
+        at: tokio::time::Instant,
+    ) -> tokio::task::JoinHandle<super::meter::Reading> {
+        let pids: Vec<u32> = self.pids().collect();
+        let database = self.database.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            super::meter::read(&pids, database.as_deref()).await
+        })
+    }
+
+    /// What the window since `start` cost, per each of `n` operations.
+    pub(crate) async fn cost(&self, start: &super::meter::Reading, n: usize, what: &str) -> String {
+        let pids: Vec<u32> = self.pids().collect();
+        super::meter::report(start, &pids, self.database.as_deref(), n, what).await
     }
 
     /// The servers' resident memory, summed.
