@@ -125,6 +125,12 @@ enum Command {
     /// and re-signed by the server still verifies alone: keep the head with
     /// --save-head and check later with --head, so the cut shows.
     Audit(cmd::audit::Args),
+    /// How human review performed over a window (GET /v1/stats).
+    ///
+    /// Per kind and policy rule: how many were asked, still pending,
+    /// approval and denial rates, median and 95th percentile time to a
+    /// decision, expired, who answered most. Needs an admin or approver token.
+    Stats(cmd::stats::Args),
     /// An MCP server on stdio for coding agents: ask_human and approval_prompt.
     ///
     /// approval_prompt is Claude Code's --permission-prompt-tool
@@ -192,6 +198,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Webhook(args) => cmd::webhook::run(args),
         Command::Watch(args) => cmd::watch::run(args),
         Command::Audit(args) => cmd::audit::run(args),
+        Command::Stats(args) => cmd::stats::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Hook(args) => cmd::hook::run(args),
         Command::Codex(args) => cmd::codex::run(args),

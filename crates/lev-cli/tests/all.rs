@@ -48,6 +48,11 @@
 //!   (`sslmode=verify-full&sslrootcert=...`), and refused with a wrong CA or
 //!   host name (the server set up by lev-store-postgres's `server_tls`).
 //!
+//! - `observability`: `lev serve --log-format json` parsed line by line
+//!   (one line per request, its fields, no token), and `/metrics` parsed by
+//!   `prometheus_client` (Python) against a run whose counts are known;
+//!   OTLP/HTTP traces received and decoded with `opentelemetry-proto`
+//!   (Python): spans, parents, the `traceparent` round trip.
 //! - `crate_graph`: ARCHITECTURE.md's crate graph and layers against every
 //!   crate's `Cargo.toml`.
 //!
@@ -91,6 +96,8 @@ mod keys;
 mod mcp_proxy;
 #[path = "all/newcomer.rs"]
 mod newcomer;
+#[path = "all/observability.rs"]
+mod observability;
 #[path = "all/operators.rs"]
 mod operators;
 #[path = "all/postgres_tls.rs"]

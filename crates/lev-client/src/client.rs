@@ -598,7 +598,22 @@ impl Client {
         })
     }
 
-    /// `GET /metrics` (admin): the server's metrics in Prometheus text format.
+    /// `GET /v1/stats` (admin, approvers): the report over the interactions
+    /// created in a window. `query` is the query string without `?`:
+    /// `since=7d`, or `from=...&to=...` (RFC 3339).
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn stats(&self, query: &str) -> Result<lev_protocol::stats::Stats> {
+        let path = if query.is_empty() {
+            "/v1/stats".to_owned()
+        } else {
+            format!("/v1/stats?{query}")
+        };
+        self.call(Method::GET, &path, None::<&()>, None).await
+    }
+
+    /// `GET /metrics` (admin): the server's metrics in OpenMetrics text format.
     ///
     /// # Errors
     /// Any [`Error`].

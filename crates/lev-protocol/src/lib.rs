@@ -17,6 +17,7 @@ pub mod interaction;
 pub mod json;
 pub mod operator;
 pub mod response;
+pub mod stats;
 pub mod text;
 pub mod validate;
 pub mod validate_gate;

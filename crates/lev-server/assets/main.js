@@ -20,7 +20,7 @@
 // exists. dashboard.rs's tests read the imports and hold this.
 //
 //   base (imports no view)   bus  state  json  text  dom  api
-//   views on the base        votes  outcomes  tasks  grants  audit
+//   views on the base        votes  outcomes  tasks  grants  audit  stats
 //                            answer (votes)
 //                            detail (answer, outcomes, votes, tasks)
 //                            inbox (detail, tasks)
@@ -41,6 +41,7 @@ import { addPasskey } from './votes.js';
 import { loadTasks } from './tasks.js';
 import { loadGrants } from './grants.js';
 import { loadAudit } from './audit.js';
+import { loadStats } from './stats.js';
 import { advanceFrom, back, move, refreshOne, renderInbox, renderSessions, select } from './inbox.js';
 import { askNotify } from './notify.js';
 import { loadHistory } from './history.js';
@@ -55,7 +56,7 @@ async function onHashChange() {
 function route() {
   if (!S.me) return;
   let v = location.hash.replace(/^#/, '') || 'inbox';
-  if (!['inbox', 'history', 'grants', 'tasks', 'audit'].includes(v)) v = 'inbox';
+  if (!['inbox', 'history', 'grants', 'tasks', 'stats', 'audit'].includes(v)) v = 'inbox';
   if (v === 'audit' && S.me.role !== 'admin') v = 'inbox';
   // Coming back to the inbox from another tab shows the list (on a phone).
   if (v === 'inbox' && S.view !== 'inbox') back();
@@ -66,6 +67,7 @@ function route() {
   if (v === 'history') loadHistory();
   if (v === 'grants') loadGrants();
   if (v === 'tasks') loadTasks();
+  if (v === 'stats') loadStats();
   if (v === 'audit') loadAudit();
 }
 

@@ -162,6 +162,7 @@ impl FromRequestParts<AppState> for Principal {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         // Authenticated by the dashboard's session cookie (crate::session_auth).
         if let Some(principal) = parts.extensions.get::<Self>() {
+            crate::log::note_token(&parts.extensions, &principal.name);
             return Ok(principal.clone());
         }
         let header = parts
@@ -183,10 +184,13 @@ impl FromRequestParts<AppState> for Principal {
                 ApiError::Unauthorized("expected Authorization: Bearer <token>".into())
             })?;
         let record = state
-            .store()
-            .token_by_hash(&token_hash(secret))
+            .timed(
+                "token_by_hash",
+                state.store().token_by_hash(&token_hash(secret)),
+            )
             .await?
             .ok_or_else(|| ApiError::Unauthorized("unknown or revoked token".into()))?;
+        crate::log::note_token(&parts.extensions, &record.info.name);
         Ok(Self {
             name: record.info.name,
             role: record.info.role,

@@ -44,6 +44,8 @@ pub struct Config {
     pub insecure_http: bool,
     /// `--slack-config`: the Slack integration's file.
     pub slack_config: Option<PathBuf>,
+    /// `--metrics-listen`: an address serving `/metrics` without a token.
+    pub metrics_listen: Option<String>,
 }
 
 impl Config {
@@ -61,6 +63,7 @@ impl Config {
             tls: None,
             insecure_http: false,
             slack_config: None,
+            metrics_listen: None,
         }
     }
 }
@@ -146,6 +149,9 @@ pub struct Settings {
     pub slack: Option<Arc<lev_slack::SlackConfig>>,
     /// Connection caps and timeouts (`--max-connections`, ...).
     pub connections: crate::http::ConnectionSettings,
+    /// Where trace spans go (`--otlp-endpoint`, `OTEL_EXPORTER_OTLP_*`);
+    /// `None`, no traces.
+    pub otlp: Option<crate::trace::OtlpConfig>,
 }
 
 impl Default for Settings {
@@ -164,6 +170,7 @@ impl Default for Settings {
             webhooks: WebhookSettings::default(),
             slack: None,
             connections: crate::http::ConnectionSettings::default(),
+            otlp: None,
         }
     }
 }

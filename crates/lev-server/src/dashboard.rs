@@ -98,6 +98,7 @@ const MODULES: &[(&str, Layer, &str)] = &[
     module!("tasks.js", View),
     module!("grants.js", View),
     module!("audit.js", View),
+    module!("stats.js", View),
     module!("answer.js", View),
     module!("detail.js", View),
     module!("inbox.js", View),

@@ -79,7 +79,13 @@ impl Expiry {
     }
 
     /// Run until shutdown.
-    pub async fn run(self: Arc<Self>, store: Arc<dyn Store>, mut shutdown: watch::Receiver<bool>) {
+    pub async fn run(
+        self: Arc<Self>,
+        store: Arc<dyn Store>,
+        metrics: Arc<crate::metrics::Metrics>,
+        tracer: Arc<crate::trace::Tracer>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
         loop {
             let next = match store.next_expiry().await {
                 Ok(next) => next,
@@ -111,10 +117,19 @@ impl Expiry {
                     () = crate::shutdown::stopped(&mut shutdown) => return,
                 }
             }
-            if let Err(e) = store.expire_due(OffsetDateTime::now_utc()).await {
-                crate::log::error(&format!("expiry: cannot expire due interactions: {e}"));
-                if sleep_or_shutdown(Duration::from_secs(1), &mut shutdown).await {
-                    return;
+            match store.expire_due(OffsetDateTime::now_utc()).await {
+                Ok(expired) => {
+                    for view in &expired {
+                        let approved = view.response.as_ref().and_then(|r| r.approved);
+                        metrics.decided(&view.request, approved);
+                        tracer.decided(&view.request, approved);
+                    }
+                }
+                Err(e) => {
+                    crate::log::error(&format!("expiry: cannot expire due interactions: {e}"));
+                    if sleep_or_shutdown(Duration::from_secs(1), &mut shutdown).await {
+                        return;
+                    }
                 }
             }
         }

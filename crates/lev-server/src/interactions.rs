@@ -165,7 +165,10 @@ pub fn opened(state: &AppState, interaction: &Interaction) {
 /// session's pending limit, and the store's errors.
 pub async fn open(state: &AppState, new: NewInteraction) -> ApiResult<(InteractionView, bool)> {
     let session = new.interaction.request.session_id.clone();
-    match state.store().create_interaction(new).await? {
+    match state
+        .timed("create_interaction", state.store().create_interaction(new))
+        .await?
+    {
         CreateOutcome::Created(view) => {
             opened(state, &view.request);
             Ok((*view, true))
@@ -197,8 +200,7 @@ pub fn too_many_pending(state: &AppState, session: &str) -> ApiError {
 /// As above.
 pub async fn load(state: &AppState, principal: &Principal, id: &str) -> ApiResult<InteractionView> {
     let view = state
-        .store()
-        .get_interaction(id)
+        .timed("get_interaction", state.store().get_interaction(id))
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no interaction {id:?}")))?;
     check_access(principal, &view)?;
@@ -230,8 +232,7 @@ pub async fn wait_final(
 ) -> ApiResult<InteractionView> {
     let read = || async {
         let view = state
-            .store()
-            .get_interaction(id)
+            .timed("get_interaction", state.store().get_interaction(id))
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("no interaction {id:?}")))?;
         check(&view)?;
@@ -333,20 +334,24 @@ pub async fn answer(
         return crate::votes::cast(state, view, response, voter).await;
     }
     let audit = BTreeMap::from([("approver".to_owned(), json!(by.name))]);
+    let answer = NewAnswer {
+        id: id.to_owned(),
+        response: response.clone(),
+        approval: None,
+        answered_by: by.name.to_owned(),
+        answered_at: OffsetDateTime::now_utc(),
+        audit,
+    };
     let outcome = state
-        .store()
-        .answer_interaction(NewAnswer {
-            id: id.to_owned(),
-            response: response.clone(),
-            approval: None,
-            answered_by: by.name.to_owned(),
-            answered_at: OffsetDateTime::now_utc(),
-            audit,
-        })
+        .timed(
+            "answer_interaction",
+            state.store().answer_interaction(answer),
+        )
         .await?;
     match outcome {
         TransitionOutcome::Done(view) => {
             state.metrics().answered();
+            state.decided(&view.request, None);
             Ok(RespondResult {
                 response: view.response.unwrap_or(response),
                 approval: view.approval,
@@ -367,8 +372,17 @@ pub async fn answer(
 /// # Errors
 /// 409 with the winner when it was answered, 410 when it expired, 404.
 pub async fn cancel(state: &AppState, id: &str, actor: &str) -> ApiResult<InteractionView> {
-    match state.store().cancel_interaction(id, actor).await? {
-        TransitionOutcome::Done(view) => Ok(*view),
+    match state
+        .timed(
+            "cancel_interaction",
+            state.store().cancel_interaction(id, actor),
+        )
+        .await?
+    {
+        TransitionOutcome::Done(view) => {
+            state.decided(&view.request, None);
+            Ok(*view)
+        }
         TransitionOutcome::AlreadyAnswered(view) => Err(already_answered(*view)),
         TransitionOutcome::Gone(view) if view.request.status == InteractionStatus::Cancelled => {
             Ok(*view)

@@ -47,6 +47,7 @@ mod store;
 mod tasks;
 mod tls;
 mod tokens;
+mod trace;
 mod votes;
 pub mod webhooks;
 
@@ -65,10 +66,12 @@ pub use http::ConnectionSettings;
 pub use kek::Kek;
 pub use keys::KeyRing;
 pub use lev_store_postgres::Activity as DatabaseActivity;
+pub use log::{LogFormat, init as init_logging};
 pub use state::AppState;
 pub use store::activity as database_activity;
 pub use store::migrate as migrate_database;
 pub use tokens::create_in_database as create_token_in_database;
+pub use trace::OtlpConfig;
 
 /// How long shutdown waits for requests in flight before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -123,6 +126,8 @@ pub struct Server {
     state: AppState,
     admin_token: Option<String>,
     scheme: &'static str,
+    /// `--metrics-listen`'s socket: `/metrics` without a token.
+    metrics_tcp: Option<TcpListener>,
 }
 
 impl std::fmt::Debug for Server {
@@ -332,6 +337,15 @@ impl Server {
             addr: config.listen.clone(),
             source,
         })?;
+        let metrics_tcp = match &config.metrics_listen {
+            Some(addr) => Some(TcpListener::bind(addr.as_str()).await.map_err(|source| {
+                ServeError::Listen {
+                    addr: format!("--metrics-listen {addr}"),
+                    source,
+                }
+            })?),
+            None => None,
+        };
         let scheme = if acceptor.is_some() { "https" } else { "http" };
         if !loopback && config.tls.is_none() {
             log::info(
@@ -351,7 +365,13 @@ impl Server {
             state,
             admin_token: opened.admin_token,
             scheme,
+            metrics_tcp,
         })
+    }
+
+    /// The address `--metrics-listen` bound, when given.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_tcp.as_ref().and_then(|t| t.local_addr().ok())
     }
 
     /// The address actually bound.
@@ -397,6 +417,18 @@ impl Server {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        if let Some(tcp) = self.metrics_tcp {
+            let metrics = self.state.clone();
+            let mut stop = self.state.shutdown_signal();
+            let app = routes::metrics_only(self.state.clone());
+            metrics.spawn(async move {
+                let served = axum::serve(tcp, app)
+                    .with_graceful_shutdown(async move { shutdown::stopped(&mut stop).await });
+                if let Err(e) = served.await {
+                    log::error(&format!("--metrics-listen: {e}"));
+                }
+            });
+        }
         let state = self.state.clone();
         let background = self.state.clone();
         let limits = self.state.settings().connections.clone();
@@ -447,7 +479,17 @@ where
         server.state().replica_id()
     ));
     log::info(&format!("listening on {}", server.base_url()));
+    if let Some(addr) = server.metrics_addr() {
+        log::info(&format!("metrics: http://{addr}/metrics"));
+    }
     match server.admin_token() {
+        // JSON lines go to machines (a log pipeline): the admin token's
+        // link stays out of them.
+        Some(_) if log::is_json() => log::info(&format!(
+            "dashboard: {}/ (log in with the admin token in {})",
+            server.base_url(),
+            data_dir.join(ADMIN_TOKEN_FILE).display()
+        )),
         Some(_) => log::info(&format!("dashboard: {}", server.dashboard_url())),
         None => log::info(&format!(
             "dashboard: {} (log in with the admin token; {} is missing)",

@@ -100,7 +100,9 @@ async fn pass(
                         }),
                     );
                 }
-                store.escalate_once(&id, data).await?;
+                if store.escalate_once(&id, data).await? {
+                    state.metrics().escalated();
+                }
                 escalated.insert(id.clone());
             }
             let interval = view

@@ -26,7 +26,8 @@ struct Inner {
     hub: Arc<Hub>,
     operators: Arc<crate::operators::hub::OperatorHub>,
     expiry: Arc<Expiry>,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
+    tracer: Arc<crate::trace::Tracer>,
     settings: Settings,
     shutdown_tx: watch::Sender<bool>,
     shutdown: watch::Receiver<bool>,
@@ -67,13 +68,33 @@ impl AppState {
         tasks.spawn(Arc::clone(&operators).follow(store.operator_signals(), shutdown.clone()));
         let expiry = Arc::new(Expiry::default());
         tasks.spawn(Arc::clone(&hub).run(store.subscribe(), shutdown.clone()));
-        tasks.spawn(Arc::clone(&expiry).run(Arc::clone(&store), shutdown.clone()));
         tasks.spawn(Arc::clone(&expiry).follow(store.subscribe(), shutdown.clone()));
         // Another replica's rotation or removal, read again here.
         tasks.spawn(keys.clone().follow(shutdown.clone()));
         // Without randomness the id is still this process's own.
         let replica_id = crate::ids::new_id("rp_", time::OffsetDateTime::now_utc())
             .unwrap_or_else(|_| format!("rp_pid{}", std::process::id()));
+        let metrics = Arc::new(Metrics::new(&replica_id, store.kind()));
+        let tracer = match settings.otlp.clone() {
+            None => crate::trace::Tracer::off(Arc::clone(&metrics)),
+            Some(config) => {
+                let spawner = tasks.clone();
+                crate::trace::Tracer::start(config, Arc::clone(&metrics), shutdown.clone(), |f| {
+                    drop(spawner.spawn(f));
+                })
+                .unwrap_or_else(|e| {
+                    crate::log::error(&format!("otlp: {e}; traces are off"));
+                    crate::trace::Tracer::off(Arc::clone(&metrics))
+                })
+            }
+        };
+        let tracer = Arc::new(tracer);
+        tasks.spawn(Arc::clone(&expiry).run(
+            Arc::clone(&store),
+            Arc::clone(&metrics),
+            Arc::clone(&tracer),
+            shutdown.clone(),
+        ));
         Self(Arc::new(Inner {
             replica_id,
             store,
@@ -81,7 +102,8 @@ impl AppState {
             hub,
             operators,
             expiry,
-            metrics: Metrics::default(),
+            metrics,
+            tracer,
             settings,
             shutdown_tx,
             shutdown,
@@ -152,9 +174,36 @@ impl AppState {
         &self.0.expiry
     }
 
-    /// The counters.
+    /// The metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.0.metrics
+    }
+
+    /// The tracer (OTLP spans of interactions).
+    pub fn tracer(&self) -> &crate::trace::Tracer {
+        &self.0.tracer
+    }
+
+    /// `interaction` just left `pending` through this process: counted and
+    /// traced.
+    pub fn decided(&self, interaction: &lev_protocol::Interaction, approved: Option<bool>) {
+        self.0.metrics.decided(interaction, approved);
+        self.0.tracer.decided(interaction, approved);
+    }
+
+    /// Run the store call `call`, timed as `operation` in the store's
+    /// latency histogram (and counted in its errors when it fails).
+    pub async fn timed<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = lev_store::Result<T>>,
+    ) -> lev_store::Result<T> {
+        let started = std::time::Instant::now();
+        let result = call.await;
+        self.0
+            .metrics
+            .store_call(operation, started.elapsed(), result.is_ok());
+        result
     }
 
     /// The settings.

@@ -79,6 +79,7 @@ pub mod operators;
 pub mod people;
 pub mod record;
 pub mod sessions;
+pub mod stats;
 pub mod tasks;
 pub mod webhooks;
 
@@ -359,6 +360,18 @@ pub trait InteractionStore: Send + Sync + 'static {
 
     /// How many interactions are pending (all sessions), for metrics.
     async fn count_pending(&self) -> Result<u64>;
+
+    /// How human review performed for the interactions created in
+    /// `[from, to)` (`GET /v1/stats`), per kind and policy rule. Provided:
+    /// computed from [`InteractionStore::list_interactions`], the same on
+    /// every backend.
+    async fn interaction_stats(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<lev_protocol::stats::Stats> {
+        stats::by_listing(self, from, to).await
+    }
 
     /// The earliest `expires_at` among pending interactions.
     async fn next_expiry(&self) -> Result<Option<OffsetDateTime>>;

@@ -19,6 +19,7 @@ pub mod respond;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod stats;
 pub mod token;
 pub mod verify;
 pub mod watch;

@@ -154,6 +154,39 @@ pub struct Args {
         value_name = "SECONDS"
     )]
     pub write_timeout: u64,
+    /// How log lines are written to stderr: text (`lev: message key=value`)
+    /// or json (one object per line: timestamp, level, target, message and
+    /// the fields). Every request is one line (target lev_server::request).
+    #[arg(
+        long,
+        env = "LEV_LOG_FORMAT",
+        default_value = "text",
+        value_name = "text|json"
+    )]
+    pub log_format: String,
+    /// Which log lines to write, as RUST_LOG filters: a level (error, warn,
+    /// info, debug, trace), or target=level pairs separated by commas, e.g.
+    /// `info,lev_server::request=warn` to leave out the request lines.
+    #[arg(
+        long = "log",
+        env = "LEV_LOG",
+        default_value = "info",
+        value_name = "FILTER"
+    )]
+    pub log: String,
+    /// Also serve GET /metrics (OpenMetrics text) without a token on this
+    /// address, for a Prometheus scraper; without it /metrics takes the
+    /// admin token on --listen.
+    #[arg(long, env = "LEV_METRICS_LISTEN", value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
+    /// Send traces (OpenTelemetry, OTLP/HTTP protobuf) to this collector,
+    /// e.g. http://localhost:4318 (`/v1/traces` is added): one trace per
+    /// interaction, joined to the agent's own when its request carried a
+    /// W3C traceparent. Unset, the standard OTEL_EXPORTER_OTLP_ENDPOINT or
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; OTEL_EXPORTER_OTLP_HEADERS and
+    /// OTEL_SERVICE_NAME are read too.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// Stop (as on SIGTERM) when standard input ends: the process that
     /// started this server holds the other end of a pipe, so the server
     /// stops with it however it ends, SIGKILL included (`lev bench`, tests).
@@ -231,6 +264,9 @@ fn connection_settings(args: &Args) -> anyhow::Result<lev_server::ConnectionSett
 /// # Errors
 /// A bad flag, an unusable data dir, a socket that cannot be bound.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let format = lev_server::LogFormat::parse(&args.log_format)
+        .map_err(|e| anyhow::anyhow!("--log-format: {e}"))?;
+    lev_server::init_logging(format, Some(&args.log)).map_err(|e| anyhow::anyhow!("--log: {e}"))?;
     let connections = connection_settings(&args)?;
     let data_dir = match args.data_dir {
         Some(dir) => dir,
@@ -250,6 +286,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.tls = args.tls_cert.zip(args.tls_key);
     config.insecure_http = args.insecure_http;
     config.slack_config = args.slack_config;
+    config.metrics_listen = args.metrics_listen.filter(|a| !a.is_empty());
+    config.settings.otlp =
+        lev_server::OtlpConfig::from_flag_and_env(args.otlp_endpoint.as_deref(), |name| {
+            std::env::var(name).ok()
+        })
+        .map_err(|e| anyhow::anyhow!("--otlp-endpoint: {e}"))?;
     config.settings.webhooks.remind_after = match args.remind_after.as_deref() {
         Some(text) => {
             let d = lev_server::webhooks::parse_duration(text)

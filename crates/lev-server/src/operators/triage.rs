@@ -207,8 +207,10 @@ async fn run(state: AppState, interaction: Interaction) {
         ),
         Waited::Sent | Waited::Deadline => return,
     };
-    if let Err(e) = state.store().escalate_interaction(&id, &reason, &by).await {
-        crate::log::error(&format!("triage of {id}: cannot note the escalation: {e}"));
+    match state.store().escalate_interaction(&id, &reason, &by).await {
+        Ok(Some(_)) => state.metrics().escalated(),
+        Ok(None) => {}
+        Err(e) => crate::log::error(&format!("triage of {id}: cannot note the escalation: {e}")),
     }
 }
 

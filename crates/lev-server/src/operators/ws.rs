@@ -67,7 +67,9 @@ pub async fn upgrade(
             // server's tasks while it runs.
             let token = state.task_token();
             async move {
-                serve(state, session_id, principal.name, socket).await;
+                state.metrics().operator_connection(true);
+                serve(state.clone(), session_id, principal.name, socket).await;
+                state.metrics().operator_connection(false);
                 drop(token);
             }
         }))

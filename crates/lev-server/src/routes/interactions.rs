@@ -33,9 +33,15 @@ use crate::state::AppState;
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
+    headers: axum::http::HeaderMap,
     JsonBody(mut req): JsonBody<InteractionRequest>,
-) -> ApiResult<(StatusCode, Json<Interaction>)> {
+) -> ApiResult<(
+    StatusCode,
+    axum::Extension<crate::log::NotedInteraction>,
+    Json<Interaction>,
+)> {
     principal.require(&[Role::Worker])?;
+    let started = std::time::SystemTime::now();
     principal.check_session(&req.session_id)?;
     req.caller = principal.effective_caller(req.caller.as_deref())?;
     // What the server sets from its policy is never a client's to say.
@@ -61,12 +67,23 @@ pub async fn create(
         None,
     )?;
     let (view, created) = interactions::open(&state, new).await?;
+    if created {
+        // The agent's trace, when its request carried a traceparent.
+        let agent = headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::trace::Ctx::parse_traceparent);
+        state
+            .tracer()
+            .created(view.request.id(), agent, started, &view.request);
+    }
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(view.request)))
+    let noted = crate::log::NotedInteraction(view.request.id().to_owned());
+    Ok((status, axum::Extension(noted), Json(view.request)))
 }
 
 /// The query of `GET /v1/interactions`.

@@ -85,19 +85,58 @@ pub async fn blob(
         .into_response())
 }
 
-/// `GET /metrics` (admin): Prometheus text format.
+/// `GET /metrics` (admin; `--metrics-listen` serves it without a token on
+/// an address of its own): OpenMetrics text.
 #[utoipa::path(
     get, path = "/metrics", tag = "server",
-    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String))
+    responses((status = 200, description = "OpenMetrics text exposition", content_type = "application/openmetrics-text", body = String))
 )]
 pub async fn metrics(State(state): State<AppState>, principal: Principal) -> ApiResult<Response> {
     principal.require(&[Role::Admin])?;
-    let pending = state.store().count_pending().await?;
-    let text = state.metrics().render(state.hub().waiting(), pending);
+    exposition(&state).await
+}
+
+/// The most pending interactions `/metrics` reads to count them by session
+/// and kind (in pages); past it the gauges count what was read.
+const PENDING_READ: usize = 20_000;
+
+/// The metrics' text, with the pending interactions counted by session and
+/// kind from the store.
+pub async fn exposition(state: &AppState) -> ApiResult<Response> {
+    let mut counts: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    let mut filter = lev_store::ListFilter {
+        status: Some(lev_protocol::InteractionStatus::Pending),
+        session_id: None,
+        limit: 500,
+        before: None,
+    };
+    let mut read = 0;
+    loop {
+        let page = state.store().list_interactions(filter.clone()).await?;
+        read += page.items.len();
+        for view in &page.items {
+            let i = &view.request;
+            *counts
+                .entry((
+                    i.request.session_id.clone(),
+                    i.request.kind.type_name().to_owned(),
+                ))
+                .or_default() += 1;
+        }
+        match page.next_before {
+            Some(before) if read < PENDING_READ => filter.before = Some(before),
+            _ => break,
+        }
+    }
+    let pending: Vec<(String, String, i64)> = counts
+        .into_iter()
+        .map(|((session, kind), n)| (session, kind, n))
+        .collect();
+    let text = state.metrics().render(state.hub().waiting(), &pending);
     Ok((
         [(
             CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
         )],
         text,
     )

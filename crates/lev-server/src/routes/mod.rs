@@ -11,6 +11,7 @@ pub(crate) mod openapi;
 mod people;
 pub(crate) mod respond;
 mod sessions;
+mod stats;
 mod tasks;
 mod tokens;
 mod wait;
@@ -22,8 +23,11 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 
+use axum::http::HeaderValue;
+
 use crate::error::ApiError;
 pub(crate) use crate::extract::{PathParam, Q};
+use crate::log::{NotedInteraction, RequestNote};
 use crate::state::AppState;
 
 /// The router over `state`.
@@ -56,6 +60,7 @@ pub fn router(state: AppState) -> Router {
             post(crate::slack::interact::interactions),
         )
         .route("/v1/audit", get(audit::audit))
+        .route("/v1/stats", get(stats::stats))
         .route("/v1/hooks/claude-code", post(hooks::claude_code))
         .route("/v1/gate", post(approvals::gate))
         .route("/v1/grants", get(approvals::list_grants))
@@ -77,6 +82,19 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// `--metrics-listen`'s router: `GET /metrics` without a token, nothing
+/// else.
+pub fn metrics_only(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(state): State<AppState>| async move { misc::exposition(&state).await }),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
 async fn not_found() -> ApiError {
     ApiError::NotFound("no such route".into())
 }
@@ -88,8 +106,42 @@ async fn method_not_allowed() -> Response {
     response
 }
 
-/// Refuse new requests once shutdown began, and count every request.
-async fn gate(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// The header a request's id comes in and goes back in.
+const REQUEST_ID: &str = "x-request-id";
+
+/// The client's `x-request-id` when it is 1 to 128 of `A-Z a-z 0-9 . _ : -`,
+/// else a new one.
+fn request_id(req: &Request) -> String {
+    req.headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            (1..=128).contains(&v.len())
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+        })
+        .map_or_else(
+            || {
+                crate::ids::new_id("rq_", time::OffsetDateTime::now_utc())
+                    .unwrap_or_else(|_| "rq_none".to_owned())
+            },
+            str::to_owned,
+        )
+}
+
+/// The interaction a path names (`/v1/interactions/{id}...`).
+fn path_interaction(route: &str, path: &str) -> Option<String> {
+    route
+        .starts_with("/v1/interactions/{id}")
+        .then(|| path.split('/').nth(3).map(str::to_owned))
+        .flatten()
+}
+
+/// Refuse new requests once shutdown began; count, time and log every
+/// request once, under its `x-request-id` (the client's, else a new one),
+/// returned in the response.
+async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -102,13 +154,34 @@ async fn gate(State(state): State<AppState>, req: Request, next: Next) -> Respon
         _ => "other",
     }
     .to_owned();
-    let response = if state.is_shutting_down() {
+    let request_id = request_id(&req);
+    let mut interaction = path_interaction(&route, req.uri().path());
+    let note = RequestNote::new();
+    req.extensions_mut().insert(std::sync::Arc::clone(&note));
+    let mut response = if state.is_shutting_down() {
         ApiError::ShuttingDown.into_response()
     } else {
         next.run(req).await
     };
-    state
-        .metrics()
-        .request(&method, &route, response.status().as_u16());
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    if let Some(NotedInteraction(id)) = response.extensions().get::<NotedInteraction>() {
+        interaction = Some(id.clone());
+    }
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    state.metrics().request(&method, &route, status, elapsed);
+    tracing::info!(
+        target: crate::log::REQUEST_TARGET,
+        method,
+        route,
+        status,
+        duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3,
+        request_id,
+        token = note.token(),
+        interaction_id = interaction.as_deref(),
+        "request"
+    );
     response
 }

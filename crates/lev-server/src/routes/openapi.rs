@@ -55,6 +55,7 @@ use utoipa::{Modify, OpenApi};
         super::webhooks::deliveries,
         crate::slack::interact::interactions,
         super::audit::audit,
+        super::stats::stats,
         super::hooks::claude_code,
         super::approvals::gate,
         super::approvals::list_grants,

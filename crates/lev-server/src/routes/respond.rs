@@ -37,6 +37,7 @@ pub async fn respond(
     request: axum::extract::Request,
 ) -> ApiResult<(StatusCode, Json<RespondResult>)> {
     principal.require(&[Role::Approver])?;
+    let started = std::time::SystemTime::now();
     let bytes = read_limited(request, RESPOND_LIMIT).await?;
     let size = bytes.len();
     if size <= JSON_LIMIT {
@@ -61,6 +62,17 @@ pub async fn respond(
     }
     let by = crate::interactions::By::person(&principal.name, via.0.as_ref());
     let result = crate::interactions::answer(&state, &id, answer, by).await?;
+    let mut attributes = vec![("lev.voter", principal.name.clone())];
+    if let Some(approved) = result.response.approved {
+        attributes.push(("lev.approved", approved.to_string()));
+    }
+    state.tracer().child(
+        &id,
+        "interaction.vote",
+        crate::trace::SERVER,
+        started,
+        attributes,
+    );
     // A vote recorded while more are needed: accepted, not yet decided.
     let status = if result.status.is_some() {
         StatusCode::ACCEPTED

@@ -62,11 +62,21 @@ pub async fn wait(
     Q(query): Q<WaitQuery>,
 ) -> ApiResult<Json<WaitResponse>> {
     principal.require(&[Role::Worker])?;
+    let started = std::time::SystemTime::now();
     let deadline = tokio::time::Instant::now() + wait_length(query.timeout_s);
     let view = interactions::wait_final(&state, &id, deadline, |view| {
         interactions::check_access(&principal, view)
     })
     .await?;
+    if view.request.status.is_final() {
+        state.tracer().child(
+            &id,
+            "interaction.wait",
+            crate::trace::SERVER,
+            started,
+            vec![("lev.status", view.request.status.as_str().to_owned())],
+        );
+    }
     Ok(Json(if view.request.status.is_final() {
         report(view)
     } else {

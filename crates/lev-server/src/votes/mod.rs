@@ -584,16 +584,16 @@ pub async fn cast(
         if voter.operator {
             audit.insert("operator".to_owned(), json!(true));
         }
+        let new_vote = NewVote {
+            id: id.clone(),
+            vote: vote.clone(),
+            seen_votes: interaction.votes.clone(),
+            authority,
+            audit,
+            decision,
+        };
         let outcome = state
-            .store()
-            .cast_vote(NewVote {
-                id: id.clone(),
-                vote: vote.clone(),
-                seen_votes: interaction.votes.clone(),
-                authority,
-                audit,
-                decision,
-            })
+            .timed("cast_vote", state.store().cast_vote(new_vote))
             .await?;
         match settled(state, &id, outcome, &vote) {
             Ok(done) => return done,
@@ -699,6 +699,7 @@ fn settled(
         VoteOutcome::Recorded(recorded) => {
             if recorded.request.status == InteractionStatus::Answered {
                 state.metrics().answered();
+                state.decided(&recorded.request, approved_of(&recorded));
             }
             Ok(result_of(*recorded, vote))
         }
@@ -710,6 +711,14 @@ fn settled(
         VoteOutcome::Closed(TransitionOutcome::NotFound) => {
             Err(ApiError::NotFound(format!("no interaction {id:?}")))
         }
-        VoteOutcome::Closed(TransitionOutcome::Done(v)) => Ok(result_of(*v, vote)),
+        VoteOutcome::Closed(TransitionOutcome::Done(v)) => {
+            state.decided(&v.request, approved_of(&v));
+            Ok(result_of(*v, vote))
+        }
     })
+}
+
+/// Whether a decided tool approval was approved, as its answer says.
+fn approved_of(view: &InteractionView) -> Option<bool> {
+    view.response.as_ref().and_then(|r| r.approved)
 }

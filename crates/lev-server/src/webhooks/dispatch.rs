@@ -170,13 +170,53 @@ async fn claim_and_send(
 }
 
 /// Make one attempt and record it.
+/// The interaction a delivery's event is about (`data.id` of an
+/// `interaction.*` event), for its trace.
+fn interaction_of(d: &DueDelivery) -> Option<String> {
+    if !d.event_kind.starts_with("interaction.") {
+        return None;
+    }
+    let body: serde_json::Value = serde_json::from_str(&d.body).ok()?;
+    // `data` is the interaction, or its view (`{"request": ...}`).
+    let data = &body["data"];
+    data["id"]
+        .as_str()
+        .or_else(|| data["request"]["id"].as_str())
+        .map(str::to_owned)
+}
+
 async fn attempt(state: &AppState, client: &reqwest::Client, d: DueDelivery) {
     let started = Instant::now();
     let at = OffsetDateTime::now_utc();
+    let traced = if state.tracer().enabled() {
+        interaction_of(&d).and_then(|id| Some((state.tracer().begin(&id)?, id)))
+    } else {
+        None
+    };
+    let began = std::time::SystemTime::now();
     let sent = match d.kind {
-        EndpointKind::Http => post(state, client, &d).await,
+        EndpointKind::Http => post(state, client, &d, traced.as_ref().map(|t| t.0)).await,
         EndpointKind::Slack => crate::slack::deliver::deliver(state, client, &d).await,
     };
+    let channel = match d.kind {
+        EndpointKind::Http => "webhook",
+        EndpointKind::Slack => "slack",
+    };
+    state.metrics().delivery(channel, sent.ok);
+    if let Some((ctx, id)) = &traced {
+        state.tracer().finish(
+            id,
+            *ctx,
+            "interaction.notify",
+            crate::trace::CLIENT,
+            began,
+            vec![
+                ("lev.channel", channel.to_owned()),
+                ("lev.event", d.event_kind.clone()),
+                ("lev.delivered", sent.ok.to_string()),
+            ],
+        );
+    }
     let settings = &state.settings().webhooks;
     let outcome = if sent.ok {
         AttemptOutcome::Delivered
@@ -217,8 +257,14 @@ fn jitter() -> f64 {
     f64::from(u32::from_le_bytes(b)) / f64::from(u32::MAX)
 }
 
-/// POST a Standard Webhooks delivery.
-async fn post(state: &AppState, client: &reqwest::Client, d: &DueDelivery) -> Sent {
+/// POST a Standard Webhooks delivery, with the `traceparent` of its span
+/// when traced.
+async fn post(
+    state: &AppState,
+    client: &reqwest::Client,
+    d: &DueDelivery,
+    trace: Option<crate::trace::Ctx>,
+) -> Sent {
     let secret = match super::open_secret(
         &state.settings().webhooks.secret_keys,
         &d.endpoint_id,
@@ -242,8 +288,11 @@ async fn post(state: &AppState, client: &reqwest::Client, d: &DueDelivery) -> Se
     }
     let timestamp = OffsetDateTime::now_utc().unix_timestamp();
     let signature = super::sign::sign(&secret, &d.id, timestamp, d.body.as_bytes());
-    let response = client
-        .post(&d.url)
+    let mut request = client.post(&d.url);
+    if let Some(ctx) = trace {
+        request = request.header("traceparent", ctx.traceparent());
+    }
+    let response = request
         .header("content-type", "application/json")
         .header("webhook-id", &d.id)
         .header("webhook-timestamp", timestamp.to_string())

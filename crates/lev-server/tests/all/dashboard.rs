@@ -2,7 +2,8 @@
 //! cookie session, CSRF on every cookie-authenticated change, `@path` below
 //! the attach root; and, in `browser`, the page itself in a real headless
 //! Chromium (`passkeys_browser` and `votes_browser`: votes on a quorum;
-//! `forms_browser`: a form filled in field by field).
+//! `forms_browser`: a form filled in field by field; `stats_browser`: `GET
+//! /v1/stats` and the Stats page with its chart).
 
 #[path = "dashboard_browser.rs"]
 mod browser;
@@ -12,6 +13,8 @@ mod browser_support;
 mod forms_browser;
 #[path = "passkeys_browser.rs"]
 mod passkeys_browser;
+#[path = "stats_browser.rs"]
+mod stats_browser;
 #[path = "votes_browser.rs"]
 mod votes_browser;
 

@@ -97,21 +97,59 @@ async fn metrics_count_requests_interactions_and_pending() {
         resp.headers()["content-type"]
             .to_str()
             .unwrap()
-            .starts_with("text/plain")
+            .starts_with("application/openmetrics-text")
     );
     let text = resp.text().await.unwrap();
-    for line in [
-        r#"lev_http_requests_total{method="POST",route="/v1/interactions",status="201"} 2"#,
-        r#"lev_http_requests_total{method="GET",route="/v1/interactions/{id}",status="404"} 1"#,
-        "lev_interactions_created_total 2",
-        "lev_interactions_answered_total 1",
-        "lev_interactions_pending 1",
-        "lev_waiters 0",
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    // Each (name, labels it has, value): labels in any order, `replica`
+    // among them.
+    for (name, labels, value) in [
+        (
+            "lev_http_requests_total",
+            &[
+                ("method", "POST"),
+                ("route", "/v1/interactions"),
+                ("status", "201"),
+            ][..],
+            "2",
+        ),
+        (
+            "lev_http_requests_total",
+            &[
+                ("method", "GET"),
+                ("route", "/v1/interactions/{id}"),
+                ("status", "404"),
+            ][..],
+            "1",
+        ),
+        ("lev_interactions_created_total", &[][..], "2"),
+        ("lev_interactions_answered_total", &[][..], "1"),
+        (
+            "lev_interactions_pending",
+            &[("session", "s-1"), ("kind", "free_text")][..],
+            "1",
+        ),
+        (
+            "lev_decisions_total",
+            &[("outcome", "answered"), ("kind", "free_text")][..],
+            "1",
+        ),
+        ("lev_waiters", &[][..], "0"),
     ] {
-        assert!(
-            text.lines().any(|l| l == line),
-            "missing {line:?} in\n{text}"
-        );
+        let found = text.lines().any(|l| {
+            let Some(rest) = l.strip_prefix(name).and_then(|r| r.strip_prefix('{')) else {
+                return false;
+            };
+            let Some((labels_text, v)) = rest.split_once("} ") else {
+                return false;
+            };
+            v == value
+                && labels_text.contains("replica=\"rp_")
+                && labels
+                    .iter()
+                    .all(|(k, want)| labels_text.contains(&format!("{k}=\"{want}\"")))
+        });
+        assert!(found, "missing {name} {labels:?} {value} in\n{text}");
     }
     let (status, _) = s.get("/metrics", &approver).await;
     assert_eq!(status, StatusCode::FORBIDDEN);

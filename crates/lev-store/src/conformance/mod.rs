@@ -22,6 +22,7 @@ mod lifecycle;
 mod operators;
 mod parts;
 mod replicas;
+mod stats;
 mod tasks;
 mod votes;
 mod webhooks;
@@ -38,6 +39,7 @@ pub use lifecycle::*;
 pub use operators::*;
 pub use parts::*;
 pub use replicas::*;
+pub use stats::*;
 pub use tasks::*;
 pub use votes::*;
 pub use webhooks::*;
@@ -111,6 +113,7 @@ macro_rules! conformance_suite {
             signing_keys_are_never_a_persons,
             approvals_note_whose_nonce_they_carry,
             a_revocation_racing_a_vote_is_never_outlived,
+            stats_count_a_window_per_kind_and_rule,
             signing_key_changes_are_audited_and_reach_every_handle,
             a_revoked_token_is_refused_on_every_handle_at_once,
         );

@@ -76,7 +76,15 @@ where
 pub(crate) fn gauge(text: &str, name: &str) -> u64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .find_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            // Labels (`{replica="..."}`) between the name and the value.
+            let rest = match rest.strip_prefix('{') {
+                Some(labels) => &labels[labels.find('}')? + 1..],
+                None => rest,
+            };
+            rest.strip_prefix(' ')
+        })
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map_or(0, |v| v as u64)
 }

@@ -149,7 +149,13 @@ impl SpawnedBuilder {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(line) => {
-                    if let Some(rest) = line.split("listening on ").nth(1) {
+                    // A JSON log line (--log-format json) says it in its
+                    // message.
+                    let message = serde_json::from_str::<serde_json::Value>(&line)
+                        .ok()
+                        .and_then(|v| v["message"].as_str().map(str::to_owned))
+                        .unwrap_or(line);
+                    if let Some(rest) = message.split("listening on ").nth(1) {
                         break rest.trim().to_owned();
                     }
                 }
