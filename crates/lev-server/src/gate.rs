@@ -182,7 +182,9 @@ pub async fn decide(
     state: &AppState,
     principal: &Principal,
     req: GateRequest,
+    agent: Option<crate::trace::Ctx>,
 ) -> ApiResult<GateResponse> {
+    let started = std::time::SystemTime::now();
     let (caller, args) = validate(state, principal, &req)?;
     let settings = state.settings();
     let requested: BTreeSet<String> = req.required_capabilities.iter().cloned().collect();
@@ -239,7 +241,15 @@ pub async fn decide(
         },
     };
     let sign = signer(&gated, outcome.response);
-    record_decision(state, &req.session_id, new, sign).await
+    let traced = Traced { agent, started };
+    record_decision(state, &req.session_id, new, sign, traced).await
+}
+
+/// Where a gate call's question joins the agent's trace.
+struct Traced {
+    /// The agent's `traceparent`, when it sent one.
+    agent: Option<crate::trace::Ctx>,
+    started: std::time::SystemTime,
 }
 
 /// A gate call's answer: given (an ask), or to be signed.
@@ -508,6 +518,7 @@ async fn record_decision(
     session_id: &str,
     new: NewGateDecision,
     sign: lev_store::GateSigner,
+    traced: Traced,
 ) -> ApiResult<GateResponse> {
     let recorded = state.store().record_gate_decision(new, sign).await?;
     match recorded {
@@ -516,6 +527,14 @@ async fn record_decision(
             interaction,
         } => {
             if let Some(view) = interaction {
+                // The question's trace starts here, once (a repeat of the
+                // call opens nothing).
+                state.tracer().created(
+                    view.request.id(),
+                    traced.agent,
+                    traced.started,
+                    &view.request,
+                );
                 // Triage (`route: ["operator", ...]`) follows the committed event.
                 crate::interactions::opened(state, &view.request);
             }

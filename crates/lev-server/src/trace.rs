@@ -145,6 +145,14 @@ impl Ctx {
         Some(Self { trace, span })
     }
 
+    /// The `traceparent` header of a request, when it carries a valid one.
+    pub fn from_headers(headers: &axum::http::HeaderMap) -> Option<Self> {
+        headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .and_then(Self::parse_traceparent)
+    }
+
     /// This span as a `traceparent` (sampled).
     pub fn traceparent(&self) -> String {
         format!("00-{}-{}-01", hex(&self.trace), hex(&self.span))

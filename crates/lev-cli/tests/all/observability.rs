@@ -727,6 +727,59 @@ async fn an_interaction_is_one_trace_joined_to_the_agents_and_passed_to_webhooks
     assert_ne!(root["trace_id"], AGENT_TRACE);
     assert_eq!(root["trace_id"].as_str().unwrap().len(), 32);
 
+    // A gate call that asks joins the agent's trace the same way; its
+    // repeat opens nothing and starts no second trace.
+    let gate = json!({
+        "session_id": "s-gate", "conversation_id": "c-1", "turn_id": "t-1",
+        "request_id": "call-1", "caller": "alice", "tool_name": "shell",
+        "args_json": "{\"argv\":[\"ls\"]}", "sandbox_mode": "read-only",
+        "required_capabilities": ["proc-exec"],
+    });
+    const GATE_SPAN: &str = "00f067aa0ba902b8";
+    let mut asked = Vec::new();
+    for _ in 0..2 {
+        let resp = run
+            .http
+            .post(format!("{}/v1/gate", run.server.url()))
+            .bearer_auth(&run.worker)
+            .header("traceparent", format!("00-{AGENT_TRACE}-{GATE_SPAN}-01"))
+            .json(&gate)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let v = resp.json::<Value>().await.unwrap();
+        assert_eq!(v["decision"], "ask", "{v}");
+        asked.push(v["interaction_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(asked[0], asked[1], "a repeat answers as the first did");
+    let gated = asked[0].clone();
+    eventually(
+        "the gate's create span",
+        || run.server.log(),
+        || {
+            receiver
+                .spans()
+                .iter()
+                .any(|s| s["attributes"]["lev.interaction.id"] == gated.as_str())
+        },
+    )
+    .await;
+    // Time for a second span to arrive, were there one.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let creates: Vec<Value> = receiver
+        .spans()
+        .into_iter()
+        .filter(|s| {
+            s["attributes"]["lev.interaction.id"] == gated.as_str()
+                && s["name"] == "interaction.create"
+        })
+        .collect();
+    assert_eq!(creates.len(), 1, "{creates:?}");
+    assert_eq!(creates[0]["trace_id"], AGENT_TRACE);
+    assert_eq!(creates[0]["parent_span_id"], GATE_SPAN);
+    assert_eq!(creates[0]["attributes"]["lev.session.id"], "s-gate");
+
     // The collector gone: spans are dropped and counted, requests still
     // answered.
     receiver.stop();

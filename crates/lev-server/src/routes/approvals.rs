@@ -38,10 +38,23 @@ const MAX_NONCE_LEN: usize = 256;
 pub async fn gate(
     State(state): State<AppState>,
     principal: Principal,
+    headers: axum::http::HeaderMap,
     JsonBody(req): JsonBody<GateRequest>,
-) -> ApiResult<Json<GateResponse>> {
+) -> ApiResult<(
+    Option<axum::Extension<crate::log::NotedInteraction>>,
+    Json<GateResponse>,
+)> {
     principal.require(&[Role::Worker])?;
-    Ok(Json(crate::gate::decide(&state, &principal, req).await?))
+    let agent = crate::trace::Ctx::from_headers(&headers);
+    let response = crate::gate::decide(&state, &principal, req, agent).await?;
+    // The request's log line names the question it opened (or repeats).
+    let noted = match &response {
+        GateResponse::Ask { interaction_id } => Some(axum::Extension(
+            crate::log::NotedInteraction(interaction_id.clone()),
+        )),
+        _ => None,
+    };
+    Ok((noted, Json(response)))
 }
 
 /// `GET /v1/grants` (approver): the session and always grants in force,

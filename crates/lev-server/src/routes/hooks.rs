@@ -63,6 +63,7 @@ pub async fn claude_code(
     request: Request,
 ) -> ApiResult<Json<Value>> {
     principal.require(&[Role::Worker])?;
+    let agent = crate::trace::Ctx::from_headers(request.headers());
     let bytes = read_limited(request, JSON_LIMIT).await?;
     crate::body::check_depth(&bytes)?;
     let event = HookEvent::parse(&bytes).map_err(|e| match e {
@@ -102,7 +103,14 @@ pub async fn claude_code(
         route,
         reason: None,
     };
-    let decision = gate_and_wait(&state, &principal, gate, Duration::from_secs(timeout_s)).await?;
+    let decision = gate_and_wait(
+        &state,
+        &principal,
+        gate,
+        agent,
+        Duration::from_secs(timeout_s),
+    )
+    .await?;
     let input = Value::Object(event.tool_input.clone());
     let verdict = decision.verdict(&event.tool_name, &input);
     Ok(Json(
@@ -117,10 +125,11 @@ async fn gate_and_wait(
     state: &AppState,
     principal: &Principal,
     gate: GateRequest,
+    agent: Option<crate::trace::Ctx>,
     timeout: Duration,
 ) -> ApiResult<Decision> {
     let started = tokio::time::Instant::now();
-    let (envelope, view) = match crate::gate::decide(state, principal, gate).await? {
+    let (envelope, view) = match crate::gate::decide(state, principal, gate, agent).await? {
         GateResponse::Allow { approval } => (approval, None),
         GateResponse::Deny { reason, .. } => return Ok(Decision::DeniedByPolicy { reason }),
         GateResponse::Ask { interaction_id } => {

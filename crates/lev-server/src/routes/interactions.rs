@@ -69,10 +69,7 @@ pub async fn create(
     let (view, created) = interactions::open(&state, new).await?;
     if created {
         // The agent's trace, when its request carried a traceparent.
-        let agent = headers
-            .get("traceparent")
-            .and_then(|v| v.to_str().ok())
-            .and_then(crate::trace::Ctx::parse_traceparent);
+        let agent = crate::trace::Ctx::from_headers(&headers);
         state
             .tracer()
             .created(view.request.id(), agent, started, &view.request);
