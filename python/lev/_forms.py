@@ -19,8 +19,10 @@ _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool
 
 
 def _is_pydantic(shape: Any) -> bool:
-    return isinstance(shape, type) and hasattr(shape, "model_json_schema") and hasattr(
-        shape, "model_validate"
+    return (
+        isinstance(shape, type)
+        and hasattr(shape, "model_json_schema")
+        and hasattr(shape, "model_validate")
     )
 
 

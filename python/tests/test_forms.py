@@ -35,7 +35,15 @@ def test_a_pydantic_model_comes_back_typed(
     th = answer_when_pending(
         approver,
         sid,
-        {"fields": {"version": "1.2.3", "replicas": 5, "ratio": 0.25, "channel": "beta", "canary": False}},
+        {
+            "fields": {
+                "version": "1.2.3",
+                "replicas": 5,
+                "ratio": 0.25,
+                "channel": "beta",
+                "canary": False,
+            }
+        },
     )
     got = worker.ask_form("Release details?", Release, session_id=sid, timeout_s=60)
     th.join()
@@ -46,7 +54,12 @@ def test_a_pydantic_model_comes_back_typed(
 def test_a_dataclass_comes_back_typed(worker: lev.Client, approver: lev.Client, sid: str) -> None:
     schema = schema_of(Owner)
     assert schema["required"] == ["email"]
-    assert schema["properties"]["team"] == {"type": "string", "enum": ["ops", "dev"], "title": "Team", "default": "ops"}
+    assert schema["properties"]["team"] == {
+        "type": "string",
+        "enum": ["ops", "dev"],
+        "title": "Team",
+        "default": "ops",
+    }
     th = answer_when_pending(approver, sid, {"fields": {"email": "ops@example.org", "weight": 2}})
     got = worker.ask_form("Who owns it?", Owner, session_id=sid, timeout_s=60)
     th.join()
@@ -66,7 +79,15 @@ def test_a_dict_schema_and_the_servers_refusals(
     assert e.value.status == 422
     assert "kind.schema.properties.a.pattern" in e.value.message
     record = worker.create_interaction(
-        lev._client.question("Age?", session_id=sid, form={"type": "object", "properties": {"age": {"type": "integer", "minimum": 18}}, "required": ["age"]})
+        lev._client.question(
+            "Age?",
+            session_id=sid,
+            form={
+                "type": "object",
+                "properties": {"age": {"type": "integer", "minimum": 18}},
+                "required": ["age"],
+            },
+        )
     )
     with pytest.raises(lev.ApiError) as e:
         approver.respond(record["id"], {"request_id": record["id"], "fields": {"age": 12}})
