@@ -124,18 +124,20 @@ impl Driver {
         self.stdin.flush().unwrap();
     }
 
+    /// The driver's next event, or a failed test saying `missing` with the
+    /// driver's stderr.
+    fn recv(&self, missing: &str) -> Value {
+        self.events
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| {
+                panic!("{missing}; driver stderr:\n{}", self.stderr.lock().unwrap())
+            })
+    }
+
     /// The next event, skipping progress events unless asked for.
     fn next(&self, kind: &str) -> Value {
         loop {
-            let event = self
-                .events
-                .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "no {kind:?} event from the MCP driver; its stderr:\n{}",
-                        self.stderr.lock().unwrap()
-                    )
-                });
+            let event = self.recv(&format!("no {kind:?} event from the MCP driver"));
             if event["event"] == "progress" && kind != "progress" {
                 continue;
             }
@@ -168,15 +170,7 @@ impl Driver {
     fn progress_until_result(&self, id: &str) -> (Vec<Value>, Value) {
         let mut progress = Vec::new();
         loop {
-            let event = self
-                .events
-                .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "no result of {id}; driver stderr:\n{}",
-                        self.stderr.lock().unwrap()
-                    )
-                });
+            let event = self.recv(&format!("no result of {id}"));
             assert_eq!(event["id"], id, "{event}");
             if event["event"] == "progress" {
                 progress.push(event);
@@ -189,15 +183,7 @@ impl Driver {
     /// Call `id`'s result (texts, is_error), or its error event.
     fn outcome(&self, id: &str) -> Value {
         loop {
-            let event = self
-                .events
-                .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "no result of {id}; driver stderr:\n{}",
-                        self.stderr.lock().unwrap()
-                    )
-                });
+            let event = self.recv(&format!("no result of {id}"));
             if event["event"] == "progress" {
                 continue;
             }
